@@ -1,0 +1,1 @@
+//! The actor kit.

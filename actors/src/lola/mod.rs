@@ -1,0 +1,1 @@
+//! The LoLA-compatible socket.

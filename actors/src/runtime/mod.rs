@@ -1,0 +1,1 @@
+//! The runtime and its actors.

@@ -1,0 +1,3 @@
+//! `cargo nao-rs stop ADDRESS`: the UDP stop from a developer's computer.
+
+fn main() {}

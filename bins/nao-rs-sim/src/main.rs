@@ -1,0 +1,3 @@
+//! The virtual robot: a chest board and every board behind it, over a Unix socket.
+
+fn main() {}

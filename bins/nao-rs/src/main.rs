@@ -1,0 +1,3 @@
+//! The nao-rs runtime host: run, demo, replay, record.
+
+fn main() {}

@@ -1,0 +1,3 @@
+//! The operator's tool: status, stop, rearm.
+
+fn main() {}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command (README): format, lints, every test, the loom
+# models and the property tests at full size. Run from anywhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== cargo test (workspace)"
+# PROPTEST_CASES: the fuzz-style property tests run at least 100,000 cases.
+PROPTEST_CASES="${PROPTEST_CASES:-100000}" cargo test --workspace --release -- --test-threads=2
+
+echo "== loom models (page orderings)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p deathswitch --release --test loom_heartbeat -- --test-threads=2

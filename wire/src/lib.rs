@@ -1,0 +1,10 @@
+//! The chest board protocol of `spec/board-protocol.md`, as a functional core
+//! with no I/O, and the links that carry it (real USB, the virtual robot,
+//! replay of a recording).
+
+pub mod command;
+pub mod link;
+pub mod recording;
+
+pub use command::{Command, JOINTS};
+pub use link::{Link, LinkError};

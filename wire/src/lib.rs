@@ -4,7 +4,10 @@
 
 pub mod command;
 pub mod link;
+pub mod protocol;
 pub mod recording;
+pub mod replay;
+pub mod usbmon;
 
 pub use command::{Command, JOINTS};
 pub use link::{Link, LinkError};

@@ -1,3 +1,50 @@
-//! The nao-rs runtime host: run, demo, replay, record.
+//! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
+//! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`) and
+//! the measurements (`bench`).
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod demo;
+mod record;
+mod replay;
+mod run;
+mod wake;
+
+/// The nao-rs runtime for the NAO V6 body.
+#[derive(Parser)]
+#[command(name = "nao-rs", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Host the runtime on the chest board (or the virtual robot).
+    Run(run::Args),
+    /// Start the virtual robot, the guard and the runtime together.
+    Demo(demo::Args),
+    /// Replay recordings byte for byte; exit 0 only if every file passes.
+    Replay(replay::Args),
+    /// Record a live session in the recording format.
+    Record(record::Args),
+    /// Wake the robot after a re-arm (the robot stays limp until woken).
+    Wake(wake::Args),
+    /// Measure every safety and timing figure against the virtual robot.
+    Bench(bench::Args),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Cmd::Run(a) => run::main(a),
+        Cmd::Demo(a) => demo::main(a),
+        Cmd::Replay(a) => replay::main(a),
+        Cmd::Record(a) => record::main(a),
+        Cmd::Wake(a) => wake::main(a),
+        Cmd::Bench(a) => bench::main(a),
+    }
+}

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+pub mod record;
 pub mod replay;
 pub mod sim;
 pub mod usb;

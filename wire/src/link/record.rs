@@ -1,0 +1,1 @@
+//! The recording link: wraps any link and writes every call.

@@ -1,0 +1,1 @@
+//! The protocol core: no I/O, time passed in.

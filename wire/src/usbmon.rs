@@ -1,0 +1,1 @@
+//! Import Linux usbmon captures (pcap) into the recording format.

@@ -1,3 +1,63 @@
-//! The nao-rs death switch: a shared page of atomics at `/run/nao-rs/deathswitch`.
+//! The nao-rs death switch: a shared page of atomics at
+//! `/run/nao-rs/deathswitch` (or `$NAO_RS_DEATHSWITCH`), latched trips with
+//! the first reason kept, the runtime's heartbeat and the guard's rules.
 //!
-//! See `docs/page.md` and `../shared/seeds/death-switch-in-detail.txt`.
+//! See `docs/page.md` (layout, encodings, choices) and
+//! `../shared/seeds/death-switch-in-detail.txt`.
+
+mod cells;
+pub mod flags;
+mod reason;
+pub mod rules;
+mod sync;
+mod time;
+
+#[cfg(not(loom))]
+mod page;
+#[cfg(not(loom))]
+pub mod sigbus;
+
+pub use cells::{Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
+#[cfg(not(loom))]
+pub use page::{default_path, Integrity, Opening, Page, PageError, ENV_PATH, ROBOT_PATH};
+pub use reason::Reason;
+pub use time::{now_ns, unix_now_ns};
+
+/// Every field of the page at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    /// Not tripped, and the page has its magic.
+    pub armed: bool,
+    /// Why it is tripped (`page-lost` for a page without its magic or with an
+    /// unknown code); `None` while armed.
+    pub reason: Option<Reason>,
+    /// The raw `reason` word (0: armed).
+    pub reason_code: u32,
+    /// When the trip happened, monotonic ns ([`TRIP_TIME_PENDING`] while
+    /// armed or while the trip is being stored).
+    pub tripped_at_ns: u64,
+    /// When the trip happened, ns since the Unix epoch (0: unknown).
+    pub tripped_at_unix_ns: u64,
+    /// The runtime's process id.
+    pub driver_pid: Option<u32>,
+    /// The last heartbeat's cycle; `None`: no heartbeat since cleared.
+    pub last_cycle: Option<u64>,
+    /// The last heartbeat's time (monotonic ns), with `last_cycle`.
+    pub last_beat_ns: Option<u64>,
+    /// The last cycle whose frame was confirmed all-off.
+    pub all_off_confirmed_cycle: Option<u64>,
+    /// The runtime's [`flags::SafetyFlags`] bits.
+    pub safety_flags: u32,
+    /// The guard's process id.
+    pub guard_pid: Option<u32>,
+    /// The guard holds the chest board.
+    pub guard_holding: bool,
+    /// Both magic values and this layout version are present.
+    pub magic_ok: bool,
+    /// The stored layout version.
+    pub version: u32,
+    /// Successful trips since the page was made whole (a count, display only).
+    pub trips: u64,
+    /// When the switch was last re-armed, ns since the Unix epoch (0: never).
+    pub armed_at_unix_ns: u64,
+}

@@ -1,3 +1,149 @@
-//! The operator's tool: status, stop, rearm.
+//! The operator's tool for the death switch: `naoctl status [--json]`,
+//! `naoctl stop`, `naoctl rearm [--yes]`. See docs/naoctl.md.
 
-fn main() {}
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use deathswitch::{flags, Integrity, Page, Reason, Snapshot, TRIP_TIME_PENDING};
+
+mod show;
+
+/// The nao-rs death switch: read it, trip it, re-arm it.
+#[derive(Parser, Debug)]
+#[command(name = "naoctl", version, about)]
+struct Cli {
+    /// The page (default: $NAO_RS_DEATHSWITCH, else /run/nao-rs/deathswitch).
+    #[arg(long, global = true, value_name = "PATH")]
+    page: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Armed or tripped, why, since when; the runtime's heartbeat, the driver and the guard.
+    Status {
+        /// One JSON object on one line (the fields of spec/death-switch.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trip the switch (reason `naoctl`).
+    Stop,
+    /// Re-arm the switch: a person's decision, after checking the robot and its surroundings.
+    Rearm {
+        /// Don't ask: you have checked the robot and its surroundings.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let path = cli.page.clone().unwrap_or_else(deathswitch::default_path);
+    let page = match Page::open(&path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("naoctl: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let integrity = page.check();
+    match cli.command {
+        Command::Status { json } => status(&page, integrity, json),
+        Command::Stop => stop(&page),
+        Command::Rearm { yes } => rearm(&page, yes),
+    }
+}
+
+fn status(page: &Page, integrity: Integrity, json: bool) -> ExitCode {
+    let s = page.snapshot();
+    let now = deathswitch::now_ns();
+    let unix = deathswitch::unix_now_ns();
+    if json {
+        println!("{}", show::json(page, &s, integrity, now));
+    } else {
+        print!("{}", show::human(page, &s, integrity, now, unix));
+    }
+    ExitCode::SUCCESS
+}
+
+fn stop(page: &Page) -> ExitCode {
+    if page.trip(Reason::Naoctl) {
+        println!(
+            "naoctl: tripped the death switch {} (reason naoctl): every frame is all-off now",
+            page.path().display()
+        );
+    } else {
+        let why = page.reason().map_or("unknown", Reason::name);
+        println!(
+            "naoctl: the death switch {} was already tripped (reason {why}); it stays tripped",
+            page.path().display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn rearm(page: &Page, yes: bool) -> ExitCode {
+    if !yes {
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            eprintln!(
+                "naoctl rearm: refusing to re-arm {} without a terminal to confirm on. Re-arming \
+                 is a person's decision: run `naoctl rearm` on a terminal at the robot, or, after \
+                 checking the robot and its surroundings, `naoctl rearm --yes`",
+                page.path().display()
+            );
+            return ExitCode::from(2);
+        }
+        let s = page.snapshot();
+        let why = s.reason.map_or("none", Reason::name);
+        print!(
+            "The death switch {} is {} (reason {why}).\nCheck the robot and its surroundings \
+             first: nobody within reach, the robot lying or sitting safely, nothing in the way.\n\
+             Re-arm the death switch? [y/N] ",
+            page.path().display(),
+            if s.armed { "armed" } else { "tripped" }
+        );
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line).is_err() {
+            eprintln!("naoctl rearm: could not read the answer; not re-armed");
+            return ExitCode::FAILURE;
+        }
+        let answer = line.trim().to_ascii_lowercase();
+        if answer != "y" && answer != "yes" {
+            println!("naoctl: not re-armed; the switch stays tripped");
+            return ExitCode::from(1);
+        }
+    }
+    page.rearm();
+    println!(
+        "naoctl: re-armed the death switch {}. The robot stays limp until it is woken: \
+         `nao-rs wake` (or the app or an API). Re-arming never resumes motion by itself.",
+        page.path().display()
+    );
+    ExitCode::SUCCESS
+}
+
+/// The safety flag names of a snapshot.
+fn flag_names(s: &Snapshot) -> Vec<String> {
+    flags::names(s.safety_flags)
+        .map(|n| n.into_owned())
+        .collect()
+}
+
+/// The state's start in Unix ns (0: unknown).
+fn since_unix_ns(s: &Snapshot) -> u64 {
+    if s.armed {
+        s.armed_at_unix_ns
+    } else {
+        s.tripped_at_unix_ns
+    }
+}
+
+/// Monotonic age in ms of an event at `t_ns` (a pending trip time: none).
+fn age_ms(now: u64, t_ns: u64) -> Option<u64> {
+    (t_ns != TRIP_TIME_PENDING).then(|| now.saturating_sub(t_ns) / 1_000_000)
+}

@@ -1,0 +1,154 @@
+//! Formatting `naoctl status`: the human text and the JSON object.
+
+use deathswitch::{Integrity, Opening, Page, Reason, Snapshot};
+use serde_json::json;
+
+use crate::{age_ms, flag_names, since_unix_ns};
+
+fn integrity_name(i: Integrity) -> &'static str {
+    match i {
+        Integrity::Intact => "intact",
+        Integrity::Repaired => "repaired",
+        Integrity::Replaced => "replaced",
+    }
+}
+
+/// The JSON object of `naoctl status --json` (spec/death-switch.md fields,
+/// plus extras).
+pub fn json(page: &Page, s: &Snapshot, integrity: Integrity, now: u64) -> serde_json::Value {
+    let since_ns = since_unix_ns(s);
+    json!({
+        "state": if s.armed { "armed" } else { "tripped" },
+        "reason": s.reason.map(Reason::name),
+        "since": (since_ns != 0).then_some(since_ns / 1_000_000_000),
+        "since_unix_ns": (since_ns != 0).then_some(since_ns),
+        "tripped_ms_ago": if s.armed { None } else { age_ms(now, s.tripped_at_ns) },
+        "driver_pid": s.driver_pid,
+        "cycle": s.last_cycle,
+        "heartbeat_age_ms": s.last_beat_ns.map(|t| now.saturating_sub(t) / 1_000_000),
+        "all_off_confirmed_cycle": s.all_off_confirmed_cycle,
+        "guard": { "pid": s.guard_pid, "holding_board": s.guard_holding },
+        "safety_flags": flag_names(s),
+        "safety_flags_bits": s.safety_flags,
+        "magic_ok": s.magic_ok,
+        "integrity": integrity_name(integrity),
+        "opened": match page.opening() {
+            Opening::Existing => "existing",
+            Opening::Created => "created",
+            Opening::MadeWhole => "made-whole",
+        },
+        "layout_version": s.version,
+        "path": page.path().display().to_string(),
+    })
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` of Unix ns (days-from-civil inverse, Howard
+/// Hinnant's algorithm).
+pub fn utc(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn ago(ms: u64) -> String {
+    if ms < 10_000 {
+        format!("{ms} ms ago")
+    } else if ms < 600_000 {
+        format!("{} s ago", ms / 1000)
+    } else {
+        format!("{} min ago", ms / 60_000)
+    }
+}
+
+/// The human text of `naoctl status`.
+pub fn human(page: &Page, s: &Snapshot, integrity: Integrity, now: u64, unix: u64) -> String {
+    let mut out = String::new();
+    let since_ns = since_unix_ns(s);
+    let since = if since_ns == 0 {
+        String::new()
+    } else {
+        let ms = unix.saturating_sub(since_ns) / 1_000_000;
+        format!(" since {} ({})", utc(since_ns), ago(ms))
+    };
+    if s.armed {
+        out += &format!("death switch: ARMED{since}\n");
+    } else {
+        let why = s.reason.map_or("unknown", Reason::name);
+        out += &format!("death switch: TRIPPED ({why}){since}\n");
+    }
+    out += &format!("  page: {}", page.path().display());
+    match (integrity, page.opening()) {
+        (Integrity::Intact, Opening::MadeWhole) => {
+            out += " (was damaged: made whole, tripped page-lost)\n"
+        }
+        (Integrity::Intact, Opening::Created) => out += " (created: a new page starts tripped)\n",
+        (Integrity::Intact, Opening::Existing) => out += "\n",
+        (Integrity::Repaired, _) => out += " (was damaged: made whole, tripped page-lost)\n",
+        (Integrity::Replaced, _) => out += " (was deleted or replaced: tripped page-lost)\n",
+    }
+    match (s.last_cycle, s.last_beat_ns) {
+        (Some(c), Some(t)) => {
+            let conf = s
+                .all_off_confirmed_cycle
+                .map_or("none".to_string(), |a| a.to_string());
+            out += &format!(
+                "  heartbeat: cycle {c}, {}; all-off confirmed up to cycle {conf}\n",
+                ago(now.saturating_sub(t) / 1_000_000)
+            );
+        }
+        _ => out += "  heartbeat: none since the page was cleared\n",
+    }
+    match s.driver_pid {
+        Some(p) => out += &format!("  driver pid: {p}\n"),
+        None => out += "  driver pid: none\n",
+    }
+    match s.guard_pid {
+        Some(p) => {
+            let holds = if s.guard_holding {
+                "holds the chest board"
+            } else {
+                "does not hold the chest board"
+            };
+            out += &format!("  guard: pid {p}, {holds}\n");
+        }
+        None => out += "  guard: none published\n",
+    }
+    let names = flag_names(s);
+    if names.is_empty() {
+        out += "  safety: no flags\n";
+    } else {
+        out += &format!("  safety: {}\n", names.join(", "));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            super::utc(1_796_220_040 * 1_000_000_000),
+            "2026-12-02 14:00:40 UTC"
+        );
+        assert_eq!(
+            super::utc(951_782_400 * 1_000_000_000),
+            "2000-02-29 00:00:00 UTC"
+        );
+    }
+}

@@ -1,0 +1,325 @@
+//! naoctl end to end, on a page under a private temp dir
+//! (`NAO_RS_DEATHSWITCH`), including issue 2's "Done when".
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use deathswitch::{Page, Reason};
+use serde_json::Value;
+
+const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
+
+struct Env {
+    _dir: tempfile::TempDir,
+    page: PathBuf,
+}
+
+fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("deathswitch");
+    Env { _dir: dir, page }
+}
+
+fn naoctl(page: &Path, args: &[&str]) -> Output {
+    Command::new(NAOCTL)
+        .args(args)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn status_json(page: &Path) -> Value {
+    let out = naoctl(page, &["status", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+#[test]
+fn done_when_status_creates_a_0660_page_tripped_boot_under_umask_077() {
+    let e = env();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("umask 077; exec \"$0\" status --json")
+        .arg(NAOCTL)
+        .env("NAO_RS_DEATHSWITCH", &e.page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "boot");
+    assert_eq!(v["opened"], "created");
+    let mode = std::fs::metadata(&e.page).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o660);
+}
+
+#[test]
+fn done_when_rearm_yes_arms_and_stop_trips_with_naoctl() {
+    let e = env();
+    assert_eq!(status_json(&e.page)["reason"], "boot");
+    let out = naoctl(&e.page, &["rearm", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+    let t = text(&out);
+    assert!(t.contains("stays limp") && t.contains("nao-rs wake"), "{t}");
+    let v = status_json(&e.page);
+    assert_eq!(v["state"], "armed");
+    assert_eq!(v["reason"], Value::Null);
+    let out = naoctl(&e.page, &["stop"]);
+    assert!(out.status.success(), "{out:?}");
+    let v = status_json(&e.page);
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "naoctl");
+}
+
+#[test]
+fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_the_file_is_whole() {
+    let e = env();
+    naoctl(&e.page, &["rearm", "--yes"]);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&e.page)
+        .unwrap();
+    f.set_len(8).unwrap();
+    drop(f);
+    let v = status_json(&e.page);
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "page-lost");
+    assert_eq!(file_len(&e.page), deathswitch::LEN as u64);
+    assert_eq!(status_json(&e.page)["reason"], "page-lost");
+}
+
+#[test]
+fn done_when_zeroing_reads_tripped_page_lost_and_the_file_is_whole() {
+    let e = env();
+    naoctl(&e.page, &["rearm", "--yes"]);
+    std::fs::write(&e.page, [0u8; deathswitch::LEN]).unwrap();
+    let v = status_json(&e.page);
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "page-lost");
+    assert_eq!(v["opened"], "made-whole");
+    assert_eq!(file_len(&e.page), deathswitch::LEN as u64);
+}
+
+#[test]
+fn rearm_without_a_terminal_and_without_yes_refuses() {
+    let e = env();
+    naoctl(&e.page, &["status"]);
+    let out = naoctl(&e.page, &["rearm"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let t = text(&out);
+    assert!(t.contains("refusing") && t.contains("--yes"), "{t}");
+    assert_eq!(status_json(&e.page)["reason"], "boot");
+}
+
+#[test]
+fn stop_keeps_the_first_reason() {
+    let e = env();
+    naoctl(&e.page, &["rearm", "--yes"]);
+    Page::open(&e.page).unwrap().trip(Reason::Udp);
+    let out = naoctl(&e.page, &["stop"]);
+    assert!(out.status.success());
+    assert!(text(&out).contains("already tripped (reason udp)"));
+    assert_eq!(status_json(&e.page)["reason"], "udp");
+}
+
+#[test]
+fn status_json_has_every_field_of_the_spec() {
+    let e = env();
+    let page = Page::open(&e.page).unwrap();
+    page.rearm();
+    page.register_driver(31337);
+    page.write_heartbeat(41, deathswitch::now_ns(), false);
+    page.trip(Reason::ChestButton);
+    page.write_heartbeat(42, deathswitch::now_ns(), true);
+    page.set_guard(777, true);
+    page.set_safety_flags(
+        (deathswitch::flags::SafetyFlags::CONTROLLER_LOST
+            | deathswitch::flags::SafetyFlags::UDP_PORT_NOT_OWNED)
+            .bits(),
+    );
+    let v = status_json(&e.page);
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "chest-button");
+    let since = v["since"].as_u64().unwrap();
+    let unix_now = deathswitch::unix_now_ns() / 1_000_000_000;
+    assert!(
+        since <= unix_now && since + 60 > unix_now,
+        "{since} vs {unix_now}"
+    );
+    assert_eq!(v["driver_pid"], 31337);
+    assert_eq!(v["cycle"], 42);
+    assert!(v["heartbeat_age_ms"].is_u64());
+    assert_eq!(v["all_off_confirmed_cycle"], 42);
+    assert_eq!(v["guard"]["holding_board"], true);
+    assert_eq!(v["guard"]["pid"], 777);
+    assert_eq!(
+        v["safety_flags"],
+        serde_json::json!(["controller-lost", "udp-port-not-owned"])
+    );
+}
+
+#[test]
+fn status_json_of_a_fresh_page_has_nulls_for_the_heartbeat() {
+    let e = env();
+    let v = status_json(&e.page);
+    for k in [
+        "driver_pid",
+        "cycle",
+        "heartbeat_age_ms",
+        "all_off_confirmed_cycle",
+    ] {
+        assert_eq!(v[k], Value::Null, "{k}");
+    }
+    assert_eq!(v["guard"]["holding_board"], false);
+    assert!(v["since"].is_u64());
+}
+
+#[test]
+fn status_human_shows_state_reason_heartbeat_driver_and_guard() {
+    let e = env();
+    let page = Page::open(&e.page).unwrap();
+    page.register_driver(555);
+    page.write_heartbeat(9, deathswitch::now_ns(), true);
+    page.set_guard(66, true);
+    let out = naoctl(&e.page, &["status"]);
+    assert!(out.status.success());
+    let t = text(&out);
+    for want in [
+        "TRIPPED (boot)",
+        "since ",
+        "heartbeat: cycle 9",
+        "ms ago",
+        "driver pid: 555",
+        "guard: pid 66, holds the chest board",
+    ] {
+        assert!(t.contains(want), "{want:?} missing in:\n{t}");
+    }
+}
+
+#[test]
+fn a_missing_directory_error_names_the_path_and_the_tmpfiles_entry() {
+    let e = env();
+    let bad = e.page.join("sub").join("deathswitch");
+    let out = naoctl(&bad, &["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out);
+    assert!(
+        t.contains(&bad.display().to_string()) && t.contains("tmpfiles.d"),
+        "{t}"
+    );
+}
+
+#[test]
+fn another_layout_version_error_names_the_path_and_the_fix() {
+    let e = env();
+    let mut bytes = [0u8; deathswitch::LEN];
+    bytes[..8].copy_from_slice(&deathswitch::MAGIC.to_le_bytes());
+    bytes[8..12].copy_from_slice(&9u32.to_le_bytes());
+    bytes[deathswitch::LEN - 8..].copy_from_slice(&deathswitch::MAGIC.to_le_bytes());
+    std::fs::write(&e.page, bytes).unwrap();
+    let out = naoctl(&e.page, &["status", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let t = text(&out);
+    assert!(
+        t.contains("version 9") && t.contains(&e.page.display().to_string()),
+        "{t}"
+    );
+}
+
+#[test]
+fn the_page_option_overrides_the_environment() {
+    let e = env();
+    let other = e.page.with_file_name("other");
+    let out = Command::new(NAOCTL)
+        .args(["--page", other.to_str().unwrap(), "stop"])
+        .env("NAO_RS_DEATHSWITCH", &e.page)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(other.exists());
+    assert!(!e.page.exists());
+}
+
+/// Kills a child at the end of a test, even on failure.
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `naoctl rearm` on a pseudo-terminal (util-linux `script`) with
+/// `answer` typed in; `None` when `script` is missing.
+fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is needed to give naoctl a terminal");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("out");
+    let mut child = Kill(
+        Command::new("script")
+            .args(["-qec", &format!("{NAOCTL} rearm"), "/dev/null"])
+            .env("NAO_RS_DEATHSWITCH", page)
+            .stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    {
+        use std::io::Write;
+        let mut stdin = child.0.stdin.take().unwrap();
+        // naoctl reads one line from the terminal; written ahead, the pty
+        // buffers it until then.
+        stdin.write_all(answer.as_bytes()).unwrap();
+    }
+    // A bound, not a timing assertion: a hung naoctl fails the test.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "naoctl rearm hung on the terminal"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Some((status.success(), std::fs::read_to_string(&log).unwrap()))
+}
+
+#[test]
+fn rearm_on_a_terminal_asks_and_says_to_check_the_robot() {
+    let e = env();
+    naoctl(&e.page, &["status"]);
+    let Some((ok, t)) = on_a_terminal(&e.page, "n\n") else {
+        return;
+    };
+    assert!(!ok, "{t}");
+    assert!(t.contains("Check the robot and its surroundings"), "{t}");
+    assert_eq!(status_json(&e.page)["state"], "tripped");
+    let Some((ok, t)) = on_a_terminal(&e.page, "y\n") else {
+        return;
+    };
+    assert!(ok, "{t}");
+    assert!(t.contains("stays limp"), "{t}");
+    assert_eq!(status_json(&e.page)["state"], "armed");
+}

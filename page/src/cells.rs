@@ -1,0 +1,427 @@
+//! The page layout: a `#[repr(C)]` struct of atomics only, and every rule
+//! that reads or writes it (trip, re-arm, heartbeat, snapshot), as methods
+//! with the time passed in. [`crate::Page`] maps this struct from the page
+//! file; the loom models run the same methods on an in-memory value.
+//!
+//! Encodings (docs/page.md has the table):
+//! - `reason`: 0 armed, else [`Reason`] code.
+//! - `beat_cycle`, `all_off_cycle`: cycle + 1; 0 means none since cleared.
+//! - `tripped_at_ns`: [`TRIP_TIME_PENDING`] while armed and in the instant
+//!   between a trip's compare-and-swap and its time store.
+
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::{Reason, Snapshot};
+
+/// The magic value at offset 0 and offset 120 (ASCII "NAORS-DS", little
+/// endian). A page without both counts as tripped.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"NAORS-DS");
+/// The layout version this crate reads and writes.
+pub const VERSION: u32 = 1;
+/// The size of the layout and of the page file, in bytes.
+pub const LEN: usize = 128;
+/// `tripped_at_ns` while armed, and while a trip is being stored.
+pub const TRIP_TIME_PENDING: u64 = u64::MAX;
+
+/// The page: atomics only, so no reader sees half a write and a crashed
+/// writer leaves no lock behind.
+#[repr(C)]
+pub struct Cells {
+    magic_head: AtomicU64,
+    version: AtomicU32,
+    reason: AtomicU32,
+    tripped_at_ns: AtomicU64,
+    tripped_at_unix_ns: AtomicU64,
+    driver_pid: AtomicU32,
+    safety_flags: AtomicU32,
+    beat_cycle: AtomicU64,
+    beat_ns: AtomicU64,
+    all_off_cycle: AtomicU64,
+    guard_pid: AtomicU32,
+    guard_holding: AtomicU32,
+    trips: AtomicU64,
+    armed_at_unix_ns: AtomicU64,
+    reserved: [AtomicU64; 4],
+    magic_tail: AtomicU64,
+}
+
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Cells>() == LEN);
+    assert!(std::mem::align_of::<Cells>() == 8);
+    assert!(std::mem::offset_of!(Cells, magic_head) == 0);
+    assert!(std::mem::offset_of!(Cells, version) == 8);
+    assert!(std::mem::offset_of!(Cells, reason) == 12);
+    assert!(std::mem::offset_of!(Cells, tripped_at_ns) == 16);
+    assert!(std::mem::offset_of!(Cells, tripped_at_unix_ns) == 24);
+    assert!(std::mem::offset_of!(Cells, driver_pid) == 32);
+    assert!(std::mem::offset_of!(Cells, safety_flags) == 36);
+    assert!(std::mem::offset_of!(Cells, beat_cycle) == 40);
+    assert!(std::mem::offset_of!(Cells, beat_ns) == 48);
+    assert!(std::mem::offset_of!(Cells, all_off_cycle) == 56);
+    assert!(std::mem::offset_of!(Cells, guard_pid) == 64);
+    assert!(std::mem::offset_of!(Cells, guard_holding) == 68);
+    assert!(std::mem::offset_of!(Cells, trips) == 72);
+    assert!(std::mem::offset_of!(Cells, armed_at_unix_ns) == 80);
+    assert!(std::mem::offset_of!(Cells, magic_tail) == 120);
+};
+
+fn some_if_nonzero_minus_one(v: u64) -> Option<u64> {
+    v.checked_sub(1)
+}
+
+fn pid(v: u32) -> Option<u32> {
+    (v != 0).then_some(v)
+}
+
+impl Cells {
+    /// An all-zero page in memory (no magic: it reads tripped), for models
+    /// and tests.
+    pub fn zeroed() -> Cells {
+        Cells {
+            magic_head: AtomicU64::new(0),
+            version: AtomicU32::new(0),
+            reason: AtomicU32::new(0),
+            tripped_at_ns: AtomicU64::new(0),
+            tripped_at_unix_ns: AtomicU64::new(0),
+            driver_pid: AtomicU32::new(0),
+            safety_flags: AtomicU32::new(0),
+            beat_cycle: AtomicU64::new(0),
+            beat_ns: AtomicU64::new(0),
+            all_off_cycle: AtomicU64::new(0),
+            guard_pid: AtomicU32::new(0),
+            guard_holding: AtomicU32::new(0),
+            trips: AtomicU64::new(0),
+            armed_at_unix_ns: AtomicU64::new(0),
+            reserved: std::array::from_fn(|_| AtomicU64::new(0)),
+            magic_tail: AtomicU64::new(0),
+        }
+    }
+
+    /// Makes the page whole: clears the magic first (readers see tripped
+    /// meanwhile), zeroes every field, stores `reason` tripped at the given
+    /// times, then writes the magic back.
+    pub fn initialize(&self, reason: Reason, now_ns: u64, unix_ns: u64) {
+        // Release: the zeroed magic is ordered before every field below.
+        self.magic_head.store(0, Ordering::Release);
+        self.magic_tail.store(0, Ordering::Release);
+        // The reason first, so the page is tripped before the fields change.
+        self.reason.store(reason.code(), Ordering::Release);
+        self.tripped_at_ns.store(now_ns, Ordering::Release);
+        self.tripped_at_unix_ns.store(unix_ns, Ordering::Release);
+        self.driver_pid.store(0, Ordering::Release);
+        self.safety_flags.store(0, Ordering::Release);
+        self.beat_cycle.store(0, Ordering::Release);
+        self.beat_ns.store(0, Ordering::Release);
+        self.all_off_cycle.store(0, Ordering::Release);
+        self.guard_pid.store(0, Ordering::Release);
+        self.guard_holding.store(0, Ordering::Release);
+        self.trips.store(1, Ordering::Release);
+        self.armed_at_unix_ns.store(0, Ordering::Release);
+        for r in &self.reserved {
+            r.store(0, Ordering::Release);
+        }
+        self.version.store(VERSION, Ordering::Release);
+        self.magic_tail.store(MAGIC, Ordering::Release);
+        // Release: pairs with the Acquire loads of `magic_ok`; the magic is
+        // the last store, so a reader seeing it sees the whole page.
+        self.magic_head.store(MAGIC, Ordering::Release);
+    }
+
+    /// Both magic values present (the version is checked apart).
+    pub fn magic_present(&self) -> bool {
+        self.magic_head.load(Ordering::Acquire) == MAGIC
+            && self.magic_tail.load(Ordering::Acquire) == MAGIC
+    }
+
+    /// The stored layout version.
+    pub fn version(&self) -> u32 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Both magic values and this crate's layout version.
+    pub fn magic_ok(&self) -> bool {
+        self.magic_present() && self.version() == VERSION
+    }
+
+    /// Trips with `reason` if armed (compare-and-swap from 0): true when
+    /// this call tripped it. The first reason stays until [`Cells::rearm`].
+    /// Lock-free and async-signal-safe.
+    pub fn trip(&self, reason: Reason, now_ns: u64, unix_ns: u64) -> bool {
+        // AcqRel: the success publishes the reason (Release) and orders the
+        // time stores after it; pairs with the Acquire load in `snapshot`.
+        let won = self
+            .reason
+            .compare_exchange(0, reason.code(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if won {
+            self.tripped_at_ns.store(now_ns, Ordering::Release);
+            self.tripped_at_unix_ns.store(unix_ns, Ordering::Release);
+            self.trips.fetch_add(1, Ordering::AcqRel);
+        }
+        won
+    }
+
+    /// Trips with `reason` whatever was stored (damage: the stored reason is
+    /// not trusted). Used by the integrity repair only.
+    pub fn force_trip(&self, reason: Reason, now_ns: u64, unix_ns: u64) {
+        self.reason.store(reason.code(), Ordering::Release);
+        self.tripped_at_ns.store(now_ns, Ordering::Release);
+        self.tripped_at_unix_ns.store(unix_ns, Ordering::Release);
+        self.trips.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Re-arms: a person's act, for `naoctl rearm` only. The trip time is
+    /// set pending before the reason is cleared (Release), so a later
+    /// trip's reader never pairs the new reason with the old time.
+    /// `unix_ns` is stored as the time of the re-arm (display only).
+    pub fn rearm(&self, unix_ns: u64) {
+        self.tripped_at_ns
+            .store(TRIP_TIME_PENDING, Ordering::Release);
+        self.tripped_at_unix_ns.store(0, Ordering::Release);
+        self.armed_at_unix_ns.store(unix_ns, Ordering::Release);
+        // Release: the pending time above is visible to whoever sees armed.
+        self.reason.store(0, Ordering::Release);
+    }
+
+    /// The raw `reason` word (0: armed, if the magic is present).
+    pub fn reason_code(&self) -> u32 {
+        self.reason.load(Ordering::Acquire)
+    }
+
+    /// Tripped, or without its magic. Atomic loads only.
+    pub fn is_tripped(&self) -> bool {
+        self.reason.load(Ordering::Acquire) != 0 || !self.magic_ok()
+    }
+
+    /// The reason: the stored one, or [`Reason::PageLost`] for a page
+    /// without its magic (or with an unknown code); `None` while armed.
+    pub fn reason(&self) -> Option<Reason> {
+        let code = self.reason.load(Ordering::Acquire);
+        if !self.magic_ok() {
+            return Some(Reason::PageLost);
+        }
+        match code {
+            0 => None,
+            c => Some(Reason::from_code(c).unwrap_or(Reason::PageLost)),
+        }
+    }
+
+    /// The heartbeat after a frame: the all-off confirmation (only when
+    /// `all_off`), then the time, then the cycle, each a Release store, so a
+    /// reader that sees cycle N sees N's confirmation.
+    pub fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+        let stored = cycle.saturating_add(1);
+        if all_off {
+            self.all_off_cycle.store(stored, Ordering::Release);
+        }
+        self.beat_ns.store(t_ns, Ordering::Release);
+        // Release: pairs with the Acquire load of `beat_cycle` in `snapshot`.
+        self.beat_cycle.store(stored, Ordering::Release);
+    }
+
+    /// Stores the runtime's process id.
+    pub fn register_driver(&self, pid: u32) {
+        self.driver_pid.store(pid, Ordering::Release);
+    }
+
+    /// Clears the heartbeat (cycle first, so readers see "no heartbeat"),
+    /// keeps `driver_pid`.
+    pub fn clear_heartbeat(&self) {
+        self.beat_cycle.store(0, Ordering::Release);
+        self.beat_ns.store(0, Ordering::Release);
+        self.all_off_cycle.store(0, Ordering::Release);
+    }
+
+    /// Clears the driver's process id and the heartbeat.
+    pub fn clear_driver(&self) {
+        self.clear_heartbeat();
+        self.driver_pid.store(0, Ordering::Release);
+    }
+
+    /// Guard release without a race: clears `driver_pid` only while it still
+    /// is `pid` (compare-and-swap), then the heartbeat. Returns false, and
+    /// changes nothing, when another runtime registered in the meantime.
+    pub fn clear_driver_if(&self, pid: u32) -> bool {
+        // AcqRel pairs with the Release store of `register_driver`.
+        let cleared = self
+            .driver_pid
+            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if cleared {
+            self.clear_heartbeat();
+        }
+        cleared
+    }
+
+    /// Publishes the runtime's safety flags ([`crate::flags::SafetyFlags`] bits).
+    pub fn set_safety_flags(&self, bits: u32) {
+        self.safety_flags.store(bits, Ordering::Release);
+    }
+
+    /// The published safety flags.
+    pub fn safety_flags(&self) -> u32 {
+        self.safety_flags.load(Ordering::Acquire)
+    }
+
+    /// Publishes the guard's process id (0: none) and whether it holds the
+    /// chest board.
+    pub fn set_guard(&self, pid: u32, holding_board: bool) {
+        self.guard_pid.store(pid, Ordering::Release);
+        self.guard_holding
+            .store(u32::from(holding_board), Ordering::Release);
+    }
+
+    /// Every field. The heartbeat is loaded cycle, then time, then
+    /// confirmation (Acquire), the opposite of the writer's order.
+    pub fn snapshot(&self) -> Snapshot {
+        // Acquire: pairs with the Release store of `beat_cycle`.
+        let cycle = self.beat_cycle.load(Ordering::Acquire);
+        let beat = self.beat_ns.load(Ordering::Acquire);
+        let conf = self.all_off_cycle.load(Ordering::Acquire);
+        let code = self.reason.load(Ordering::Acquire);
+        let magic_ok = self.magic_ok();
+        let reason = if !magic_ok {
+            Some(Reason::PageLost)
+        } else if code == 0 {
+            None
+        } else {
+            Some(Reason::from_code(code).unwrap_or(Reason::PageLost))
+        };
+        let last_cycle = some_if_nonzero_minus_one(cycle);
+        Snapshot {
+            armed: code == 0 && magic_ok,
+            reason,
+            reason_code: code,
+            tripped_at_ns: self.tripped_at_ns.load(Ordering::Acquire),
+            tripped_at_unix_ns: self.tripped_at_unix_ns.load(Ordering::Acquire),
+            driver_pid: pid(self.driver_pid.load(Ordering::Acquire)),
+            last_cycle,
+            last_beat_ns: last_cycle.map(|_| beat),
+            all_off_confirmed_cycle: some_if_nonzero_minus_one(conf),
+            safety_flags: self.safety_flags.load(Ordering::Acquire),
+            guard_pid: pid(self.guard_pid.load(Ordering::Acquire)),
+            guard_holding: self.guard_holding.load(Ordering::Acquire) != 0,
+            magic_ok,
+            version: self.version(),
+            trips: self.trips.load(Ordering::Acquire),
+            armed_at_unix_ns: self.armed_at_unix_ns.load(Ordering::Acquire),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn armed() -> Cells {
+        let c = Cells::zeroed();
+        c.initialize(Reason::Boot, 10, 20);
+        c.rearm(30);
+        c
+    }
+
+    #[test]
+    fn a_page_without_magic_counts_as_tripped() {
+        let c = Cells::zeroed();
+        assert!(c.is_tripped());
+        assert_eq!(c.reason(), Some(Reason::PageLost));
+        let s = c.snapshot();
+        assert!(!s.armed);
+        assert!(!s.magic_ok);
+    }
+
+    #[test]
+    fn first_reason_wins_until_rearm() {
+        let c = armed();
+        assert!(!c.is_tripped());
+        assert!(c.trip(Reason::Udp, 100, 1000));
+        assert!(!c.trip(Reason::Naoctl, 200, 2000));
+        let s = c.snapshot();
+        assert_eq!(s.reason, Some(Reason::Udp));
+        assert_eq!(s.tripped_at_ns, 100);
+        assert_eq!(s.tripped_at_unix_ns, 1000);
+        c.rearm(30);
+        assert!(!c.is_tripped());
+        assert_eq!(c.snapshot().tripped_at_ns, TRIP_TIME_PENDING);
+        assert_eq!(c.snapshot().armed_at_unix_ns, 30);
+        assert!(c.trip(Reason::Naoctl, 300, 3000));
+        assert_eq!(c.reason(), Some(Reason::Naoctl));
+    }
+
+    #[test]
+    fn heartbeat_stores_cycle_plus_one_so_cycle_zero_is_a_beat() {
+        let c = armed();
+        assert_eq!(c.snapshot().last_cycle, None);
+        assert_eq!(c.snapshot().last_beat_ns, None);
+        c.write_heartbeat(0, 5, false);
+        let s = c.snapshot();
+        assert_eq!(s.last_cycle, Some(0));
+        assert_eq!(s.last_beat_ns, Some(5));
+        assert_eq!(s.all_off_confirmed_cycle, None);
+        c.write_heartbeat(1, 6, true);
+        assert_eq!(c.snapshot().all_off_confirmed_cycle, Some(1));
+        c.write_heartbeat(2, 7, false);
+        let s = c.snapshot();
+        assert_eq!(
+            (s.last_cycle, s.all_off_confirmed_cycle),
+            (Some(2), Some(1))
+        );
+    }
+
+    #[test]
+    fn clear_heartbeat_keeps_driver_pid_and_clear_driver_drops_it() {
+        let c = armed();
+        c.register_driver(42);
+        c.write_heartbeat(9, 9, true);
+        c.clear_heartbeat();
+        let s = c.snapshot();
+        assert_eq!(s.driver_pid, Some(42));
+        assert_eq!(
+            (s.last_cycle, s.last_beat_ns, s.all_off_confirmed_cycle),
+            (None, None, None)
+        );
+        c.write_heartbeat(3, 3, false);
+        c.clear_driver();
+        let s = c.snapshot();
+        assert_eq!(s.driver_pid, None);
+        assert_eq!(s.last_cycle, None);
+    }
+
+    #[test]
+    fn clear_driver_if_keeps_a_runtime_that_registered_in_between() {
+        let c = armed();
+        c.register_driver(42);
+        c.write_heartbeat(9, 9, true);
+        c.register_driver(43); // a restarted runtime registers
+        assert!(!c.clear_driver_if(42));
+        let s = c.snapshot();
+        assert_eq!(s.driver_pid, Some(43));
+        assert_eq!(s.last_cycle, Some(9), "nothing changed");
+        assert!(c.clear_driver_if(43));
+        let s = c.snapshot();
+        assert_eq!((s.driver_pid, s.last_cycle), (None, None));
+    }
+
+    #[test]
+    fn guard_and_flags_are_published() {
+        let c = armed();
+        c.set_guard(77, true);
+        c.set_safety_flags(0b101);
+        let s = c.snapshot();
+        assert_eq!(
+            (s.guard_pid, s.guard_holding, s.safety_flags),
+            (Some(77), true, 0b101)
+        );
+        assert_eq!(c.safety_flags(), 0b101);
+        c.set_guard(0, false);
+        assert_eq!(c.snapshot().guard_pid, None);
+    }
+
+    #[test]
+    fn an_unknown_reason_code_reads_page_lost_and_tripped() {
+        let c = armed();
+        c.reason.store(999, Ordering::Release);
+        assert!(c.is_tripped());
+        assert_eq!(c.reason(), Some(Reason::PageLost));
+    }
+}

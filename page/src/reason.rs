@@ -1,0 +1,110 @@
+//! The trip reasons and their names (`spec/death-switch.md`).
+
+/// Why the switch was tripped. The discriminant is the code stored in the
+/// page's `reason` word (0 means armed).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// A fresh page: every boot starts tripped.
+    Boot = 1,
+    /// `naoctl stop`.
+    Naoctl,
+    /// The UDP stop datagram.
+    Udp,
+    /// A chest button press.
+    ChestButton,
+    /// The phone app, through the API.
+    App,
+    /// A program through the runtime's API.
+    Api,
+    /// A joint reporting 90 degC or more.
+    Heat,
+    /// A joint board reporting a fault.
+    Fault,
+    /// The runtime stopping.
+    Shutdown,
+    /// The page file truncated, zeroed, overwritten, deleted or replaced.
+    PageLost,
+    /// Guard rule 2: the heartbeat stopped.
+    GuardHeartbeatLost,
+    /// Guard rule 3: a trip was not confirmed in time.
+    GuardNoConfirmation,
+}
+
+impl Reason {
+    /// Every reason, in code order.
+    pub const ALL: [Reason; 12] = [
+        Reason::Boot,
+        Reason::Naoctl,
+        Reason::Udp,
+        Reason::ChestButton,
+        Reason::App,
+        Reason::Api,
+        Reason::Heat,
+        Reason::Fault,
+        Reason::Shutdown,
+        Reason::PageLost,
+        Reason::GuardHeartbeatLost,
+        Reason::GuardNoConfirmation,
+    ];
+
+    /// The spec's name, as `naoctl` prints it (`"chest-button"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Boot => "boot",
+            Reason::Naoctl => "naoctl",
+            Reason::Udp => "udp",
+            Reason::ChestButton => "chest-button",
+            Reason::App => "app",
+            Reason::Api => "api",
+            Reason::Heat => "heat",
+            Reason::Fault => "fault",
+            Reason::Shutdown => "shutdown",
+            Reason::PageLost => "page-lost",
+            Reason::GuardHeartbeatLost => "guard-heartbeat-lost",
+            Reason::GuardNoConfirmation => "guard-no-confirmation",
+        }
+    }
+
+    /// The reason with the spec's `name`, if any.
+    pub fn from_name(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The reason stored as `code` in the page (1..=12), if any.
+    pub fn from_code(code: u32) -> Option<Reason> {
+        (code as usize)
+            .checked_sub(1)
+            .and_then(|i| Reason::ALL.get(i).copied())
+    }
+
+    /// The code stored in the page (1..=12).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_names_and_codes_round_trip() {
+        for (i, r) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(r.code(), i as u32 + 1);
+            assert_eq!(Reason::from_code(r.code()), Some(r));
+            assert_eq!(Reason::from_name(r.name()), Some(r));
+        }
+        assert_eq!(Reason::from_code(0), None);
+        assert_eq!(Reason::from_code(13), None);
+        assert_eq!(Reason::from_name("Boot"), None);
+        assert_eq!(Reason::ChestButton.name(), "chest-button");
+        assert_eq!(Reason::GuardNoConfirmation.name(), "guard-no-confirmation");
+    }
+}

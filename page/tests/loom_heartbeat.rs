@@ -1,0 +1,118 @@
+//! Loom models of the page's orderings, on an in-memory [`Cells`] (no file):
+//! the heartbeat order (a reader that sees cycle N sees N's confirmation)
+//! and the trip compare-and-swap (the first reason wins).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p deathswitch --release --test loom_heartbeat`.
+#![cfg(loom)]
+
+use deathswitch::{Cells, Reason};
+use loom::sync::Arc;
+use loom::thread;
+
+fn armed() -> Cells {
+    let c = Cells::zeroed();
+    c.initialize(Reason::Boot, 1, 1);
+    c.rearm(2);
+    c
+}
+
+#[test]
+fn loom_heartbeat_reader_that_sees_cycle_n_sees_its_confirmation() {
+    loom::model(|| {
+        let cells = Arc::new(armed());
+        let w = {
+            let cells = cells.clone();
+            thread::spawn(move || {
+                cells.write_heartbeat(0, 100, true);
+                cells.write_heartbeat(1, 200, false);
+                cells.write_heartbeat(2, 300, true);
+            })
+        };
+        let s = cells.snapshot();
+        match s.last_cycle {
+            None => {}
+            Some(c) => {
+                // Cycles 0 and 2 were all-off: their confirmation is visible.
+                if c == 0 || c == 2 {
+                    assert!(s.all_off_confirmed_cycle.is_some_and(|a| a >= c), "{s:?}");
+                }
+                // The time of cycle c or later is visible.
+                let t = s.last_beat_ns.unwrap();
+                assert!(t >= (c + 1) * 100, "{s:?}");
+            }
+        }
+        w.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_trip_first_reason_wins() {
+    loom::model(|| {
+        let cells = Arc::new(armed());
+        let a = {
+            let cells = cells.clone();
+            thread::spawn(move || cells.trip(Reason::Udp, 10, 10))
+        };
+        let won_b = cells.trip(Reason::ChestButton, 20, 20);
+        let won_a = a.join().unwrap();
+        assert!(won_a ^ won_b, "exactly one trip wins");
+        let s = cells.snapshot();
+        let expected = if won_a {
+            Reason::Udp
+        } else {
+            Reason::ChestButton
+        };
+        assert_eq!(s.reason, Some(expected));
+        assert_eq!(s.tripped_at_ns, if won_a { 10 } else { 20 });
+    });
+}
+
+#[test]
+fn loom_a_reader_never_pairs_a_new_trip_with_a_stale_time() {
+    loom::model(|| {
+        let cells = Arc::new(Cells::zeroed());
+        cells.initialize(Reason::Boot, 5, 5);
+        let t = {
+            let cells = cells.clone();
+            thread::spawn(move || {
+                cells.rearm(6);
+                cells.trip(Reason::Api, 50, 50);
+            })
+        };
+        let s = cells.snapshot();
+        // A reason is never paired with a time older than its own trip: boot
+        // may be seen with its time 5, or (a stale reason, loaded before the
+        // re-arm) with a newer time; api only with 50 or still pending.
+        match s.reason {
+            Some(Reason::Boot) => assert!(matches!(s.tripped_at_ns, 5 | 50 | u64::MAX)),
+            Some(Reason::Api) => assert!(s.tripped_at_ns == 50 || s.tripped_at_ns == u64::MAX),
+            None => {}
+            other => panic!("{other:?}"),
+        }
+        t.join().unwrap();
+    });
+}
+
+/// The model can fail: the old order (cycle before confirmation, the one
+/// that made the guard kill a healthy runtime) is caught.
+#[test]
+#[should_panic]
+fn loom_the_old_order_cycle_before_confirmation_is_caught() {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    loom::model(|| {
+        let cells = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let w = {
+            let cells = cells.clone();
+            thread::spawn(move || {
+                cells.0.store(1, Ordering::Release); // cycle 0 (+1) first: wrong
+                cells.1.store(1, Ordering::Release); // then its confirmation
+            })
+        };
+        let cycle = cells.0.load(Ordering::Acquire);
+        let conf = cells.1.load(Ordering::Acquire);
+        if cycle != 0 {
+            assert!(conf >= cycle, "unconfirmed all-off for a confirmed cycle");
+        }
+        w.join().unwrap();
+    });
+}

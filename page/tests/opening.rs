@@ -1,0 +1,169 @@
+//! The opening rules of the page (seed "Opening rules", issue 2).
+
+use std::os::unix::fs::PermissionsExt;
+
+use deathswitch::{Page, PageError, Reason, LEN, MAGIC};
+
+fn len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+#[test]
+fn a_created_page_starts_tripped_with_reason_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    let page = Page::open(&path).unwrap();
+    assert_eq!(page.opening(), deathswitch::Opening::Created);
+    assert!(page.is_tripped());
+    assert_eq!(page.reason(), Some(Reason::Boot));
+    let s = page.snapshot();
+    assert!(s.magic_ok);
+    assert!(!s.armed);
+    assert_eq!(s.last_cycle, None);
+    assert_eq!(s.driver_pid, None);
+    assert_eq!(len(&path), LEN as u64);
+}
+
+#[test]
+fn a_new_page_is_created_with_mode_0660() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    let _page = Page::open(&path).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o660);
+}
+
+#[test]
+fn an_existing_page_is_opened_without_o_creat_and_kept_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    {
+        let page = Page::open(&path).unwrap();
+        page.rearm();
+        page.register_driver(1234);
+    }
+    // A mode the creation path would have changed: opening an existing page
+    // neither re-creates it nor touches its mode or its state.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let page = Page::open(&path).unwrap();
+    assert_eq!(page.opening(), deathswitch::Opening::Existing);
+    assert!(!page.is_tripped());
+    assert_eq!(page.snapshot().driver_pid, Some(1234));
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640);
+}
+
+#[test]
+fn an_existing_page_without_the_magic_is_made_whole_and_tripped_page_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    std::fs::write(&path, [0u8; LEN]).unwrap();
+    let page = Page::open(&path).unwrap();
+    assert_eq!(page.opening(), deathswitch::Opening::MadeWhole);
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert!(page.snapshot().magic_ok);
+    assert_eq!(len(&path), LEN as u64);
+}
+
+#[test]
+fn an_empty_file_is_made_whole_and_tripped_page_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    std::fs::write(&path, []).unwrap();
+    let page = Page::open(&path).unwrap();
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_eq!(len(&path), LEN as u64);
+}
+
+#[test]
+fn a_short_page_is_made_whole_and_tripped_page_lost_even_with_a_surviving_magic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    {
+        let page = Page::open(&path).unwrap();
+        page.rearm();
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(64).unwrap();
+    drop(f);
+    let head = std::fs::read(&path).unwrap();
+    assert_eq!(u64::from_le_bytes(head[..8].try_into().unwrap()), MAGIC);
+    let page = Page::open(&path).unwrap();
+    assert!(page.is_tripped());
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_eq!(len(&path), LEN as u64);
+}
+
+#[test]
+fn a_page_of_another_layout_version_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    let mut bytes = [0u8; LEN];
+    bytes[..8].copy_from_slice(&MAGIC.to_le_bytes());
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    bytes[LEN - 8..].copy_from_slice(&MAGIC.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let err = Page::open(&path).unwrap_err();
+    assert!(
+        matches!(err, PageError::Version { found: 7, .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("version 7") && msg.contains("rm "), "{msg}");
+    // The file is left as it was: it belongs to the other version.
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+#[test]
+fn a_missing_directory_names_the_tmpfiles_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-such-dir").join("deathswitch");
+    let err = Page::open(&path).unwrap_err();
+    assert!(matches!(err, PageError::MissingDir { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("tmpfiles.d") && msg.contains("2770"), "{msg}");
+}
+
+#[test]
+fn permission_denied_names_the_group_hal_and_the_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    drop(Page::open(&path).unwrap());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+    // Root ignores file modes: then only the message itself is checked.
+    let err = match Page::open(&path) {
+        Err(e) => e,
+        Ok(_) => PageError::Permission { path: path.clone() },
+    };
+    assert!(matches!(err, PageError::Permission { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("`hal`") && msg.contains("0660"), "{msg}");
+}
+
+#[test]
+fn two_opens_of_one_path_share_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deathswitch");
+    let a = Page::open(&path).unwrap();
+    let b = Page::open(&path).unwrap();
+    a.rearm();
+    assert!(!b.is_tripped());
+    assert!(b.trip(Reason::Naoctl));
+    assert!(!a.trip(Reason::Udp));
+    assert_eq!(a.reason(), Some(Reason::Naoctl));
+    b.write_heartbeat(5, 99, true);
+    assert_eq!(a.snapshot().last_cycle, Some(5));
+}
+
+#[test]
+fn default_path_is_the_env_var_or_run_nao_rs() {
+    // Read only: the variable may be set by whoever runs the tests.
+    let p = deathswitch::default_path();
+    match std::env::var_os("NAO_RS_DEATHSWITCH") {
+        Some(v) if !v.is_empty() => assert_eq!(p, std::path::PathBuf::from(v)),
+        _ => assert_eq!(p, std::path::PathBuf::from("/run/nao-rs/deathswitch")),
+    }
+}

@@ -1,1 +1,1090 @@
-//! Import Linux usbmon captures (pcap) into the recording format.
+//! Import Linux usbmon captures (pcap or pcapng, as `tcpdump -i usbmonN -w`
+//! or Wireshark write them) into the recording format, so that a session of
+//! HAL on a real robot can be checked against nao-rs.
+//!
+//! What it reads: pcap (both byte orders, micro- and nanosecond magic) and
+//! pcapng (section, interface, enhanced and simple packet blocks), link types
+//! 220 `LINUX_USB_MMAPPED` (64-byte usbmon header) and 189 `LINUX_USB`
+//! (48-byte header). The usbmon header is read in the byte order of the file
+//! (the capturing host's); the setup packet is little endian (USB).
+//!
+//! What it writes (details and the conventions in `docs/usbmon.md`):
+//! - submit (`S`) and complete (`C`) / error (`E`) events are paired by URB id;
+//! - only the chest board's device is kept: the one named with
+//!   [`ImportOptions::device`], else the first device that sends one of the
+//!   spec's vendor requests (bmRequestType `40`/`c0`, bRequest `01`..`05`);
+//! - control transfers become `control_out` / `control_in`, the standard
+//!   request SET_CONFIGURATION (`00 09`) becomes `set_configuration`, other
+//!   standard requests are left out (as comments); bulk transfers become
+//!   `bulk_out` / `bulk_in`; interrupt and isochronous transfers are left out;
+//! - `open ffff:0006` is written before the first call; `claim_interface 0`
+//!   after each `set_configuration` and the START request right after it (the
+//!   spec's start-up order: set configuration, START, claim, VERSION); a
+//!   later `set_configuration` is a reconnect, so `close` and `open` come
+//!   before it (none of open, claim and close is a transfer usbmon sees);
+//! - `cycle` lines are inferred (on by default): each frame after the two
+//!   start-up frames starts a cycle, together with the CLIENT_STATE request
+//!   and the `bulk_in` right before it; t_ms counts from the first event of
+//!   the device.
+//!
+//! Bad input never panics: every error names the byte offset (and packet
+//! number) where the capture stops making sense.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::process::ExitCode;
+
+use crate::recording::{BulkError, RecordingWriter};
+
+/// pcap link type `LINUX_USB` (48-byte usbmon header).
+pub const LINKTYPE_LINUX_USB: u32 = 189;
+/// pcap link type `LINUX_USB_MMAPPED` (64-byte usbmon header).
+pub const LINKTYPE_LINUX_USB_MMAPPED: u32 = 220;
+
+/// How to import a capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The chest board's (bus, device number), as `lsusb` shows them; `None`:
+    /// the first device that sends the spec's vendor requests.
+    pub device: Option<(u16, u8)>,
+    /// Infer `cycle` lines (see the module doc).
+    pub cycles: bool,
+    /// Write an `accepted` setting (not on USB: the runtime's configuration).
+    pub accepted: Option<Vec<u8>>,
+    /// Write a `switch` setting (`true`: armed).
+    pub switch_armed: Option<bool>,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            device: None,
+            cycles: true,
+            accepted: None,
+            switch_armed: None,
+        }
+    }
+}
+
+/// Why a capture could not be imported: the byte offset in the capture where
+/// it went wrong and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportError {
+    /// Byte offset in the capture file.
+    pub offset: usize,
+    /// What is wrong and, where it helps, what to do.
+    pub reason: String,
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "byte offset {}: {}", self.offset, self.reason)
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+fn err(offset: usize, reason: impl Into<String>) -> ImportError {
+    ImportError {
+        offset,
+        reason: reason.into(),
+    }
+}
+
+/// The result of an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Import {
+    /// The recording text.
+    pub text: String,
+    /// The chest board's (bus, device number).
+    pub device: (u16, u8),
+    /// Call lines written.
+    pub calls: usize,
+    /// `cycle` lines written.
+    pub cycles: usize,
+    /// Things left out or odd, also written as comments into the text.
+    pub warnings: Vec<String>,
+}
+
+/// Imports a usbmon capture into recording text.
+pub fn import_pcap(bytes: &[u8], opts: &ImportOptions) -> Result<String, ImportError> {
+    import(bytes, opts).map(|i| i.text)
+}
+
+// ---------------------------------------------------------------- byte order
+
+#[derive(Clone, Copy, Debug)]
+struct Endian {
+    little: bool,
+}
+
+impl Endian {
+    fn bytes<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+        let s = b.get(at..at.checked_add(N)?)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Some(a)
+    }
+    fn u16(self, b: &[u8], at: usize) -> Option<u16> {
+        let a = Self::bytes::<2>(b, at)?;
+        Some(if self.little {
+            u16::from_le_bytes(a)
+        } else {
+            u16::from_be_bytes(a)
+        })
+    }
+    fn u32(self, b: &[u8], at: usize) -> Option<u32> {
+        let a = Self::bytes::<4>(b, at)?;
+        Some(if self.little {
+            u32::from_le_bytes(a)
+        } else {
+            u32::from_be_bytes(a)
+        })
+    }
+    fn u64(self, b: &[u8], at: usize) -> Option<u64> {
+        let a = Self::bytes::<8>(b, at)?;
+        Some(if self.little {
+            u64::from_le_bytes(a)
+        } else {
+            u64::from_be_bytes(a)
+        })
+    }
+}
+
+// ---------------------------------------------------------------- containers
+
+/// One captured packet: where it stands and its bytes.
+struct Packet<'a> {
+    /// Byte offset of the packet's data in the file.
+    offset: usize,
+    /// 1-based packet number.
+    number: usize,
+    linktype: u32,
+    endian: Endian,
+    data: &'a [u8],
+}
+
+fn packets<'a>(
+    bytes: &'a [u8],
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Packet<'a>>, ImportError> {
+    let Some(magic) = Endian::bytes::<4>(bytes, 0) else {
+        return Err(err(
+            0,
+            format!(
+                "too short for a capture ({} bytes): not a pcap file",
+                bytes.len()
+            ),
+        ));
+    };
+    match magic {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => {
+            pcap(bytes, Endian { little: true }, warnings)
+        }
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => {
+            pcap(bytes, Endian { little: false }, warnings)
+        }
+        [0x0a, 0x0d, 0x0d, 0x0a] => pcapng(bytes, warnings),
+        m => Err(err(
+            0,
+            format!(
+                "not a pcap or pcapng file (magic {:02x}{:02x}{:02x}{:02x}); capture with \
+                 `tcpdump -i usbmonN -w FILE` or save from Wireshark",
+                m[0], m[1], m[2], m[3]
+            ),
+        )),
+    }
+}
+
+fn check_linktype(linktype: u32, offset: usize) -> Result<(), ImportError> {
+    if linktype == LINKTYPE_LINUX_USB || linktype == LINKTYPE_LINUX_USB_MMAPPED {
+        return Ok(());
+    }
+    Err(err(
+        offset,
+        format!(
+            "link type {linktype} is not a usbmon capture (need 220 LINUX_USB_MMAPPED or 189 \
+             LINUX_USB: capture with `tcpdump -i usbmonN`)"
+        ),
+    ))
+}
+
+fn pcap<'a>(
+    bytes: &'a [u8],
+    e: Endian,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Packet<'a>>, ImportError> {
+    let linktype = e.u32(bytes, 20).ok_or_else(|| {
+        err(
+            bytes.len(),
+            format!("pcap header cut short ({} of 24 bytes)", bytes.len()),
+        )
+    })? & 0x0fff_ffff;
+    check_linktype(linktype, 20)?;
+    let mut out = Vec::new();
+    let mut off = 24usize;
+    while off < bytes.len() {
+        let number = out.len() + 1;
+        let (Some(incl), Some(_)) = (e.u32(bytes, off + 8), e.u32(bytes, off + 12)) else {
+            warnings.push(format!(
+                "the capture ends inside packet {number}'s record header at byte offset {off} (ignored)"
+            ));
+            break;
+        };
+        let start = off + 16;
+        let end = start
+            .checked_add(incl as usize)
+            .filter(|&end| end <= bytes.len());
+        let Some(end) = end else {
+            warnings.push(format!(
+                "the capture ends inside packet {number} at byte offset {off} ({incl} bytes announced, {} left; ignored)",
+                bytes.len() - start.min(bytes.len())
+            ));
+            break;
+        };
+        out.push(Packet {
+            offset: start,
+            number,
+            linktype,
+            endian: e,
+            data: &bytes[start..end],
+        });
+        off = end;
+    }
+    Ok(out)
+}
+
+fn pcapng<'a>(bytes: &'a [u8], warnings: &mut Vec<String>) -> Result<Vec<Packet<'a>>, ImportError> {
+    let mut out = Vec::new();
+    let mut e = Endian { little: true };
+    let mut interfaces: Vec<u32> = Vec::new();
+    let mut off = 0usize;
+    let mut number = 0usize;
+    while off < bytes.len() {
+        let Some(kind_raw) = Endian::bytes::<4>(bytes, off) else {
+            warnings.push(format!(
+                "the capture ends inside a block header at byte offset {off} (ignored)"
+            ));
+            break;
+        };
+        if kind_raw == [0x0a, 0x0d, 0x0d, 0x0a] {
+            e = match Endian::bytes::<4>(bytes, off + 8) {
+                Some([0x4d, 0x3c, 0x2b, 0x1a]) => Endian { little: true },
+                Some([0x1a, 0x2b, 0x3c, 0x4d]) => Endian { little: false },
+                Some(_) => {
+                    return Err(err(
+                        off + 8,
+                        "pcapng section header without a valid byte-order magic",
+                    ))
+                }
+                None => {
+                    warnings.push(format!(
+                        "the capture ends inside a section header at byte offset {off} (ignored)"
+                    ));
+                    break;
+                }
+            };
+            interfaces.clear();
+        }
+        let kind = e.u32(bytes, off).unwrap_or(0);
+        let Some(len) = e.u32(bytes, off + 4).map(|l| l as usize) else {
+            warnings.push(format!(
+                "the capture ends inside a block header at byte offset {off} (ignored)"
+            ));
+            break;
+        };
+        if len < 12 || len & 3 != 0 {
+            return Err(err(
+                off + 4,
+                format!("pcapng block length {len} is invalid (a multiple of 4, at least 12)"),
+            ));
+        }
+        let Some(end) = off.checked_add(len).filter(|&end| end <= bytes.len()) else {
+            warnings.push(format!(
+                "the capture ends inside a block at byte offset {off} ({len} bytes announced; ignored)"
+            ));
+            break;
+        };
+        let body = &bytes[off + 8..end - 4];
+        let body_off = off + 8;
+        match kind {
+            // Interface description: link type u16.
+            1 => {
+                let lt = e
+                    .u16(body, 0)
+                    .ok_or_else(|| err(body_off, "pcapng interface block too short"))?;
+                interfaces.push(u32::from(lt));
+            }
+            // Enhanced packet: interface, timestamp, captured length, length, data.
+            6 => {
+                number += 1;
+                let (Some(iface), Some(cap)) = (e.u32(body, 0), e.u32(body, 12)) else {
+                    return Err(err(
+                        body_off,
+                        format!("pcapng packet {number}: block too short"),
+                    ));
+                };
+                let data = body
+                    .get(20..20usize.saturating_add(cap as usize))
+                    .ok_or_else(|| {
+                        err(
+                            body_off,
+                            format!(
+                                "pcapng packet {number}: captured length {cap} exceeds its block"
+                            ),
+                        )
+                    })?;
+                let lt = *interfaces.get(iface as usize).ok_or_else(|| {
+                    err(
+                        body_off,
+                        format!("pcapng packet {number}: interface {iface} was not described"),
+                    )
+                })?;
+                check_linktype(lt, body_off)?;
+                out.push(Packet {
+                    offset: body_off + 20,
+                    number,
+                    linktype: lt,
+                    endian: e,
+                    data,
+                });
+            }
+            // Simple packet: original length, data (interface 0).
+            3 => {
+                number += 1;
+                let orig = e
+                    .u32(body, 0)
+                    .ok_or_else(|| err(body_off, "pcapng simple packet too short"))?;
+                let data = &body[4..(4 + orig as usize).min(body.len())];
+                let lt = *interfaces.first().ok_or_else(|| {
+                    err(
+                        body_off,
+                        format!("pcapng packet {number}: no interface was described"),
+                    )
+                })?;
+                check_linktype(lt, body_off)?;
+                out.push(Packet {
+                    offset: body_off + 4,
+                    number,
+                    linktype: lt,
+                    endian: e,
+                    data,
+                });
+            }
+            _ => {}
+        }
+        off = end;
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- usbmon
+
+/// One usbmon event (the header of `struct usbmon_packet` and its data).
+#[derive(Clone, Copy)]
+struct Event<'a> {
+    offset: usize,
+    number: usize,
+    id: u64,
+    kind: u8,
+    xfer: u8,
+    ep: u8,
+    dev: u8,
+    bus: u16,
+    setup: Option<[u8; 8]>,
+    ts_us: i64,
+    status: i32,
+    length: u32,
+    /// The captured data (may be shorter than `length`: see `cut`).
+    data: &'a [u8],
+    /// Whether the capture holds fewer data bytes than the event announced.
+    cut: bool,
+}
+
+const XFER_CONTROL: u8 = 2;
+const XFER_BULK: u8 = 3;
+
+fn event<'a>(p: &Packet<'a>) -> Result<Event<'a>, ImportError> {
+    let head = if p.linktype == LINKTYPE_LINUX_USB_MMAPPED {
+        64
+    } else {
+        48
+    };
+    let d = p.data;
+    if d.len() < head {
+        return Err(err(
+            p.offset,
+            format!(
+                "packet {}: {} bytes, shorter than the {head}-byte usbmon header",
+                p.number,
+                d.len()
+            ),
+        ));
+    }
+    let e = p.endian;
+    // Bounds are checked above: every field lies in the header.
+    let id = e.u64(d, 0).unwrap_or(0);
+    let ts_sec = e.u64(d, 16).unwrap_or(0) as i64;
+    let ts_usec = e.u32(d, 24).unwrap_or(0) as i32;
+    let status = e.u32(d, 28).unwrap_or(0) as i32;
+    let length = e.u32(d, 32).unwrap_or(0);
+    let len_cap = e.u32(d, 36).unwrap_or(0) as usize;
+    let flag_setup = d[14];
+    let flag_data = d[15];
+    let mut setup = [0u8; 8];
+    setup.copy_from_slice(&d[40..48]);
+    let avail = &d[head..];
+    let (data, cut) = if flag_data == 0 {
+        let n = len_cap.min(avail.len());
+        (
+            &avail[..n],
+            n < len_cap || (len_cap as u64) < u64::from(length),
+        )
+    } else {
+        (&avail[..0], false)
+    };
+    Ok(Event {
+        offset: p.offset,
+        number: p.number,
+        id,
+        kind: d[8],
+        xfer: d[9],
+        ep: d[10],
+        dev: d[11],
+        bus: e.u16(d, 12).unwrap_or(0),
+        setup: (flag_setup == 0).then_some(setup),
+        ts_us: ts_sec
+            .saturating_mul(1_000_000)
+            .saturating_add(i64::from(ts_usec)),
+        status,
+        length,
+        data,
+        cut,
+    })
+}
+
+fn is_spec_vendor_request(setup: &[u8; 8]) -> bool {
+    matches!(setup[0], 0x40 | 0xc0) && (1..=5).contains(&setup[1])
+}
+
+/// A transfer: its submission and its completion (or error), if captured.
+struct Transfer<'a> {
+    submit: Event<'a>,
+    done: Option<Event<'a>>,
+}
+
+/// What one transfer turns into.
+enum Op {
+    SetConfiguration(u8),
+    ControlOut {
+        rt: u8,
+        rq: u8,
+        value: u16,
+        index: u16,
+        data: Vec<u8>,
+    },
+    ControlIn {
+        rt: u8,
+        rq: u8,
+        value: u16,
+        index: u16,
+        length: u16,
+        answer: Vec<u8>,
+    },
+    BulkOut {
+        ep: u8,
+        data: Vec<u8>,
+    },
+    BulkIn {
+        ep: u8,
+        length: usize,
+        answer: Result<Vec<u8>, BulkError>,
+    },
+    /// A transfer the format cannot hold (a failed control or bulk OUT):
+    /// written as a comment; `frame` tells a failed bulk_out (it still
+    /// starts a cycle).
+    Failed {
+        text: String,
+        frame: bool,
+    },
+    /// Left out, with a comment.
+    Skipped(String),
+}
+
+struct Timed {
+    op: Op,
+    ts_us: i64,
+}
+
+fn errno_name(status: i32) -> &'static str {
+    match status {
+        -2 => "ENOENT",
+        -19 => "ENODEV",
+        -32 => "EPIPE",
+        -71 => "EPROTO",
+        -75 => "EOVERFLOW",
+        -84 => "EILSEQ",
+        -104 => "ECONNRESET",
+        -108 => "ESHUTDOWN",
+        -110 => "ETIMEDOUT",
+        _ => "errno",
+    }
+}
+
+/// The recording's error for a failed bulk read, and whether it is exact.
+fn bulk_error(status: i32) -> (BulkError, bool) {
+    match status {
+        // libusb cancels a timed-out transfer: the URB completes unlinked.
+        -110 | -104 | -2 => (BulkError::Timeout, true),
+        -32 => (BulkError::Pipe, true),
+        -19 | -108 => (BulkError::NoDevice, true),
+        _ => (BulkError::Pipe, false),
+    }
+}
+
+fn hex(data: &[u8]) -> String {
+    if data.is_empty() {
+        return "-".into();
+    }
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError> {
+    let s = &t.submit;
+    let Some(c) = &t.done else {
+        return Ok(Op::Skipped(format!(
+            "packet {}: a transfer on endpoint {:02x} was submitted but never completed in the capture",
+            s.number, s.ep
+        )));
+    };
+    let in_dir = s.ep & 0x80 != 0;
+    let cut = |ev: &Event<'_>| {
+        err(
+            ev.offset,
+            format!(
+                "packet {}: only {} of {} data bytes captured; capture with a larger snap length \
+                 (`tcpdump -s 0`)",
+                ev.number,
+                ev.data.len(),
+                ev.length
+            ),
+        )
+    };
+    match s.xfer {
+        XFER_CONTROL => {
+            let Some(setup) = s.setup else {
+                return Ok(Op::Skipped(format!(
+                    "packet {}: a control submission without a setup packet",
+                    s.number
+                )));
+            };
+            let rt = setup[0];
+            let rq = setup[1];
+            let value = u16::from_le_bytes([setup[2], setup[3]]);
+            let index = u16::from_le_bytes([setup[4], setup[5]]);
+            let length = u16::from_le_bytes([setup[6], setup[7]]);
+            let line = format!("{rt:02x} {rq:02x} {value:04x} {index:04x}");
+            if c.status != 0 {
+                let kind = if rt & 0x80 != 0 {
+                    "control_in"
+                } else {
+                    "control_out"
+                };
+                return Ok(Op::Failed {
+                    text: format!(
+                        "packet {}: {kind} {line} failed with status {} ({})",
+                        c.number,
+                        c.status,
+                        errno_name(c.status)
+                    ),
+                    frame: false,
+                });
+            }
+            if rt == 0x00 && rq == 0x09 {
+                return Ok(Op::SetConfiguration(value as u8));
+            }
+            if (rt >> 5) & 3 == 0 {
+                return Ok(Op::Skipped(format!(
+                    "packet {}: standard request {line} left out",
+                    s.number
+                )));
+            }
+            if rt & 0x80 != 0 {
+                if c.cut {
+                    return Err(cut(c));
+                }
+                if c.data.len() > usize::from(length) {
+                    return Err(err(
+                        c.offset,
+                        format!(
+                            "packet {}: control answer of {} bytes exceeds wLength {length}",
+                            c.number,
+                            c.data.len()
+                        ),
+                    ));
+                }
+                Ok(Op::ControlIn {
+                    rt,
+                    rq,
+                    value,
+                    index,
+                    length,
+                    answer: c.data.to_vec(),
+                })
+            } else {
+                if s.cut {
+                    return Err(cut(s));
+                }
+                if s.data.len() != usize::from(length) {
+                    warnings.push(format!(
+                        "packet {}: control_out {line} carries {} bytes for wLength {length}",
+                        s.number,
+                        s.data.len()
+                    ));
+                }
+                Ok(Op::ControlOut {
+                    rt,
+                    rq,
+                    value,
+                    index,
+                    data: s.data.to_vec(),
+                })
+            }
+        }
+        XFER_BULK if in_dir => {
+            let length = s.length as usize;
+            if c.status != 0 && c.data.is_empty() {
+                let (e, exact) = bulk_error(c.status);
+                if !exact {
+                    warnings.push(format!(
+                        "packet {}: bulk_in status {} ({}) written as !pipe",
+                        c.number,
+                        c.status,
+                        errno_name(c.status)
+                    ));
+                }
+                return Ok(Op::BulkIn {
+                    ep: s.ep,
+                    length,
+                    answer: Err(e),
+                });
+            }
+            if c.cut {
+                return Err(cut(c));
+            }
+            if c.data.len() > length {
+                return Err(err(
+                    c.offset,
+                    format!(
+                        "packet {}: bulk answer of {} bytes exceeds its buffer of {length}",
+                        c.number,
+                        c.data.len()
+                    ),
+                ));
+            }
+            Ok(Op::BulkIn {
+                ep: s.ep,
+                length,
+                answer: Ok(c.data.to_vec()),
+            })
+        }
+        XFER_BULK => {
+            if s.cut {
+                return Err(cut(s));
+            }
+            if c.status != 0 {
+                return Ok(Op::Failed {
+                    text: format!(
+                        "packet {}: bulk_out {:02x} {} failed with status {} ({})",
+                        c.number,
+                        s.ep,
+                        hex(s.data),
+                        c.status,
+                        errno_name(c.status)
+                    ),
+                    frame: true,
+                });
+            }
+            Ok(Op::BulkOut {
+                ep: s.ep,
+                data: s.data.to_vec(),
+            })
+        }
+        other => Ok(Op::Skipped(format!(
+            "packet {}: {} transfer on endpoint {:02x} left out",
+            s.number,
+            match other {
+                0 => "isochronous",
+                1 => "interrupt",
+                _ => "unknown",
+            },
+            s.ep
+        ))),
+    }
+}
+
+/// Imports a usbmon capture, with counts and warnings.
+pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError> {
+    let mut warnings = Vec::new();
+    let packets = packets(bytes, &mut warnings)?;
+    let mut events = Vec::with_capacity(packets.len());
+    for p in &packets {
+        events.push(event(p)?);
+    }
+    let device = match opts.device {
+        Some(d) => d,
+        None => events
+            .iter()
+            .find(|e| e.kind == b'S' && e.xfer == XFER_CONTROL && e.setup.is_some_and(|s| is_spec_vendor_request(&s)))
+            .map(|e| (e.bus, e.dev))
+            .ok_or_else(|| {
+                err(
+                    bytes.len(),
+                    "no chest board traffic found: no device sent the spec's vendor requests (40/c0, \
+                     bRequest 01..05); name the device with --device BUS:DEV (lsusb shows both)",
+                )
+            })?,
+    };
+    let mine: Vec<&Event<'_>> = events.iter().filter(|e| (e.bus, e.dev) == device).collect();
+    if mine.is_empty() {
+        return Err(err(
+            bytes.len(),
+            format!(
+                "no event of bus {} device {} in the capture (check --device BUS:DEV)",
+                device.0, device.1
+            ),
+        ));
+    }
+    let t0 = mine[0].ts_us;
+
+    // Pair submissions with completions by URB id, in submission order.
+    let mut transfers: Vec<Transfer<'_>> = Vec::new();
+    let mut pending: HashMap<u64, usize> = HashMap::new();
+    for e in &mine {
+        match e.kind {
+            b'S' => {
+                if let Some(i) = pending.insert(e.id, transfers.len()) {
+                    warnings.push(format!(
+                        "packet {}: URB {:x} submitted again before the completion of packet {}",
+                        e.number, e.id, transfers[i].submit.number
+                    ));
+                }
+                transfers.push(Transfer { submit: **e, done: None });
+            }
+            b'C' | b'E' => match pending.remove(&e.id) {
+                Some(i) => transfers[i].done = Some(**e),
+                None => warnings.push(format!(
+                    "packet {}: a completion without its submission (the capture started mid-transfer; left out)",
+                    e.number
+                )),
+            },
+            k => {
+                return Err(err(
+                    e.offset + 8,
+                    format!("packet {}: unknown usbmon event type {:?} (expected S, C or E)", e.number, k as char),
+                ))
+            }
+        }
+    }
+    let mut ops = Vec::with_capacity(transfers.len());
+    for t in &transfers {
+        ops.push(Timed {
+            op: op_of(t, &mut warnings)?,
+            ts_us: t.submit.ts_us,
+        });
+    }
+    render(ops, device, t0, opts, warnings)
+}
+
+fn io_err(e: std::io::Error) -> ImportError {
+    err(0, format!("writing the recording failed: {e}"))
+}
+
+const START: (u8, u8) = (0x40, 0x01);
+const CLIENT_STATE: (u8, u8) = (0x40, 0x05);
+
+/// Where cycles start: for each op index, whether a `cycle` line goes before
+/// it.
+fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
+    let mut starts = vec![false; ops.len()];
+    let mut startup_frames_left = 0u8;
+    let mut seen_frame = false;
+    let mut seen_set_config = false;
+    let mut startup_answer = vec![false; ops.len()];
+    let is_frame = |op: &Op| matches!(op, Op::BulkOut { .. } | Op::Failed { frame: true, .. });
+    for i in 0..ops.len() {
+        match &ops[i].op {
+            Op::SetConfiguration(_) if !seen_set_config && !seen_frame => {
+                seen_set_config = true;
+                startup_frames_left = 2;
+            }
+            op if is_frame(op) => {
+                seen_frame = true;
+                if startup_frames_left > 0 {
+                    startup_frames_left -= 1;
+                    if matches!(ops.get(i + 1).map(|t| &t.op), Some(Op::BulkIn { .. })) {
+                        startup_answer[i + 1] = true;
+                    }
+                    continue;
+                }
+                let mut j = i;
+                if j > 0 && matches!(ops[j - 1].op, Op::BulkIn { .. }) && !startup_answer[j - 1] {
+                    j -= 1;
+                }
+                if j > 0 {
+                    if let Op::ControlOut { rt, rq, .. } = ops[j - 1].op {
+                        if (rt, rq) == CLIENT_STATE {
+                            j -= 1;
+                        }
+                    }
+                }
+                starts[j] = true;
+            }
+            _ => {}
+        }
+    }
+    starts
+}
+
+fn render(
+    ops: Vec<Timed>,
+    device: (u16, u8),
+    t0: i64,
+    opts: &ImportOptions,
+    mut warnings: Vec<String>,
+) -> Result<Import, ImportError> {
+    let starts = if opts.cycles {
+        cycle_starts(&ops)
+    } else {
+        vec![false; ops.len()]
+    };
+    let mut w = RecordingWriter::new(Vec::with_capacity(ops.len() * 600 + 256)).map_err(io_err)?;
+    w.comment(&format!(
+        "imported from a usbmon capture: bus {} device {}; open, claim_interface and close are not \
+         USB transfers and are written by convention (docs/usbmon.md)",
+        device.0, device.1
+    ))
+    .map_err(io_err)?;
+    if let Some(a) = &opts.accepted {
+        w.accepted(a).map_err(io_err)?;
+    }
+    if let Some(armed) = opts.switch_armed {
+        w.switch(armed).map_err(io_err)?;
+    }
+    w.open(0xffff, 0x0006).map_err(io_err)?;
+    let mut calls = 1usize;
+    let mut cycles = 0usize;
+    let mut last_t = 0u64;
+    let mut set_configs = 0usize;
+    let mut claim_pending = false;
+    for (i, t) in ops.iter().enumerate() {
+        if claim_pending {
+            let is_start = matches!(&t.op, Op::ControlOut { rt, rq, .. } if (*rt, *rq) == START);
+            let is_note = matches!(&t.op, Op::Skipped(_));
+            if !is_start && !is_note {
+                w.claim_interface(0).map_err(io_err)?;
+                calls += 1;
+                claim_pending = false;
+            }
+        }
+        if starts[i] {
+            let t_ms = (t.ts_us.saturating_sub(t0).max(0) / 1000) as u64;
+            last_t = last_t.max(t_ms);
+            w.cycle(cycles as u64, last_t).map_err(io_err)?;
+            cycles += 1;
+        }
+        match &t.op {
+            Op::SetConfiguration(n) => {
+                if set_configs > 0 {
+                    w.close().map_err(io_err)?;
+                    w.open(0xffff, 0x0006).map_err(io_err)?;
+                    calls += 2;
+                }
+                set_configs += 1;
+                w.set_configuration(*n).map_err(io_err)?;
+                claim_pending = true;
+            }
+            Op::ControlOut {
+                rt,
+                rq,
+                value,
+                index,
+                data,
+            } => w
+                .control_out(*rt, *rq, *value, *index, data)
+                .map_err(io_err)?,
+            Op::ControlIn {
+                rt,
+                rq,
+                value,
+                index,
+                length,
+                answer,
+            } => w
+                .control_in(*rt, *rq, *value, *index, *length, answer)
+                .map_err(io_err)?,
+            Op::BulkOut { ep, data } => w.bulk_out(*ep, data).map_err(io_err)?,
+            Op::BulkIn { ep, length, answer } => w
+                .bulk_in(*ep, *length, answer.as_deref().map_err(|e| *e))
+                .map_err(io_err)?,
+            Op::Failed { text, .. } => {
+                warnings.push(format!(
+                    "{text} (the format cannot hold it; written as a comment)"
+                ));
+                w.comment(&format!("failed: {text}")).map_err(io_err)?;
+                continue;
+            }
+            Op::Skipped(text) => {
+                w.comment(&format!("skipped: {text}")).map_err(io_err)?;
+                continue;
+            }
+        }
+        calls += 1;
+    }
+    if claim_pending {
+        w.claim_interface(0).map_err(io_err)?;
+        calls += 1;
+    }
+    if set_configs == 0 {
+        warnings.push(
+            "no set_configuration in the capture: it started after the start-up, so a replay from \
+             the start cannot match"
+                .into(),
+        );
+    }
+    for warning in &warnings {
+        w.comment(&format!("warning: {warning}")).map_err(io_err)?;
+    }
+    let text = String::from_utf8(w.into_inner()).map_err(|e| err(0, e.to_string()))?;
+    Ok(Import {
+        text,
+        device,
+        calls,
+        cycles,
+        warnings,
+    })
+}
+
+// ---------------------------------------------------------------- CLI
+
+/// Usage of [`main_import`].
+pub const USAGE: &str = concat!(
+    "usage: nao-rs import-usbmon IN.pcap OUT.rec [--device BUS:DEV] [--accepted V[,V...]]\n",
+    "                            [--switch armed|tripped] [--no-cycles]\n",
+    "  IN.pcap      a usbmon capture (tcpdump -i usbmonN -s 0 -w IN.pcap, or Wireshark; pcap or pcapng)\n",
+    "  OUT.rec      the recording to write (- for standard output)\n",
+    "  --device     the chest board's bus and device number as lsusb shows them (default: the\n",
+    "               first device that sends the spec's vendor requests)\n",
+    "  --accepted   the accepted configuration versions to write (not on USB)\n",
+    "  --switch     the death switch at the start to write (not on USB)\n",
+    "  --no-cycles  do not infer cycle lines",
+);
+
+fn parse_args(args: &[String]) -> Result<(String, String, ImportOptions), String> {
+    let mut opts = ImportOptions::default();
+    let mut files = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--device" => {
+                let v = it.next().ok_or("--device needs BUS:DEV (e.g. 1:5)")?;
+                let (b, d) = v
+                    .split_once(':')
+                    .ok_or_else(|| format!("--device {v:?}: expected BUS:DEV, e.g. 1:5"))?;
+                let bus = b
+                    .parse::<u16>()
+                    .map_err(|_| format!("--device {v:?}: bus {b:?} is not a number 0..65535"))?;
+                let dev = d
+                    .parse::<u8>()
+                    .map_err(|_| format!("--device {v:?}: device {d:?} is not a number 0..255"))?;
+                opts.device = Some((bus, dev));
+            }
+            "--accepted" => {
+                let v = it
+                    .next()
+                    .ok_or("--accepted needs versions, e.g. 10 or 10,11")?;
+                let mut list = Vec::new();
+                for x in v.split(',') {
+                    list.push(
+                        x.parse::<u8>().map_err(|_| {
+                            format!("--accepted {v:?}: {x:?} is not a version 0..255")
+                        })?,
+                    );
+                }
+                opts.accepted = Some(list);
+            }
+            "--switch" => {
+                opts.switch_armed = Some(match it.next().map(String::as_str) {
+                    Some("armed") => true,
+                    Some("tripped") => false,
+                    other => return Err(format!("--switch {other:?}: expected armed or tripped")),
+                });
+            }
+            "--no-cycles" => opts.cycles = false,
+            "-h" | "--help" => return Err(String::new()),
+            s if s.starts_with("--") => return Err(format!("unknown option {s:?}")),
+            _ => files.push(a.clone()),
+        }
+    }
+    match <[String; 2]>::try_from(files) {
+        Ok([input, output]) => Ok((input, output, opts)),
+        Err(f) => Err(format!(
+            "expected two files, IN.pcap and OUT.rec; got {}",
+            f.len()
+        )),
+    }
+}
+
+/// `nao-rs import-usbmon IN.pcap OUT.rec [options]`: `args` are the
+/// arguments after the subcommand. Prints a one-line summary (and warnings)
+/// to standard error; exit 0 on success, 1 on a bad capture, 2 on bad
+/// arguments.
+pub fn main_import(args: &[String]) -> ExitCode {
+    let (input, output, opts) = match parse_args(args) {
+        Ok(x) => x,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("nao-rs import-usbmon: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let bytes = match std::fs::read(&input) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("nao-rs import-usbmon: {input}: cannot read: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let import = match import(&bytes, &opts) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("nao-rs import-usbmon: {input}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let written = if output == "-" {
+        use std::io::Write;
+        std::io::stdout().write_all(import.text.as_bytes())
+    } else {
+        std::fs::write(&output, &import.text)
+    };
+    if let Err(e) = written {
+        eprintln!("nao-rs import-usbmon: {output}: cannot write: {e}");
+        return ExitCode::FAILURE;
+    }
+    for w in &import.warnings {
+        eprintln!("nao-rs import-usbmon: warning: {w}");
+    }
+    eprintln!(
+        "nao-rs import-usbmon: {input} -> {output}: bus {} device {}, {} calls, {} cycles, {} warnings",
+        import.device.0,
+        import.device.1,
+        import.calls,
+        import.cycles,
+        import.warnings.len()
+    );
+    ExitCode::SUCCESS
+}

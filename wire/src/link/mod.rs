@@ -39,7 +39,11 @@ impl fmt::Display for LinkError {
         match self {
             LinkError::Timeout => write!(f, "USB transfer timed out"),
             LinkError::Pipe => write!(f, "USB endpoint stalled (pipe error)"),
-            LinkError::NoDevice => write!(f, "chest board not found (no device)"),
+            LinkError::NoDevice => write!(
+                f,
+                "no chest board (USB ffff:0006) found: it is unplugged, off, or not visible here \
+                 (`lsusb -d ffff:0006` lists it when present)"
+            ),
             LinkError::Busy => write!(f, "chest board busy: another process holds interface 0"),
             LinkError::Mismatch(m) => write!(f, "replay mismatch: {m}"),
             LinkError::Other(m) => write!(f, "{m}"),

@@ -7,6 +7,12 @@
 
 use crate::command::Command;
 
+mod reader;
+mod writer;
+
+pub use reader::{parse, parse_bytes, read_file, ParseError, HEADER};
+pub use writer::{to_text, RecordingWriter};
+
 /// The error of a failed `bulk_in` as a recording holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkError {
@@ -30,13 +36,30 @@ pub enum Call {
     /// `close`
     Close,
     /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`
-    ControlOut { request_type: u8, request: u8, value: u16, index: u16, data: Vec<u8> },
+    ControlOut {
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+        data: Vec<u8>,
+    },
     /// `control_in <bmRequestType> <bRequest> <wValue> <wIndex> <wLength> <answer>`
-    ControlIn { request_type: u8, request: u8, value: u16, index: u16, length: u16, answer: Vec<u8> },
+    ControlIn {
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+        length: u16,
+        answer: Vec<u8>,
+    },
     /// `bulk_out <ep> <data>`
     BulkOut { endpoint: u8, data: Vec<u8> },
     /// `bulk_in <ep> <buffer length> <answer | !error>`
-    BulkIn { endpoint: u8, length: usize, answer: Result<Vec<u8>, BulkError> },
+    BulkIn {
+        endpoint: u8,
+        length: usize,
+        answer: Result<Vec<u8>, BulkError>,
+    },
 }
 
 /// One meaningful line of a recording.

@@ -1,0 +1,708 @@
+//! The recording reader: text to [`Line`]s, every malformed line rejected
+//! with its line number and the reason.
+//!
+//! Rules (spec `recording-format.md`, plus the choices written in
+//! `docs/recording.md` where the spec is silent):
+//! - line 1 is exactly `nao-rs recording 1`;
+//! - blank lines and lines whose first character is `#` are skipped;
+//! - fields are separated by spaces or tabs; a trailing `\r` (CRLF files) is
+//!   ignored;
+//! - hex is lowercase only, with no `0x`; data is hex without separators, `-`
+//!   for none;
+//! - settings (`accepted`, `switch`) stand before the first call, each at most
+//!   once;
+//! - `cycle` numbers strictly increase and their times never go back;
+//! - a `control_out`'s bmRequestType has the direction bit (0x80) clear, a
+//!   `control_in`'s has it set; a `bulk_out` endpoint has bit 7 clear, a
+//!   `bulk_in` endpoint has it set;
+//! - an answer is never longer than the wLength / buffer length it answers.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::{BulkError, Call, Item, Line};
+use crate::command::{Command, JOINTS};
+
+/// The first line of every recording.
+pub const HEADER: &str = "nao-rs recording 1";
+
+/// Why a recording could not be read: where (path, 1-based line; line 0 means
+/// the file itself) and why.
+///
+/// Display: `recordings/x.rec:12: bulk_out: data is not hex (odd length 5)`,
+/// or `line 12: ...` when parsed from a string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// The file, when read with [`read_file`].
+    pub path: Option<PathBuf>,
+    /// 1-based line number; 0 when the file as a whole could not be read.
+    pub line: usize,
+    /// What is wrong and, where it helps, what was expected.
+    pub reason: String,
+}
+
+impl ParseError {
+    fn new(line: usize, reason: impl Into<String>) -> Self {
+        ParseError {
+            path: None,
+            line,
+            reason: reason.into(),
+        }
+    }
+
+    fn with_path(mut self, path: &Path) -> Self {
+        self.path = Some(path.to_path_buf());
+        self
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.path, self.line) {
+            (Some(p), 0) => write!(f, "{}: {}", p.display(), self.reason),
+            (Some(p), n) => write!(f, "{}:{}: {}", p.display(), n, self.reason),
+            (None, 0) => write!(f, "{}", self.reason),
+            (None, n) => write!(f, "line {}: {}", n, self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Reads and parses the recording at `path`; errors carry the path.
+pub fn read_file(path: &Path) -> Result<Vec<Line>, ParseError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        ParseError::new(
+            0,
+            format!("cannot read the recording: {e} (check the path and its permissions)"),
+        )
+        .with_path(path)
+    })?;
+    parse_bytes(&bytes).map_err(|e| e.with_path(path))
+}
+
+/// Parses a recording given as bytes: rejects bytes that are not UTF-8 with
+/// the line they stand on, then as [`parse`].
+pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Line>, ParseError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text),
+        Err(e) => {
+            let at = e.valid_up_to();
+            let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+            Err(ParseError::new(
+                line,
+                format!("not UTF-8 text (invalid byte 0x{:02x} at byte offset {at}); a recording is UTF-8 text", bytes[at]),
+            ))
+        }
+    }
+}
+
+/// Parses the text of a recording into its meaningful lines, in order.
+pub fn parse(text: &str) -> Result<Vec<Line>, ParseError> {
+    let mut parser = Parser::default();
+    let mut out = Vec::with_capacity(text.len() / 64 + 4);
+    let mut saw_header = false;
+    for (i, raw) in text.split('\n').enumerate() {
+        let number = i + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if !saw_header {
+            check_header(line).map_err(|r| ParseError::new(number, r))?;
+            saw_header = true;
+            continue;
+        }
+        if line.starts_with('#') || line.trim_matches(is_sep).is_empty() {
+            continue;
+        }
+        let item = parser.line(line).map_err(|r| ParseError::new(number, r))?;
+        out.push(Line { number, item });
+    }
+    if !saw_header {
+        return Err(ParseError::new(
+            1,
+            format!("empty file: the first line must be `{HEADER}`"),
+        ));
+    }
+    Ok(out)
+}
+
+fn is_sep(c: char) -> bool {
+    c == ' ' || c == '\t'
+}
+
+fn check_header(line: &str) -> Result<(), String> {
+    if line == HEADER {
+        return Ok(());
+    }
+    if let Some(v) = line.strip_prefix("nao-rs recording ") {
+        return Err(format!(
+            "recording format version {:?} is not supported (this reader reads version 1: `{HEADER}`)",
+            v
+        ));
+    }
+    Err(format!(
+        "not a recording: the first line must be `{HEADER}`, found {:?}",
+        shorten(line)
+    ))
+}
+
+/// Shortens a field for an error message.
+fn shorten(s: &str) -> String {
+    const MAX: usize = 40;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(MAX).collect();
+        t.push_str("...");
+        t
+    }
+}
+
+/// The state the reader keeps between lines: the rules that span lines.
+#[derive(Default)]
+struct Parser {
+    /// Line-independent: whether a call line has been seen yet.
+    first_call_seen: bool,
+    accepted_seen: bool,
+    switch_seen: bool,
+    last_cycle: Option<(u64, u64)>,
+}
+
+type R<T> = Result<T, String>;
+
+impl Parser {
+    fn line(&mut self, line: &str) -> R<Item> {
+        let mut fields = line.split(is_sep).filter(|f| !f.is_empty());
+        // The line is not blank, so there is a first field.
+        let key = fields.next().unwrap_or("");
+        let mut f = Fields { key, it: fields };
+        let item = match key {
+            "accepted" => {
+                setting(key, self.first_call_seen, &mut self.accepted_seen)?;
+                let list = f.next("the versions (decimal, comma separated)")?;
+                let mut versions = Vec::new();
+                for v in list.split(',') {
+                    versions.push(dec_u8(v).map_err(|e| format!("accepted: version {e}"))?);
+                }
+                Item::Accepted(versions)
+            }
+            "switch" => {
+                setting(key, self.first_call_seen, &mut self.switch_seen)?;
+                match f.next("`armed` or `tripped`")? {
+                    "armed" => Item::SwitchArmed(true),
+                    "tripped" => Item::SwitchArmed(false),
+                    other => return Err(format!("switch: {:?} is neither `armed` nor `tripped`", shorten(other))),
+                }
+            }
+            "cycle" => {
+                let k = dec_u64(f.next("the cycle number k")?).map_err(|e| format!("cycle: k {e}"))?;
+                let t_ms = dec_u64(f.next("the time t_ms")?).map_err(|e| format!("cycle: t_ms {e}"))?;
+                if let Some((pk, pt)) = self.last_cycle {
+                    if k <= pk {
+                        return Err(format!("cycle: k {k} does not follow the previous cycle {pk} (cycle numbers strictly increase)"));
+                    }
+                    if t_ms < pt {
+                        return Err(format!("cycle: t_ms {t_ms} is before the previous cycle's {pt} (time never goes back)"));
+                    }
+                }
+                self.last_cycle = Some((k, t_ms));
+                Item::Cycle { k, t_ms }
+            }
+            "command" => Item::Command(Box::new(command(&mut f)?)),
+            "silence" => Item::Silence,
+            "rearm" => Item::Rearm,
+            "trip" => {
+                let reason = f.next("the reason (naoctl, udp, api, ...)")?;
+                Item::Trip(reason.to_string())
+            }
+            "open" | "set_configuration" | "claim_interface" | "close" | "control_out" | "control_in" | "bulk_out"
+            | "bulk_in" => {
+                self.first_call_seen = true;
+                Item::Call(call(key, &mut f)?)
+            }
+            other => {
+                return Err(format!(
+                    "unknown line {:?} (expected accepted, switch, cycle, command, silence, trip, rearm, open, \
+                     set_configuration, claim_interface, close, control_out, control_in, bulk_out or bulk_in)",
+                    shorten(other)
+                ))
+            }
+        };
+        f.end()?;
+        Ok(item)
+    }
+}
+
+fn setting(key: &str, first_call_seen: bool, seen: &mut bool) -> R<()> {
+    if first_call_seen {
+        return Err(format!("{key}: a setting must stand before the first call"));
+    }
+    if *seen {
+        return Err(format!("{key}: given twice (a setting stands once)"));
+    }
+    *seen = true;
+    Ok(())
+}
+
+/// The fields of one line after its keyword.
+struct Fields<'a, I: Iterator<Item = &'a str>> {
+    key: &'a str,
+    it: I,
+}
+
+impl<'a, I: Iterator<Item = &'a str>> Fields<'a, I> {
+    fn next(&mut self, what: &str) -> R<&'a str> {
+        self.it
+            .next()
+            .ok_or_else(|| format!("{}: missing {what}", self.key))
+    }
+
+    fn end(&mut self) -> R<()> {
+        match self.it.next() {
+            None => Ok(()),
+            Some(extra) => Err(format!(
+                "{}: unexpected field {:?} at the end of the line",
+                self.key,
+                shorten(extra)
+            )),
+        }
+    }
+}
+
+fn command<'a, I: Iterator<Item = &'a str>>(f: &mut Fields<'a, I>) -> R<Command> {
+    let mut c = Command::default();
+    for j in 0..JOINTS {
+        let v = f.next(&format!(
+            "stiffness {j} (50 values, then 3 LEDs and the sonar mode)"
+        ))?;
+        c.stiffness[j] = value(v).map_err(|e| format!("command: stiffness {j}: {e}"))?;
+    }
+    for j in 0..JOINTS {
+        let v = f.next(&format!(
+            "position {j} (50 values, then 3 LEDs and the sonar mode)"
+        ))?;
+        c.position[j] = value(v).map_err(|e| format!("command: position {j}: {e}"))?;
+    }
+    c.chest_led =
+        rgb(f.next("the chest LED rrggbb")?).map_err(|e| format!("command: chest LED {e}"))?;
+    c.left_foot_led = rgb(f.next("the left foot LED rrggbb")?)
+        .map_err(|e| format!("command: left foot LED {e}"))?;
+    c.right_foot_led = rgb(f.next("the right foot LED rrggbb")?)
+        .map_err(|e| format!("command: right foot LED {e}"))?;
+    c.sonar_mode = hex_u8(f.next("the sonar mode (2 hex digits)")?)
+        .map_err(|e| format!("command: sonar mode {e}"))?;
+    Ok(c)
+}
+
+/// A command value: a decimal f32, or `nan`, `inf`, `-inf`.
+fn value(s: &str) -> R<f32> {
+    match s {
+        "nan" => return Ok(f32::NAN),
+        "inf" => return Ok(f32::INFINITY),
+        "-inf" => return Ok(f32::NEG_INFINITY),
+        _ => {}
+    }
+    let decimal = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        && s.bytes().any(|b| b.is_ascii_digit());
+    let v: f32 = match (decimal, s.parse::<f32>()) {
+        (true, Ok(v)) => v,
+        _ => {
+            return Err(format!(
+                "{:?} is not a decimal number (or nan, inf, -inf)",
+                shorten(s)
+            ))
+        }
+    };
+    if v.is_infinite() {
+        return Err(format!(
+            "{:?} is out of the f32 range (write inf or -inf)",
+            shorten(s)
+        ));
+    }
+    Ok(v)
+}
+
+fn rgb(s: &str) -> R<[u8; 3]> {
+    let b = hex_fixed(s, 6)?;
+    Ok([(b >> 16) as u8, (b >> 8) as u8, b as u8])
+}
+
+fn hex_u8(s: &str) -> R<u8> {
+    Ok(hex_fixed(s, 2)? as u8)
+}
+
+fn hex_u16(s: &str) -> R<u16> {
+    Ok(hex_fixed(s, 4)? as u16)
+}
+
+/// Exactly `digits` lowercase hex digits.
+fn hex_fixed(s: &str, digits: usize) -> R<u32> {
+    let mut v = 0u32;
+    for (i, b) in s.bytes().enumerate() {
+        v = (v << 4)
+            | u32::from(
+                hex_digit(b).map_err(|e| format!("{:?}: {e} at position {}", shorten(s), i + 1))?,
+            );
+    }
+    if s.len() != digits {
+        return Err(format!(
+            "{:?} must be exactly {digits} hex digits (found {})",
+            shorten(s),
+            s.len()
+        ));
+    }
+    Ok(v)
+}
+
+fn hex_digit(b: u8) -> R<u8> {
+    match b {
+        b'0'..=b'9' => Ok(b - b'0'),
+        b'a'..=b'f' => Ok(b - b'a' + 10),
+        b'A'..=b'F' => Err(format!(
+            "uppercase hex digit '{}' (the format is lowercase)",
+            b as char
+        )),
+        _ => Err(format!(
+            "not a hex digit: {:?}",
+            (b as char).escape_default().to_string()
+        )),
+    }
+}
+
+/// Data: `-` for none, else an even number of lowercase hex digits.
+fn data(s: &str) -> R<Vec<u8>> {
+    if s == "-" {
+        return Ok(Vec::new());
+    }
+    if s.len() & 1 != 0 {
+        return Err(format!("is not hex (odd length {})", s.len()));
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() / 2);
+    for (i, pair) in bytes.chunks_exact(2).enumerate() {
+        let hi = hex_digit(pair[0]).map_err(|e| format!("is not hex ({e} at byte {i})"))?;
+        let lo = hex_digit(pair[1]).map_err(|e| format!("is not hex ({e} at byte {i})"))?;
+        out.push(hi << 4 | lo);
+    }
+    Ok(out)
+}
+
+fn dec_u64(s: &str) -> R<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{:?} is not a decimal number", shorten(s)));
+    }
+    s.parse::<u64>()
+        .map_err(|_| format!("{:?} is too large (at most {})", shorten(s), u64::MAX))
+}
+
+fn dec_max(s: &str, max: u64) -> R<u64> {
+    let v = dec_u64(s)?;
+    if v > max {
+        return Err(format!("{v} is too large (at most {max})"));
+    }
+    Ok(v)
+}
+
+fn dec_u8(s: &str) -> R<u8> {
+    Ok(dec_max(s, u8::MAX.into())? as u8)
+}
+
+fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<Call> {
+    let k = key;
+    Ok(match key {
+        "open" => {
+            let id = f.next("the device vendor:product (ffff:0006)")?;
+            let (v, p) = id
+                .split_once(':')
+                .ok_or_else(|| format!("open: {:?} is not vendor:product", shorten(id)))?;
+            let vendor = hex_u16(v).map_err(|e| format!("open: vendor {e}"))?;
+            let product = hex_u16(p).map_err(|e| format!("open: product {e}"))?;
+            Call::Open { vendor, product }
+        }
+        "set_configuration" => Call::SetConfiguration(
+            dec_u8(f.next("the configuration")?).map_err(|e| format!("{k}: configuration {e}"))?,
+        ),
+        "claim_interface" => Call::ClaimInterface(
+            dec_u8(f.next("the interface")?).map_err(|e| format!("{k}: interface {e}"))?,
+        ),
+        "close" => Call::Close,
+        "control_out" | "control_in" => {
+            let request_type =
+                hex_u8(f.next("bmRequestType")?).map_err(|e| format!("{k}: bmRequestType {e}"))?;
+            let request = hex_u8(f.next("bRequest")?).map_err(|e| format!("{k}: bRequest {e}"))?;
+            let value = hex_u16(f.next("wValue")?).map_err(|e| format!("{k}: wValue {e}"))?;
+            let index = hex_u16(f.next("wIndex")?).map_err(|e| format!("{k}: wIndex {e}"))?;
+            let device_to_host = request_type & 0x80 != 0;
+            if key == "control_out" {
+                if device_to_host {
+                    return Err(format!("{k}: bmRequestType {request_type:02x} has the IN direction bit (0x80) set; write it as control_in"));
+                }
+                let data = data(f.next("the data (hex, - for none)")?)
+                    .map_err(|e| format!("{k}: data {e}"))?;
+                if data.len() > usize::from(u16::MAX) {
+                    return Err(format!(
+                        "{k}: data is {} bytes, more than a control transfer holds (65535)",
+                        data.len()
+                    ));
+                }
+                Call::ControlOut {
+                    request_type,
+                    request,
+                    value,
+                    index,
+                    data,
+                }
+            } else {
+                if !device_to_host {
+                    return Err(format!("{k}: bmRequestType {request_type:02x} has the IN direction bit (0x80) clear; write it as control_out"));
+                }
+                let length = dec_max(f.next("wLength (decimal)")?, u16::MAX.into())
+                    .map_err(|e| format!("{k}: wLength {e}"))? as u16;
+                let answer = data(f.next("the answer (hex, - for none)")?)
+                    .map_err(|e| format!("{k}: answer {e}"))?;
+                if answer.len() > usize::from(length) {
+                    return Err(format!(
+                        "{k}: answer is {} bytes, more than wLength {length}",
+                        answer.len()
+                    ));
+                }
+                Call::ControlIn {
+                    request_type,
+                    request,
+                    value,
+                    index,
+                    length,
+                    answer,
+                }
+            }
+        }
+        "bulk_out" => {
+            let endpoint =
+                hex_u8(f.next("the endpoint")?).map_err(|e| format!("{k}: endpoint {e}"))?;
+            if endpoint & 0x80 != 0 {
+                return Err(format!(
+                    "{k}: endpoint {endpoint:02x} is an IN endpoint (bit 7 set)"
+                ));
+            }
+            let data = data(f.next("the data (hex, - for none)")?)
+                .map_err(|e| format!("{k}: data {e}"))?;
+            Call::BulkOut { endpoint, data }
+        }
+        _ => {
+            // bulk_in
+            let endpoint =
+                hex_u8(f.next("the endpoint")?).map_err(|e| format!("{k}: endpoint {e}"))?;
+            if endpoint & 0x80 == 0 {
+                return Err(format!(
+                    "{k}: endpoint {endpoint:02x} is an OUT endpoint (bit 7 clear)"
+                ));
+            }
+            let length = dec_max(f.next("the buffer length (decimal)")?, u32::MAX.into())
+                .map_err(|e| format!("{k}: buffer length {e}"))? as usize;
+            let answer = match f.next("the answer (hex, -, !timeout, !pipe or !nodev)")? {
+                "!timeout" => Err(BulkError::Timeout),
+                "!pipe" => Err(BulkError::Pipe),
+                "!nodev" => Err(BulkError::NoDevice),
+                e if e.starts_with('!') => {
+                    return Err(format!(
+                        "{k}: unknown error {:?} (expected !timeout, !pipe or !nodev)",
+                        shorten(e)
+                    ))
+                }
+                s => {
+                    let a = data(s).map_err(|e| format!("{k}: answer {e}"))?;
+                    if a.len() > length {
+                        return Err(format!(
+                            "{k}: answer is {} bytes, more than the buffer length {length}",
+                            a.len()
+                        ));
+                    }
+                    Ok(a)
+                }
+            };
+            Call::BulkIn {
+                endpoint,
+                length,
+                answer,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ParseError {
+        parse(text).expect_err("must be rejected")
+    }
+
+    #[test]
+    fn first_line_is_the_header() {
+        assert_eq!(parse("nao-rs recording 1\n").unwrap(), vec![]);
+        assert_eq!(err("").line, 1);
+        assert!(err("nao-rs recording 2\n").reason.contains("not supported"));
+        assert!(err("hello\nopen ffff:0006\n").reason.contains("first line"));
+    }
+
+    #[test]
+    fn blank_and_comment_lines_are_ignored() {
+        let l = parse("nao-rs recording 1\n\n# hi\n   \nclose\n").unwrap();
+        assert_eq!(
+            l,
+            vec![Line {
+                number: 5,
+                item: Item::Call(Call::Close)
+            }]
+        );
+    }
+
+    #[test]
+    fn settings_only_before_the_first_call() {
+        let e = err("nao-rs recording 1\nclose\naccepted 10\n");
+        assert_eq!(e.line, 3);
+        assert!(e.reason.contains("before the first call"), "{e}");
+        let e = err("nao-rs recording 1\nswitch armed\nswitch tripped\n");
+        assert_eq!(e.line, 3);
+    }
+
+    #[test]
+    fn malformed_data_names_line_and_reason() {
+        let e = err("nao-rs recording 1\nbulk_out 02 a5000\n");
+        assert_eq!(
+            e.to_string(),
+            "line 2: bulk_out: data is not hex (odd length 5)"
+        );
+        let e = e.with_path(Path::new("recordings/x.rec"));
+        assert_eq!(
+            e.to_string(),
+            "recordings/x.rec:2: bulk_out: data is not hex (odd length 5)"
+        );
+    }
+
+    #[test]
+    fn hex_is_lowercase_only() {
+        let e = err("nao-rs recording 1\nbulk_out 02 A5\n");
+        assert!(e.reason.contains("uppercase"), "{e}");
+        let e = err("nao-rs recording 1\nopen FFFF:0006\n");
+        assert!(e.reason.contains("uppercase"), "{e}");
+    }
+
+    #[test]
+    fn command_values_allow_nan_and_inf() {
+        let mut vals = vec!["0"; 50];
+        vals[0] = "nan";
+        vals[1] = "inf";
+        vals[2] = "-inf";
+        vals[3] = "-0.25";
+        let text = format!(
+            "nao-rs recording 1\ncommand {} 00ff00 000000 0000ff 0c\n",
+            vals.join(" ")
+        );
+        let l = parse(&text).unwrap();
+        let Item::Command(c) = &l[0].item else {
+            panic!("not a command: {l:?}")
+        };
+        assert!(c.stiffness[0].is_nan());
+        assert_eq!(c.stiffness[1], f32::INFINITY);
+        assert_eq!(c.stiffness[2], f32::NEG_INFINITY);
+        assert_eq!(c.stiffness[3], -0.25);
+        assert_eq!(c.chest_led, [0, 0xff, 0]);
+        assert_eq!(c.right_foot_led, [0, 0, 0xff]);
+        assert_eq!(c.sonar_mode, 0x0c);
+        for bad in ["NaN", "infinity", "1e39", "0x1", "", "1.2.3"] {
+            assert!(value(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn command_with_49_values_is_rejected() {
+        let vals = vec!["0"; 49];
+        let text = format!(
+            "nao-rs recording 1\ncommand {} 00ff00 000000 0000ff 0c\n",
+            vals.join(" ")
+        );
+        assert!(err(&text).reason.contains("command"));
+    }
+
+    #[test]
+    fn cycles_increase_and_time_never_goes_back() {
+        assert!(parse("nao-rs recording 1\ncycle 0 10\ncycle 1 10\n").is_ok());
+        assert_eq!(err("nao-rs recording 1\ncycle 1 10\ncycle 1 12\n").line, 3);
+        assert_eq!(err("nao-rs recording 1\ncycle 1 10\ncycle 2 9\n").line, 3);
+    }
+
+    #[test]
+    fn answers_fit_their_buffer() {
+        assert!(parse("nao-rs recording 1\nbulk_in 81 2 0102\n").is_ok());
+        assert!(err("nao-rs recording 1\nbulk_in 81 1 0102\n")
+            .reason
+            .contains("more than"));
+        assert!(
+            err("nao-rs recording 1\ncontrol_in c0 02 0000 0000 1 0102\n")
+                .reason
+                .contains("more than")
+        );
+    }
+
+    #[test]
+    fn directions_match_the_call() {
+        assert!(err("nao-rs recording 1\ncontrol_out c0 01 0000 0000 -\n")
+            .reason
+            .contains("direction"));
+        assert!(err("nao-rs recording 1\ncontrol_in 40 01 0000 0000 1 -\n")
+            .reason
+            .contains("direction"));
+        assert!(err("nao-rs recording 1\nbulk_out 81 -\n")
+            .reason
+            .contains("IN endpoint"));
+        assert!(err("nao-rs recording 1\nbulk_in 02 512 -\n")
+            .reason
+            .contains("OUT endpoint"));
+    }
+
+    #[test]
+    fn bulk_in_errors() {
+        let l = parse("nao-rs recording 1\nbulk_in 81 512 !timeout\nbulk_in 81 512 !pipe\nbulk_in 81 512 !nodev\n").unwrap();
+        let answers: Vec<_> = l
+            .iter()
+            .map(|l| match &l.item {
+                Item::Call(Call::BulkIn { answer, .. }) => answer.clone(),
+                o => panic!("{o:?}"),
+            })
+            .collect();
+        assert_eq!(
+            answers,
+            vec![
+                Err(BulkError::Timeout),
+                Err(BulkError::Pipe),
+                Err(BulkError::NoDevice)
+            ]
+        );
+        assert!(err("nao-rs recording 1\nbulk_in 81 512 !stall\n")
+            .reason
+            .contains("unknown error"));
+    }
+
+    #[test]
+    fn trailing_fields_and_unknown_lines_are_rejected() {
+        assert!(err("nao-rs recording 1\nclose now\n")
+            .reason
+            .contains("unexpected field"));
+        assert!(err("nao-rs recording 1\nfrobnicate\n")
+            .reason
+            .contains("unknown line"));
+    }
+
+    #[test]
+    fn crlf_line_endings_are_read() {
+        assert_eq!(parse("nao-rs recording 1\r\nclose\r\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn non_utf8_names_its_line() {
+        let e = parse_bytes(b"nao-rs recording 1\nclose\n\xff\n").unwrap_err();
+        assert_eq!(e.line, 3);
+    }
+}

@@ -1,0 +1,531 @@
+//! The recording writer: the header, settings, inputs and calls, one line
+//! each, in the exact text the reader reads back.
+//!
+//! Every line is built in one preallocated buffer and written with one
+//! `write_all`, so writing a cycle's lines allocates nothing once the buffer
+//! has grown to the longest line (it starts at 4 KiB, enough for a 1,024-byte
+//! control answer). The writer refuses (with `io::ErrorKind::InvalidInput`)
+//! any line the reader would reject, so its output always parses.
+
+use std::io::{self, Write};
+
+use super::{BulkError, Call, Item, Line, HEADER};
+use crate::command::Command;
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes a recording to `W`, line by line.
+///
+/// ```
+/// use nao_wire::recording::{parse, RecordingWriter};
+/// let mut w = RecordingWriter::new(Vec::new()).unwrap();
+/// w.accepted(&[10]).unwrap();
+/// w.open(0xffff, 0x0006).unwrap();
+/// w.bulk_out(0x02, &[0xa5, 0x00]).unwrap();
+/// let text = String::from_utf8(w.into_inner()).unwrap();
+/// assert_eq!(text, "nao-rs recording 1\naccepted 10\nopen ffff:0006\nbulk_out 02 a500\n");
+/// assert_eq!(parse(&text).unwrap().len(), 3);
+/// ```
+pub struct RecordingWriter<W: Write> {
+    out: W,
+    line: Vec<u8>,
+    first_call_written: bool,
+    accepted_written: bool,
+    switch_written: bool,
+    last_cycle: Option<(u64, u64)>,
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl<W: Write> RecordingWriter<W> {
+    /// Starts a recording: writes the header line `nao-rs recording 1`.
+    pub fn new(out: W) -> io::Result<Self> {
+        let mut w = RecordingWriter {
+            out,
+            line: Vec::with_capacity(4096),
+            first_call_written: false,
+            accepted_written: false,
+            switch_written: false,
+            last_cycle: None,
+        };
+        w.line.extend_from_slice(HEADER.as_bytes());
+        w.flush_line()?;
+        Ok(w)
+    }
+
+    /// The sink, to flush or inspect it.
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// Flushes the sink.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// Ends the writer and returns the sink (not flushed: flush first if it
+    /// buffers).
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    fn flush_line(&mut self) -> io::Result<()> {
+        self.line.push(b'\n');
+        let r = self.out.write_all(&self.line);
+        self.line.clear();
+        r
+    }
+
+    fn push_hex_byte(&mut self, b: u8) {
+        self.line.push(HEX[usize::from(b >> 4)]);
+        self.line.push(HEX[usize::from(b & 0xf)]);
+    }
+
+    fn push_hex_u16(&mut self, v: u16) {
+        self.push_hex_byte((v >> 8) as u8);
+        self.push_hex_byte(v as u8);
+    }
+
+    fn push_data(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            self.line.push(b'-');
+        }
+        for &b in data {
+            self.push_hex_byte(b);
+        }
+    }
+
+    fn push_dec(&mut self, v: u64) {
+        // Writing into a Vec cannot fail.
+        let _ = write!(self.line, "{v}");
+    }
+
+    fn push_str(&mut self, s: &str) {
+        self.line.extend_from_slice(s.as_bytes());
+    }
+
+    fn setting(&mut self, key: &str, which: fn(&mut Self) -> &mut bool) -> io::Result<()> {
+        if self.first_call_written {
+            return Err(invalid(format!(
+                "recording: `{key}` is a setting and must be written before the first call"
+            )));
+        }
+        let seen = which(self);
+        if *seen {
+            return Err(invalid(format!(
+                "recording: `{key}` written twice (a setting stands once)"
+            )));
+        }
+        *seen = true;
+        Ok(())
+    }
+
+    /// `# <text>`: a comment line (the reader skips it). `text` must be one
+    /// line.
+    pub fn comment(&mut self, text: &str) -> io::Result<()> {
+        if text.contains(['\n', '\r']) {
+            return Err(invalid(format!(
+                "recording: a comment must be one line, got {text:?}"
+            )));
+        }
+        self.push_str("# ");
+        self.push_str(text);
+        self.flush_line()
+    }
+
+    /// `accepted <v>[,<v>...]`: a setting, before the first call.
+    pub fn accepted(&mut self, versions: &[u8]) -> io::Result<()> {
+        if versions.is_empty() {
+            return Err(invalid(
+                "recording: `accepted` needs at least one version".into(),
+            ));
+        }
+        self.setting("accepted", |w| &mut w.accepted_written)?;
+        self.push_str("accepted ");
+        for (i, &v) in versions.iter().enumerate() {
+            if i > 0 {
+                self.line.push(b',');
+            }
+            self.push_dec(v.into());
+        }
+        self.flush_line()
+    }
+
+    /// `switch armed` / `switch tripped`: a setting, before the first call.
+    pub fn switch(&mut self, armed: bool) -> io::Result<()> {
+        self.setting("switch", |w| &mut w.switch_written)?;
+        self.push_str(if armed {
+            "switch armed"
+        } else {
+            "switch tripped"
+        });
+        self.flush_line()
+    }
+
+    /// `cycle <k> <t_ms>`: k strictly above the last cycle's, t_ms not below.
+    pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
+        if let Some((pk, pt)) = self.last_cycle {
+            if k <= pk || t_ms < pt {
+                return Err(invalid(format!(
+                    "recording: cycle {k} at {t_ms} ms cannot follow cycle {pk} at {pt} ms \
+                     (cycle numbers increase, time never goes back)"
+                )));
+            }
+        }
+        self.last_cycle = Some((k, t_ms));
+        self.push_str("cycle ");
+        self.push_dec(k);
+        self.line.push(b' ');
+        self.push_dec(t_ms);
+        self.flush_line()
+    }
+
+    /// `command ...`: 50 values in Rust's shortest round-trip form (`nan`,
+    /// `inf`, `-inf` for the non-finite; every NaN is written `nan`), the LEDs
+    /// and the sonar mode.
+    pub fn command(&mut self, c: &Command) -> io::Result<()> {
+        self.push_str("command");
+        for &v in c.stiffness.iter().chain(c.position.iter()) {
+            self.line.push(b' ');
+            if v.is_nan() {
+                self.push_str("nan");
+            } else {
+                // Display prints the shortest decimal that parses back to the
+                // same f32 (and `inf` / `-inf`); into a Vec it cannot fail.
+                let _ = write!(self.line, "{v}");
+            }
+        }
+        for rgb in [c.chest_led, c.left_foot_led, c.right_foot_led] {
+            self.line.push(b' ');
+            for b in rgb {
+                self.push_hex_byte(b);
+            }
+        }
+        self.line.push(b' ');
+        self.push_hex_byte(c.sonar_mode);
+        self.flush_line()
+    }
+
+    /// `silence`
+    pub fn silence(&mut self) -> io::Result<()> {
+        self.push_str("silence");
+        self.flush_line()
+    }
+
+    /// `trip <reason>`: the reason is one word (`naoctl`, `udp`, `api`, ...).
+    pub fn trip(&mut self, reason: &str) -> io::Result<()> {
+        if reason.is_empty() || reason.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(invalid(format!(
+                "recording: trip reason {reason:?} must be one word without spaces"
+            )));
+        }
+        self.push_str("trip ");
+        self.push_str(reason);
+        self.flush_line()
+    }
+
+    /// `rearm`
+    pub fn rearm(&mut self) -> io::Result<()> {
+        self.push_str("rearm");
+        self.flush_line()
+    }
+
+    /// `open vvvv:pppp`
+    pub fn open(&mut self, vendor: u16, product: u16) -> io::Result<()> {
+        self.first_call_written = true;
+        self.push_str("open ");
+        self.push_hex_u16(vendor);
+        self.line.push(b':');
+        self.push_hex_u16(product);
+        self.flush_line()
+    }
+
+    /// `set_configuration <n>`
+    pub fn set_configuration(&mut self, config: u8) -> io::Result<()> {
+        self.first_call_written = true;
+        self.push_str("set_configuration ");
+        self.push_dec(config.into());
+        self.flush_line()
+    }
+
+    /// `claim_interface <n>`
+    pub fn claim_interface(&mut self, iface: u8) -> io::Result<()> {
+        self.first_call_written = true;
+        self.push_str("claim_interface ");
+        self.push_dec(iface.into());
+        self.flush_line()
+    }
+
+    /// `close`
+    pub fn close(&mut self) -> io::Result<()> {
+        self.first_call_written = true;
+        self.push_str("close");
+        self.flush_line()
+    }
+
+    fn push_setup(&mut self, key: &str, request_type: u8, request: u8, value: u16, index: u16) {
+        self.push_str(key);
+        self.line.push(b' ');
+        self.push_hex_byte(request_type);
+        self.line.push(b' ');
+        self.push_hex_byte(request);
+        self.line.push(b' ');
+        self.push_hex_u16(value);
+        self.line.push(b' ');
+        self.push_hex_u16(index);
+        self.line.push(b' ');
+    }
+
+    /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`;
+    /// bmRequestType must have the direction bit (0x80) clear.
+    pub fn control_out(
+        &mut self,
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+        data: &[u8],
+    ) -> io::Result<()> {
+        if request_type & 0x80 != 0 || data.len() > usize::from(u16::MAX) {
+            return Err(invalid(format!(
+                "recording: control_out with bmRequestType {request_type:02x} and {} data bytes \
+                 (needs direction bit 0x80 clear and at most 65535 bytes)",
+                data.len()
+            )));
+        }
+        self.first_call_written = true;
+        self.push_setup("control_out", request_type, request, value, index);
+        self.push_data(data);
+        self.flush_line()
+    }
+
+    /// `control_in <bmRequestType> <bRequest> <wValue> <wIndex> <wLength>
+    /// <answer>`; bmRequestType must have the direction bit (0x80) set and the
+    /// answer at most `length` bytes.
+    pub fn control_in(
+        &mut self,
+        request_type: u8,
+        request: u8,
+        value: u16,
+        index: u16,
+        length: u16,
+        answer: &[u8],
+    ) -> io::Result<()> {
+        if request_type & 0x80 == 0 || answer.len() > usize::from(length) {
+            return Err(invalid(format!(
+                "recording: control_in with bmRequestType {request_type:02x}, wLength {length} and \
+                 a {}-byte answer (needs direction bit 0x80 set and answer <= wLength)",
+                answer.len()
+            )));
+        }
+        self.first_call_written = true;
+        self.push_setup("control_in", request_type, request, value, index);
+        self.push_dec(length.into());
+        self.line.push(b' ');
+        self.push_data(answer);
+        self.flush_line()
+    }
+
+    /// `bulk_out <ep> <data>`; the endpoint has bit 7 clear.
+    pub fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> io::Result<()> {
+        if endpoint & 0x80 != 0 {
+            return Err(invalid(format!(
+                "recording: bulk_out to endpoint {endpoint:02x}, an IN endpoint"
+            )));
+        }
+        self.first_call_written = true;
+        self.push_str("bulk_out ");
+        self.push_hex_byte(endpoint);
+        self.line.push(b' ');
+        self.push_data(data);
+        self.flush_line()
+    }
+
+    /// `bulk_in <ep> <buffer length> <answer | !timeout | !pipe | !nodev>`;
+    /// the endpoint has bit 7 set and the answer is at most `length` bytes.
+    pub fn bulk_in(
+        &mut self,
+        endpoint: u8,
+        length: usize,
+        answer: Result<&[u8], BulkError>,
+    ) -> io::Result<()> {
+        let too_long = matches!(answer, Ok(a) if a.len() > length);
+        if endpoint & 0x80 == 0 || too_long || length > u32::MAX as usize {
+            return Err(invalid(format!(
+                "recording: bulk_in from endpoint {endpoint:02x} with buffer length {length} \
+                 (needs an IN endpoint, a length below 2^32 and answer <= length)"
+            )));
+        }
+        self.first_call_written = true;
+        self.push_str("bulk_in ");
+        self.push_hex_byte(endpoint);
+        self.line.push(b' ');
+        self.push_dec(length as u64);
+        self.line.push(b' ');
+        match answer {
+            Ok(a) => self.push_data(a),
+            Err(BulkError::Timeout) => self.push_str("!timeout"),
+            Err(BulkError::Pipe) => self.push_str("!pipe"),
+            Err(BulkError::NoDevice) => self.push_str("!nodev"),
+        }
+        self.flush_line()
+    }
+
+    /// Writes one call line.
+    pub fn call(&mut self, call: &Call) -> io::Result<()> {
+        match call {
+            Call::Open { vendor, product } => self.open(*vendor, *product),
+            Call::SetConfiguration(n) => self.set_configuration(*n),
+            Call::ClaimInterface(n) => self.claim_interface(*n),
+            Call::Close => self.close(),
+            Call::ControlOut {
+                request_type,
+                request,
+                value,
+                index,
+                data,
+            } => self.control_out(*request_type, *request, *value, *index, data),
+            Call::ControlIn {
+                request_type,
+                request,
+                value,
+                index,
+                length,
+                answer,
+            } => self.control_in(*request_type, *request, *value, *index, *length, answer),
+            Call::BulkOut { endpoint, data } => self.bulk_out(*endpoint, data),
+            Call::BulkIn {
+                endpoint,
+                length,
+                answer,
+            } => self.bulk_in(*endpoint, *length, answer.as_deref().map_err(|e| *e)),
+        }
+    }
+
+    /// Writes one item (any line kind).
+    pub fn item(&mut self, item: &Item) -> io::Result<()> {
+        match item {
+            Item::Accepted(v) => self.accepted(v),
+            Item::SwitchArmed(armed) => self.switch(*armed),
+            Item::Cycle { k, t_ms } => self.cycle(*k, *t_ms),
+            Item::Command(c) => self.command(c),
+            Item::Silence => self.silence(),
+            Item::Trip(reason) => self.trip(reason),
+            Item::Rearm => self.rearm(),
+            Item::Call(c) => self.call(c),
+        }
+    }
+
+    /// Writes every line's item in order (line numbers are not kept: the
+    /// output has no comments or blank lines).
+    pub fn lines(&mut self, lines: &[Line]) -> io::Result<()> {
+        lines.iter().try_for_each(|l| self.item(&l.item))
+    }
+}
+
+/// The recording text of `lines` (header included), as [`RecordingWriter`]
+/// writes it.
+pub fn to_text(lines: &[Line]) -> io::Result<String> {
+    let mut w = RecordingWriter::new(Vec::new())?;
+    w.lines(lines)?;
+    // The writer writes only ASCII.
+    String::from_utf8(w.into_inner()).map_err(|e| invalid(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::parse;
+
+    #[test]
+    fn settings_after_a_call_are_refused() {
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        w.switch(true).unwrap();
+        w.close().unwrap();
+        assert_eq!(
+            w.accepted(&[10]).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert!(w.switch(false).is_err());
+    }
+
+    #[test]
+    fn cycles_must_increase() {
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        w.cycle(3, 30).unwrap();
+        assert!(w.cycle(3, 31).is_err());
+        assert!(w.cycle(4, 29).is_err());
+        w.cycle(4, 30).unwrap();
+    }
+
+    #[test]
+    fn command_values_round_trip_exactly() {
+        let mut c = Command::default();
+        let vals = [
+            0.05f32,
+            -1.2,
+            f32::MIN_POSITIVE,
+            1e-45,
+            f32::MAX,
+            f32::MIN,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            0.1 + 0.2,
+            std::f32::consts::PI,
+        ];
+        for (i, v) in vals.iter().enumerate() {
+            c.stiffness[i] = *v;
+            c.position[24 - i] = -*v;
+        }
+        c.sonar_mode = 0xab;
+        c.left_foot_led = [1, 2, 3];
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        w.command(&c).unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        let lines = parse(&text).unwrap();
+        let Item::Command(back) = &lines[0].item else {
+            panic!("{lines:?}")
+        };
+        for j in 0..crate::JOINTS {
+            for (a, b) in [
+                (c.stiffness[j], back.stiffness[j]),
+                (c.position[j], back.position[j]),
+            ] {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{a} -> {b}"
+                );
+            }
+        }
+        assert_eq!((back.sonar_mode, back.left_foot_led), (0xab, [1, 2, 3]));
+    }
+
+    #[test]
+    fn bulk_in_errors_are_written() {
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        w.bulk_in(0x81, 512, Err(BulkError::Timeout)).unwrap();
+        w.bulk_in(0x81, 512, Err(BulkError::Pipe)).unwrap();
+        w.bulk_in(0x81, 512, Err(BulkError::NoDevice)).unwrap();
+        w.bulk_in(0x81, 512, Ok(&[])).unwrap();
+        assert!(w.bulk_in(0x81, 1, Ok(&[1, 2])).is_err());
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert_eq!(
+            text,
+            "nao-rs recording 1\nbulk_in 81 512 !timeout\nbulk_in 81 512 !pipe\n\
+             bulk_in 81 512 !nodev\nbulk_in 81 512 -\n"
+        );
+    }
+
+    #[test]
+    fn comments_and_trip_reasons_are_one_line() {
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        assert!(w.comment("a\nb").is_err());
+        assert!(w.trip("chest button").is_err());
+        assert!(w.trip("").is_err());
+        w.trip("udp").unwrap();
+    }
+}

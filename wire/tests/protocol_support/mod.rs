@@ -1,0 +1,240 @@
+//! A fake chest board for the protocol tests: a `Link` that answers every
+//! frame as the spec's devices would, allocates nothing, and can be told to
+//! fail reads and writes or corrupt answers.
+#![allow(dead_code)]
+
+use nao_wire::protocol::frame::{Frame, FrameWriter, SYNC_FRAME};
+use nao_wire::protocol::prefs::crc32;
+use nao_wire::protocol::tables::*;
+use nao_wire::{Link, LinkError, JOINTS};
+
+/// What a call was (no data, so the log never allocates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Open,
+    SetConfiguration,
+    ClaimInterface,
+    Close,
+    ControlOut(u8, u16),
+    ControlIn(u8),
+    BulkOut,
+    BulkIn,
+}
+
+/// How to spoil the next answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spoil {
+    None,
+    Sync,
+    Crc,
+    Seq,
+}
+
+pub const LOG: usize = 4096;
+
+pub struct FakeBoard {
+    pub log: [Kind; LOG],
+    pub log_len: usize,
+    pub prefs: [u8; PREFS_LEN],
+    pub config_version: [u8; 15],
+    /// Boards (index into HANDSHAKE_BOARDS) that never answer CONFIG_REQUEST.
+    pub config_silent: u16,
+    pub chest_button: bool,
+    pub battery_ma: i16,
+    pub temperature: [i8; JOINTS],
+    pub status: [u8; JOINTS],
+    pub count: [u16; JOINTS],
+    pub fail_reads: u32,
+    pub fail_writes: u32,
+    pub spoil: Spoil,
+    pub last_frame: [u8; 512],
+    pub last_frame_len: usize,
+    answer: [u8; 512],
+    answer_len: usize,
+    pub frames_written: u32,
+}
+
+pub fn prefs_block(zero: u16) -> [u8; PREFS_LEN] {
+    let mut b = [0u8; PREFS_LEN];
+    b[0..4].copy_from_slice(b"NPRF");
+    b[4..6].copy_from_slice(&1u16.to_le_bytes());
+    b[6..16].copy_from_slice(b"FAKE-BODY1");
+    for j in 0..JOINTS {
+        b[298 + 2 * j..300 + 2 * j].copy_from_slice(&zero.to_le_bytes());
+    }
+    let crc = crc32(&b[..4631]);
+    b[4631..].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+impl FakeBoard {
+    pub fn new() -> Box<Self> {
+        Box::new(FakeBoard {
+            log: [Kind::Close; LOG],
+            log_len: 0,
+            prefs: prefs_block(2048),
+            config_version: [10; 15],
+            config_silent: 0,
+            chest_button: false,
+            battery_ma: 1000,
+            temperature: [30; JOINTS],
+            status: [0; JOINTS],
+            count: [2100; JOINTS],
+            fail_reads: 0,
+            fail_writes: 0,
+            spoil: Spoil::None,
+            last_frame: [0; 512],
+            last_frame_len: 0,
+            answer: [0; 512],
+            answer_len: 0,
+            frames_written: 0,
+        })
+    }
+
+    fn note(&mut self, k: Kind) {
+        if self.log_len < LOG {
+            self.log[self.log_len] = k;
+            self.log_len += 1;
+        }
+    }
+
+    pub fn calls(&self) -> &[Kind] {
+        &self.log[..self.log_len]
+    }
+
+    pub fn clear_log(&mut self) {
+        self.log_len = 0;
+    }
+
+    pub fn frame(&self) -> Frame<'_> {
+        Frame::parse(&self.last_frame[..self.last_frame_len], SYNC_FRAME).expect("valid frame")
+    }
+
+    fn make_answer(&mut self) {
+        let frame_bytes = self.last_frame;
+        let frame =
+            Frame::parse(&frame_bytes[..self.last_frame_len], SYNC_FRAME).expect("valid frame");
+        let seq = match self.spoil {
+            Spoil::Seq => frame.seq.wrapping_add(7),
+            _ => frame.seq,
+        };
+        let mut w = FrameWriter::answer(&mut self.answer, seq).unwrap();
+        for m in frame.messages() {
+            let a = m.address;
+            match m.command {
+                CMD_READ => {
+                    let len = read_answer_len(a).unwrap();
+                    let p = w.reserve(a, ANS_READ, len).unwrap();
+                    match device_kind(a).unwrap() {
+                        DeviceKind::Battery => {
+                            p[2..4].copy_from_slice(&self.battery_ma.to_le_bytes())
+                        }
+                        DeviceKind::Chest => {
+                            p[0] = self.chest_button as u8;
+                            p[1] = CLIENT_CONNECTED;
+                        }
+                        DeviceKind::JointBoard(b) => {
+                            for (i, &j) in JOINT_BOARDS[b].joints.iter().enumerate() {
+                                p[6 * i..6 * i + 2].copy_from_slice(&self.count[j].to_le_bytes());
+                                p[6 * i + 4] = self.temperature[j] as u8;
+                                p[6 * i + 5] = self.status[j];
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                CMD_CONFIG_REQUEST => {
+                    let i = HANDSHAKE_BOARDS.iter().position(|&x| x == a).unwrap();
+                    if self.config_silent & (1 << i) == 0 {
+                        let p = w.reserve(a, ANS_CONFIG, CONFIG_LEN).unwrap();
+                        p[0] = self.config_version[i];
+                    }
+                }
+                CMD_START | CMD_TEMP_TRACKING => w.push(a, ANS_STATUS, &[0]).unwrap(),
+                CMD_EEPROM_READ => {
+                    let _ = w
+                        .reserve(a, ANS_EEPROM_READ, m.payload[2] as usize)
+                        .unwrap();
+                }
+                _ => {}
+            }
+        }
+        self.answer_len = w.finish();
+        match self.spoil {
+            Spoil::Sync => self.answer[0] = 0x00,
+            Spoil::Crc => self.answer[self.answer_len - 1] ^= 0xff,
+            _ => {}
+        }
+    }
+}
+
+impl Link for FakeBoard {
+    fn open(&mut self, _v: u16, _p: u16) -> Result<(), LinkError> {
+        self.note(Kind::Open);
+        Ok(())
+    }
+    fn set_configuration(&mut self, _c: u8) -> Result<(), LinkError> {
+        self.note(Kind::SetConfiguration);
+        Ok(())
+    }
+    fn claim_interface(&mut self, _i: u8) -> Result<(), LinkError> {
+        self.note(Kind::ClaimInterface);
+        Ok(())
+    }
+    fn close(&mut self) {
+        self.note(Kind::Close);
+    }
+    fn control_out(
+        &mut self,
+        _t: u8,
+        r: u8,
+        v: u16,
+        _i: u16,
+        _d: &[u8],
+    ) -> Result<usize, LinkError> {
+        self.note(Kind::ControlOut(r, v));
+        Ok(0)
+    }
+    fn control_in(
+        &mut self,
+        _t: u8,
+        r: u8,
+        v: u16,
+        i: u16,
+        buf: &mut [u8],
+    ) -> Result<usize, LinkError> {
+        self.note(Kind::ControlIn(r));
+        match r {
+            REQ_VERSION => buf[..4].copy_from_slice(&[2, 17, 7, 0]),
+            REQ_PREFS => {
+                let at = i as usize;
+                let n = buf.len().min(PREFS_LEN.saturating_sub(at));
+                buf[..n].copy_from_slice(&self.prefs[at..at + n]);
+            }
+            REQ_BOOT_ID => buf.fill(b'0' + v as u8),
+            _ => {}
+        }
+        Ok(buf.len())
+    }
+    fn bulk_out(&mut self, _e: u8, data: &[u8]) -> Result<usize, LinkError> {
+        self.note(Kind::BulkOut);
+        self.last_frame[..data.len()].copy_from_slice(data);
+        self.last_frame_len = data.len();
+        self.frames_written += 1;
+        if self.fail_writes > 0 {
+            self.fail_writes -= 1;
+            return Err(LinkError::Timeout);
+        }
+        self.make_answer();
+        Ok(data.len())
+    }
+    fn bulk_in(&mut self, _e: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
+        self.note(Kind::BulkIn);
+        if self.fail_reads > 0 {
+            self.fail_reads -= 1;
+            return Err(LinkError::Timeout);
+        }
+        buf[..self.answer_len].copy_from_slice(&self.answer[..self.answer_len]);
+        Ok(self.answer_len)
+    }
+}

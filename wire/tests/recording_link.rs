@@ -1,0 +1,312 @@
+//! The recording link: forwards every call and writes its line; inputs where
+//! they stand; write errors never change what the link returns.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use nao_wire::link::record::RecordingLink;
+use nao_wire::recording::{parse, BulkError, Call, Item};
+use nao_wire::{Command, Link, LinkError};
+
+/// Counts allocations made by this thread while `COUNTING` is on.
+struct Counting;
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.with(|c| c.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// A link that answers bulk reads from a list of results, and fails the
+/// calls named in `fail`.
+#[derive(Default)]
+struct FakeLink {
+    answers: Vec<Result<Vec<u8>, LinkError>>,
+    next: usize,
+    fail_bulk_out: bool,
+    fail_open: bool,
+    writes: usize,
+}
+
+impl Link for FakeLink {
+    fn open(&mut self, _v: u16, _p: u16) -> Result<(), LinkError> {
+        if self.fail_open {
+            Err(LinkError::NoDevice)
+        } else {
+            Ok(())
+        }
+    }
+    fn set_configuration(&mut self, _c: u8) -> Result<(), LinkError> {
+        Ok(())
+    }
+    fn claim_interface(&mut self, _i: u8) -> Result<(), LinkError> {
+        Ok(())
+    }
+    fn close(&mut self) {}
+    fn control_out(
+        &mut self,
+        _t: u8,
+        _r: u8,
+        _v: u16,
+        _i: u16,
+        data: &[u8],
+    ) -> Result<usize, LinkError> {
+        Ok(data.len())
+    }
+    fn control_in(
+        &mut self,
+        _t: u8,
+        _r: u8,
+        _v: u16,
+        _i: u16,
+        buf: &mut [u8],
+    ) -> Result<usize, LinkError> {
+        let n = buf.len().min(4);
+        buf[..n].copy_from_slice(&[2, 0x11, 7, 0][..n]);
+        Ok(n)
+    }
+    fn bulk_out(&mut self, _e: u8, data: &[u8]) -> Result<usize, LinkError> {
+        self.writes += 1;
+        if self.fail_bulk_out {
+            Err(LinkError::Timeout)
+        } else {
+            Ok(data.len())
+        }
+    }
+    fn bulk_in(&mut self, _e: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
+        let a = &self.answers[self.next % self.answers.len()];
+        self.next += 1;
+        match a {
+            Ok(bytes) => {
+                buf[..bytes.len()].copy_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            // Cloning a unit error variant does not allocate.
+            Err(e) => Err(e.clone()),
+        }
+    }
+}
+
+fn calls(text: &str) -> Vec<Item> {
+    parse(text)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+        .into_iter()
+        .map(|l| l.item)
+        .collect()
+}
+
+#[test]
+fn recording_link_writes_every_call_and_input_in_order() {
+    let fake = FakeLink {
+        answers: vec![Ok(vec![0x5a, 1]), Err(LinkError::Timeout)],
+        ..FakeLink::default()
+    };
+    let mut link = RecordingLink::new(fake, Vec::new()).unwrap();
+    link.accepted(&[10, 11]).unwrap();
+    link.switch(true).unwrap();
+    link.open(0xffff, 0x0006).unwrap();
+    link.set_configuration(1).unwrap();
+    link.control_out(0x40, 0x01, 0, 0, &[]).unwrap();
+    link.claim_interface(0).unwrap();
+    let mut four = [0u8; 4];
+    assert_eq!(link.control_in(0xc0, 0x02, 0, 0, &mut four).unwrap(), 4);
+    link.cycle(0, 300).unwrap();
+    link.command(&Command {
+        sonar_mode: 0x0c,
+        ..Command::default()
+    })
+    .unwrap();
+    link.bulk_out(0x02, &[0xa5, 0x00]).unwrap();
+    link.cycle(1, 312).unwrap();
+    link.trip("udp").unwrap();
+    let mut buf = [0u8; 512];
+    assert_eq!(link.bulk_in(0x81, &mut buf).unwrap(), 2);
+    assert_eq!(link.bulk_in(0x81, &mut buf), Err(LinkError::Timeout));
+    link.rearm().unwrap();
+    link.silence().unwrap();
+    link.close();
+    let (_, out) = link.finish().unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let items = calls(&text);
+    assert_eq!(items[0], Item::Accepted(vec![10, 11]));
+    assert_eq!(items[1], Item::SwitchArmed(true));
+    assert_eq!(
+        items[2],
+        Item::Call(Call::Open {
+            vendor: 0xffff,
+            product: 6
+        })
+    );
+    assert_eq!(
+        items[6],
+        Item::Call(Call::ControlIn {
+            request_type: 0xc0,
+            request: 2,
+            value: 0,
+            index: 0,
+            length: 4,
+            answer: vec![2, 0x11, 7, 0]
+        })
+    );
+    assert_eq!(items[7], Item::Cycle { k: 0, t_ms: 300 });
+    assert!(matches!(&items[8], Item::Command(c) if c.sonar_mode == 0x0c));
+    assert_eq!(
+        items[9],
+        Item::Call(Call::BulkOut {
+            endpoint: 2,
+            data: vec![0xa5, 0]
+        })
+    );
+    assert_eq!(items[11], Item::Trip("udp".into()));
+    assert_eq!(
+        items[12],
+        Item::Call(Call::BulkIn {
+            endpoint: 0x81,
+            length: 512,
+            answer: Ok(vec![0x5a, 1])
+        })
+    );
+    assert_eq!(
+        items[13],
+        Item::Call(Call::BulkIn {
+            endpoint: 0x81,
+            length: 512,
+            answer: Err(BulkError::Timeout)
+        })
+    );
+    assert_eq!(
+        &items[14..],
+        &[Item::Rearm, Item::Silence, Item::Call(Call::Close)]
+    );
+}
+
+#[test]
+fn recording_link_returns_what_the_inner_link_returns() {
+    let fake = FakeLink {
+        answers: vec![Err(LinkError::Other("babble".into()))],
+        fail_bulk_out: true,
+        fail_open: true,
+        ..FakeLink::default()
+    };
+    let mut link = RecordingLink::new(fake, Vec::new()).unwrap();
+    assert_eq!(link.open(0xffff, 6), Err(LinkError::NoDevice));
+    assert_eq!(link.bulk_out(0x02, &[1, 2]), Err(LinkError::Timeout));
+    let mut buf = [0u8; 512];
+    assert_eq!(
+        link.bulk_in(0x81, &mut buf),
+        Err(LinkError::Other("babble".into()))
+    );
+    let (_, out) = link.finish().unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("# failed: open ffff:0006: "), "{text}");
+    assert!(
+        text.contains("# failed: bulk_out 02 0102: USB transfer timed out"),
+        "{text}"
+    );
+    // The unrepresentable read error becomes !pipe, after a comment.
+    assert_eq!(
+        calls(&text),
+        vec![Item::Call(Call::BulkIn {
+            endpoint: 0x81,
+            length: 512,
+            answer: Err(BulkError::Pipe)
+        })]
+    );
+}
+
+/// A sink that fails every write.
+struct Broken;
+impl io::Write for Broken {
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn recording_link_write_errors_never_change_the_calls() {
+    let writer = nao_wire::recording::RecordingWriter::new(Vec::new()).unwrap();
+    drop(writer);
+    // The header write itself fails on a broken sink.
+    assert!(RecordingLink::new(FakeLink::default(), Broken).is_err());
+    // A sink that breaks later: the calls still go through, the error is kept.
+    struct Later(usize);
+    impl io::Write for Later {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            if self.0 == 0 {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "disk full"));
+            }
+            self.0 -= 1;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let fake = FakeLink {
+        answers: vec![Ok(vec![1])],
+        ..FakeLink::default()
+    };
+    let mut link = RecordingLink::new(fake, Later(1)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(link.bulk_out(0x02, &[1]), Ok(1));
+    }
+    assert_eq!(link.inner().writes, 3);
+    assert_eq!(
+        link.error().map(|e| e.kind()),
+        Some(io::ErrorKind::StorageFull)
+    );
+    assert!(link.cycle(0, 0).is_err());
+    assert!(link.finish().is_err());
+}
+
+#[test]
+fn recording_link_allocates_nothing_per_cycle() {
+    let fake = FakeLink {
+        answers: vec![Ok(vec![0x5a; 269]), Err(LinkError::Timeout)],
+        ..FakeLink::default()
+    };
+    let mut link = RecordingLink::new(fake, io::sink()).unwrap();
+    let frame = [0xa5u8; 300];
+    let mut buf = [0u8; 512];
+    let command = Command::default();
+    let cycle = |link: &mut RecordingLink<FakeLink, io::Sink>, k: u64, buf: &mut [u8; 512]| {
+        link.cycle(k, k * 12).unwrap();
+        link.command(&command).unwrap();
+        let _ = link.bulk_in(0x81, buf);
+        link.bulk_out(0x02, &frame).unwrap();
+    };
+    for k in 0..10 {
+        cycle(&mut link, k, &mut buf);
+    }
+    ALLOCS.store(0, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
+    for k in 10..1010 {
+        cycle(&mut link, k, &mut buf);
+    }
+    COUNTING.with(|c| c.set(false));
+    assert_eq!(
+        ALLOCS.load(Ordering::Relaxed),
+        0,
+        "allocations in 1,000 recorded cycles"
+    );
+}

@@ -1,0 +1,214 @@
+//! Sessions recorded against the fake chest board (with failed reads, a
+//! reconnect, a chest button press, a trip and a re-arm) replay byte for
+//! byte; a recording with a call missing or left over fails naming its line.
+
+mod protocol_support;
+
+use std::path::Path;
+
+use nao_wire::link::record::RecordingLink;
+use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use nao_wire::protocol::startup::Startup;
+use nao_wire::recording::parse;
+use nao_wire::replay::{replay_lines, ReplayFailure};
+use nao_wire::{Command, JOINTS};
+use protocol_support::FakeBoard;
+
+/// Records a 120-cycle session; returns its text.
+fn session() -> String {
+    let board = FakeBoard::new();
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    rec.accepted(&[10]).unwrap();
+    rec.switch(true).unwrap();
+    let id = Startup::run(&mut rec).unwrap();
+    let mut cycle = Cycle::from_identity(&id, &[10]);
+    let stand = Command {
+        stiffness: [0.5; JOINTS],
+        position: [0.25; JOINTS],
+        chest_led: [0, 255, 0],
+        sonar_mode: 0x0c,
+        ..Command::default()
+    };
+    let mut armed = true;
+    let mut reconnects = 0;
+    for k in 0..120u64 {
+        let t_ms = k * 12 + if k >= 90 { 150 } else { 0 };
+        rec.cycle(k, t_ms).unwrap();
+        if k == 10 {
+            rec.command(&stand).unwrap();
+        }
+        if k == 60 {
+            rec.trip("udp").unwrap();
+            armed = false;
+        }
+        if k == 70 || k == 100 {
+            rec.rearm().unwrap();
+            armed = true;
+        }
+        if k == 95 {
+            rec.silence().unwrap();
+        }
+        rec.inner_mut().fail_reads = if k == 30 { 11 } else { rec.inner().fail_reads };
+        rec.inner_mut().chest_button = k == 80;
+        let command = (10..95).contains(&k).then_some(&stand);
+        let input = CycleInput {
+            command,
+            tripped: !armed,
+            page_lost: false,
+        };
+        let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
+        reconnects += (out.reconnect == Reconnect::Done) as u32;
+        if out.trips.any() {
+            armed = false;
+        }
+    }
+    assert_eq!(reconnects, 1);
+    let (_, bytes) = rec.finish().unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+fn replay_text(text: &str) -> Result<nao_wire::replay::ReplayReport, ReplayFailure> {
+    replay_lines(parse(text).unwrap(), Path::new("session.rec"))
+}
+
+#[test]
+fn recorded_session_with_timeouts_reconnect_and_trips_replays_byte_for_byte() {
+    let text = session();
+    assert!(text.contains("bulk_in 81 512 !timeout"));
+    assert!(text.contains("\nclose\n"));
+    let r = replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.cycles, 120);
+}
+
+#[test]
+fn replay_with_a_call_missing_fails_naming_the_line_after_it() {
+    let text = session();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .rposition(|l| l.starts_with("bulk_in "))
+        .unwrap();
+    let mut cut = lines.clone();
+    cut.remove(at);
+    let cut = cut.join("\n") + "\n";
+    match replay_text(&cut) {
+        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
+            // the runtime's bulk_in meets the recording's bulk_out
+            assert_eq!(mismatch.line, at + 1, "{mismatch}");
+            assert!(mismatch.actual.starts_with("bulk_in 81 512"), "{mismatch}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn replay_with_a_call_left_over_fails_naming_it() {
+    let mut text = session();
+    let n = text.lines().count();
+    text.push_str("bulk_out 02 a5\n");
+    match replay_text(&text) {
+        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
+            assert_eq!(mismatch.line, n + 1, "{mismatch}");
+            assert_eq!(mismatch.actual, "no call");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
+    // An answer with a pressed chest button that the session never had makes
+    // the runtime's next frames all-off: the replay names the first of them.
+    let text = session();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("cycle 50 "))
+        .unwrap();
+    let bulk_in = (at..).find(|&i| lines[i].starts_with("bulk_in ")).unwrap();
+    let mut answer = parse(&format!("nao-rs recording 1\n{}\n", lines[bulk_in])).unwrap();
+    let nao_wire::recording::Item::Call(nao_wire::recording::Call::BulkIn {
+        answer: Ok(bytes),
+        ..
+    }) = &mut answer[0].item
+    else {
+        panic!()
+    };
+    // the chest message is the 4th: find it and press the button, fix the CRC
+    let f = nao_wire::protocol::frame::Frame::parse(bytes, 0x5a).unwrap();
+    let mut off = 4;
+    for m in f.messages() {
+        if m.address == 0x04 && m.command == 0x81 {
+            break;
+        }
+        off += 3 + m.payload.len();
+    }
+    bytes[off + 3] = 1;
+    let n = bytes.len();
+    let crc = nao_wire::protocol::frame::crc16(&bytes[..n - 2]);
+    bytes[n - 2..].copy_from_slice(&crc.to_le_bytes());
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut changed: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
+    changed[bulk_in] = format!("bulk_in 81 512 {hex}");
+    match replay_text(&(changed.join("\n") + "\n")) {
+        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
+            assert!(mismatch.line > bulk_in + 1, "{mismatch}");
+            assert!(mismatch.expected.starts_with("bulk_out 02 "), "{mismatch}");
+            assert!(mismatch.offset.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn recording_of_a_start_up_with_a_bad_preference_block_replays_and_sends_no_frame() {
+    let mut board = FakeBoard::new();
+    board.prefs[0] = b'X';
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    assert!(Startup::run(&mut rec).is_err());
+    let (board, bytes) = rec.finish().unwrap();
+    assert_eq!(board.frames_written, 0);
+    let text = String::from_utf8(bytes).unwrap();
+    let r = replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.cycles, 0);
+    let e = r.startup_error.expect("the start-up error");
+    assert!(e.contains("magic"), "{e}");
+    // A frame after the failed start-up would be a call left over.
+    let extra = text + "bulk_out 02 a5000000ffff\n";
+    assert!(matches!(
+        replay_text(&extra),
+        Err(ReplayFailure::Mismatch { .. })
+    ));
+}
+
+#[test]
+fn recording_that_starts_tripped_replays_all_off_frames() {
+    let board = FakeBoard::new();
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    rec.switch(false).unwrap();
+    let id = Startup::run(&mut rec).unwrap();
+    let mut cycle = Cycle::from_identity(&id, &[10]);
+    let stand = Command {
+        stiffness: [1.0; JOINTS],
+        ..Command::default()
+    };
+    rec.cycle(0, 0).unwrap();
+    rec.command(&stand).unwrap();
+    for k in 0..10u64 {
+        if k > 0 {
+            rec.cycle(k, k * 12).unwrap();
+        }
+        let input = CycleInput {
+            command: Some(&stand),
+            tripped: true,
+            page_lost: false,
+        };
+        assert!(cycle.run(&mut rec, &input, k * 12_000_000).all_off);
+    }
+    let (_, bytes) = rec.finish().unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
+    // The same recording with the switch armed expects other frames.
+    let armed = text.replace("switch tripped", "switch armed");
+    assert!(replay_text(&armed).is_err());
+}

@@ -1,0 +1,296 @@
+//! The usbmon importer on small captures that the tests build: pcap in both
+//! byte orders with both usbmon headers, and pcapng.
+
+use nao_wire::recording::{parse, BulkError, Call, Item};
+use nao_wire::usbmon::{import, import_pcap, main_import, ImportOptions};
+
+mod usbmon_support;
+
+use usbmon_support::{Cap, Session};
+
+fn items(text: &str) -> Vec<Item> {
+    parse(text)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+        .into_iter()
+        .map(|l| l.item)
+        .collect()
+}
+
+fn expected() -> Vec<Item> {
+    let call = Item::Call;
+    let bulk_out = |seq: u8| {
+        call(Call::BulkOut {
+            endpoint: 2,
+            data: vec![0xa5, seq, 0, 1],
+        })
+    };
+    let bulk_in = |a: Result<Vec<u8>, BulkError>| {
+        call(Call::BulkIn {
+            endpoint: 0x81,
+            length: 512,
+            answer: a,
+        })
+    };
+    let cycle = |k: u64, items: &[Item]| {
+        let mut v = vec![Item::Cycle { k, t_ms: 0 }];
+        v.extend_from_slice(items);
+        v
+    };
+    let mut v = vec![
+        call(Call::Open {
+            vendor: 0xffff,
+            product: 6,
+        }),
+        call(Call::SetConfiguration(1)),
+        call(Call::ControlOut {
+            request_type: 0x40,
+            request: 1,
+            value: 0,
+            index: 0,
+            data: vec![],
+        }),
+        call(Call::ClaimInterface(0)),
+        call(Call::ControlIn {
+            request_type: 0xc0,
+            request: 2,
+            value: 0,
+            index: 0,
+            length: 4,
+            answer: vec![2, 0x11, 7, 0],
+        }),
+        bulk_out(0),
+        bulk_in(Ok(vec![0x5a, 0, 0, 1])),
+        bulk_out(1),
+        bulk_in(Ok(vec![0x5a, 1, 0, 1])),
+    ];
+    v.extend(cycle(
+        0,
+        &[
+            call(Call::ControlOut {
+                request_type: 0x40,
+                request: 5,
+                value: 0x24,
+                index: 0,
+                data: vec![],
+            }),
+            bulk_out(2),
+        ],
+    ));
+    v.extend(cycle(1, &[bulk_in(Err(BulkError::Timeout)), bulk_out(3)]));
+    v.extend(cycle(2, &[bulk_in(Ok(vec![0x5a, 3, 0, 1])), bulk_out(4)]));
+    v
+}
+
+/// The items with the cycle times zeroed, and the times apart.
+fn split_times(items: Vec<Item>) -> (Vec<Item>, Vec<u64>) {
+    let mut times = Vec::new();
+    let items = items
+        .into_iter()
+        .map(|i| match i {
+            Item::Cycle { k, t_ms } => {
+                times.push(t_ms);
+                Item::Cycle { k, t_ms: 0 }
+            }
+            other => other,
+        })
+        .collect();
+    (items, times)
+}
+
+#[test]
+fn usbmon_import_pairs_events_into_calls_for_every_pcap_flavour() {
+    let session = Session::hal();
+    let mut texts = Vec::new();
+    for little in [true, false] {
+        for mmapped in [true, false] {
+            let cap = Cap { little, mmapped };
+            for bytes in [cap.pcap(&session.events), cap.pcapng(&session.events)] {
+                let text = import_pcap(&bytes, &ImportOptions::default())
+                    .unwrap_or_else(|e| panic!("little {little} mmapped {mmapped}: {e}"));
+                let (got, times) = split_times(items(&text));
+                assert_eq!(got, expected(), "little {little} mmapped {mmapped}\n{text}");
+                // The session's transfers are 1 ms apart (the mouse's too) with
+                // 10 ms pauses before each cycle: cycle 0 follows 10 transfers.
+                assert_eq!(times, vec![20, 32, 45], "{text}");
+                texts.push(text);
+            }
+        }
+    }
+    assert!(
+        texts.windows(2).all(|w| w[0] == w[1]),
+        "every flavour gives the same text"
+    );
+    assert!(
+        texts[0].contains("# skipped: packet 1: standard request 80 06 0100 0000 left out"),
+        "{}",
+        texts[0]
+    );
+}
+
+#[test]
+fn usbmon_import_keeps_only_the_named_device() {
+    let cap = Cap {
+        little: true,
+        mmapped: true,
+    };
+    let bytes = cap.pcap(&Session::hal().events);
+    let opts = ImportOptions {
+        device: Some((1, 2)),
+        cycles: false,
+        ..ImportOptions::default()
+    };
+    let i = import(&bytes, &opts).expect("import");
+    assert_eq!(i.device, (1, 2));
+    // The mouse's interrupt transfers are left out: only `open` remains.
+    assert_eq!(
+        items(&i.text),
+        vec![Item::Call(Call::Open {
+            vendor: 0xffff,
+            product: 6
+        })]
+    );
+    let none = ImportOptions {
+        device: Some((3, 9)),
+        ..ImportOptions::default()
+    };
+    assert!(import(&bytes, &none)
+        .unwrap_err()
+        .reason
+        .contains("no event of bus 3 device 9"));
+}
+
+#[test]
+fn usbmon_import_writes_settings_and_reconnects() {
+    let mut s = Session::hal();
+    // A reconnect: set configuration again, START, VERSION.
+    s.control(0x00, 0x09, 1, 0, &[], &[]);
+    s.control(0x40, 0x01, 0, 0, &[], &[]);
+    s.control(0xc0, 0x02, 0, 0, &[], &[2, 0x11, 7, 0]);
+    let bytes = Cap {
+        little: true,
+        mmapped: false,
+    }
+    .pcap(&s.events);
+    let opts = ImportOptions {
+        accepted: Some(vec![10]),
+        switch_armed: Some(true),
+        ..ImportOptions::default()
+    };
+    let got = items(&import_pcap(&bytes, &opts).expect("import"));
+    assert_eq!(
+        &got[..2],
+        &[Item::Accepted(vec![10]), Item::SwitchArmed(true)]
+    );
+    let tail: Vec<Item> = got[got.len() - 6..].to_vec();
+    assert_eq!(
+        tail,
+        vec![
+            Item::Call(Call::Close),
+            Item::Call(Call::Open {
+                vendor: 0xffff,
+                product: 6
+            }),
+            Item::Call(Call::SetConfiguration(1)),
+            Item::Call(Call::ControlOut {
+                request_type: 0x40,
+                request: 1,
+                value: 0,
+                index: 0,
+                data: vec![]
+            }),
+            Item::Call(Call::ClaimInterface(0)),
+            Item::Call(Call::ControlIn {
+                request_type: 0xc0,
+                request: 2,
+                value: 0,
+                index: 0,
+                length: 4,
+                answer: vec![2, 0x11, 7, 0]
+            }),
+        ]
+    );
+}
+
+#[test]
+fn usbmon_import_rejects_what_is_not_a_usbmon_capture() {
+    let e = import_pcap(b"hello world, not a capture", &ImportOptions::default()).unwrap_err();
+    assert_eq!(e.offset, 0);
+    assert!(e.reason.contains("not a pcap"), "{e}");
+    let mut ethernet = Cap {
+        little: true,
+        mmapped: true,
+    }
+    .pcap(&[]);
+    ethernet[20] = 1; // LINKTYPE_ETHERNET
+    let e = import_pcap(&ethernet, &ImportOptions::default()).unwrap_err();
+    assert!(e.reason.contains("link type 1"), "{e}");
+    let e = import_pcap(
+        &Cap {
+            little: true,
+            mmapped: true,
+        }
+        .pcap(&[]),
+        &ImportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.reason.contains("no chest board traffic"), "{e}");
+}
+
+#[test]
+fn usbmon_import_of_a_cut_capture_warns_and_keeps_the_whole_packets() {
+    let bytes = Cap {
+        little: true,
+        mmapped: true,
+    }
+    .pcap(&Session::hal().events);
+    let cut = &bytes[..bytes.len() - 3];
+    let i = import(cut, &ImportOptions::default()).expect("import");
+    assert!(
+        i.warnings.iter().any(|w| w.contains("ends inside packet")),
+        "{:?}",
+        i.warnings
+    );
+    // The last bulk_out lost its completion.
+    assert!(
+        i.text.contains("submitted but never completed"),
+        "{}",
+        i.text
+    );
+}
+
+#[test]
+fn usbmon_import_cli_writes_the_recording() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("hal.pcap");
+    let output = dir.path().join("hal.rec");
+    std::fs::write(
+        &input,
+        Cap {
+            little: true,
+            mmapped: true,
+        }
+        .pcap(&Session::hal().events),
+    )
+    .expect("write");
+    let args: Vec<String> = [
+        input.to_str().unwrap(),
+        output.to_str().unwrap(),
+        "--device",
+        "1:5",
+        "--accepted",
+        "10",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert_eq!(main_import(&args), std::process::ExitCode::SUCCESS);
+    let text = std::fs::read_to_string(&output).expect("read");
+    assert_eq!(items(&text)[0], Item::Accepted(vec![10]));
+    let bad: Vec<String> = ["only-one.pcap".to_string()].to_vec();
+    assert_eq!(main_import(&bad), std::process::ExitCode::from(2));
+    let missing: Vec<String> = [
+        dir.path().join("nope.pcap").to_str().unwrap().to_string(),
+        "-".into(),
+    ]
+    .to_vec();
+    assert_eq!(main_import(&missing), std::process::ExitCode::FAILURE);
+}

@@ -1,0 +1,991 @@
+//! The body model: every board behind the chest board, as a pure state
+//! machine. [`Body::step`] takes one frame and the time (CLOCK_MONOTONIC ns,
+//! passed in), advances the physics to that time and writes the answer.
+//!
+//! Numbers (all integer, see `docs/sim.md`):
+//! - joints move toward the commanded count at up to
+//!   [`MAX_SPEED_COUNTS_PER_S`] x stiffness / 1000, and stay put at stiffness 0;
+//! - a joint's current is `stiffness x (32 + 8 x min(|error|, 120)) / 1000` mA;
+//! - its temperature approaches `30 degC + current / 20 (degC per mA)` with a
+//!   time constant of [`TEMP_TAU_NS`] (30 s), so it rises with load and falls
+//!   at rest;
+//! - the battery draws [`BASE_CURRENT_MA`] plus every joint's current, and its
+//!   charge falls with the charge drawn from a 2,150 mAh cell;
+//! - the IMU shows gravity, 9,810 mm/s^2 on z, with +-8 of noise;
+//! - sonar reads 1,566 / 1,366 mm while a sonar mode is set (0 before);
+//! - each foot sensor reads about 650 raw.
+//!
+//! Noise comes from a fixed-seed xorshift, so the same frames at the same
+//! times give the same answers.
+
+use nao_wire::protocol::frame::Frame;
+use nao_wire::protocol::frame::{FrameWriter, Message};
+use nao_wire::protocol::tables::{
+    self, device_kind, joint_board, Bus, DeviceKind, ANS_CONFIG, ANS_EEPROM_READ, ANS_READ,
+    ANS_STATUS, CMD_CHEST_LED, CMD_CONFIG_REQUEST, CMD_EEPROM_READ, CMD_FOOT_LED, CMD_POSITIONS,
+    CMD_READ, CMD_SONAR_MODE, CMD_START, CMD_STIFFNESS, CMD_TEMP_TRACKING, HANDSHAKE_BOARDS,
+    HANDSHAKE_BOARD_COUNT, JOINT_BOARDS, MAX_COUNT,
+};
+use nao_wire::JOINTS;
+
+/// Fastest joint speed at stiffness 1000, encoder counts per second (about
+/// 4.6 rad/s).
+pub const MAX_SPEED_COUNTS_PER_S: i64 = 3000;
+/// Current of the rest of the robot (head computer, boards), mA.
+pub const BASE_CURRENT_MA: i64 = 1000;
+/// Ambient and resting joint temperature, micro degC.
+pub const AMBIENT_UDEG: i64 = 30_000_000;
+/// Temperature time constant of a joint, ns.
+pub const TEMP_TAU_NS: i64 = 30_000_000_000;
+/// Battery capacity in picocoulombs (2,150 mAh).
+pub const BATTERY_CAPACITY_PC: i64 = 2150 * 3600 * 1_000_000_000;
+/// Battery charge at power-on, per mille.
+pub const INITIAL_CHARGE_PER_MILLE: i64 = 900;
+/// Longest time step the physics integrates at once (a longer gap between
+/// frames is treated as this long), ns.
+pub const MAX_STEP_NS: u64 = 1_000_000_000;
+/// Default temperature of a heated joint (`heat J`), degC.
+pub const DEFAULT_HEAT_DEG_C: i8 = 95;
+/// Default battery current of the over-current fault, mA.
+pub const DEFAULT_OVERCURRENT_MA: i16 = 5200;
+
+/// How one handshake board answers CONFIG_REQUEST.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoardConfig {
+    /// The configuration version it answers with.
+    pub version: u8,
+    /// It answers from its `from`-th request on (1: the first).
+    pub from: u16,
+    /// It never answers.
+    pub never: bool,
+}
+
+impl Default for BoardConfig {
+    fn default() -> Self {
+        BoardConfig {
+            version: 10,
+            from: 1,
+            never: false,
+        }
+    }
+}
+
+/// The settings of a body: fixed while the simulator runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyConfig {
+    /// Per handshake board, in address order (`0x10`..=`0x1e`).
+    pub boards: [BoardConfig; HANDSHAKE_BOARD_COUNT],
+    /// The versions the trace's `max_stiffness_accepted` counts as accepted
+    /// (the runtime's default: 10).
+    pub accepted: Vec<u8>,
+    /// Joint zero positions (the preference block's), where the body starts.
+    pub zeros: [u16; JOINTS],
+}
+
+impl Default for BodyConfig {
+    fn default() -> Self {
+        BodyConfig {
+            boards: [BoardConfig::default(); HANDSHAKE_BOARD_COUNT],
+            accepted: vec![10],
+            zeros: crate::prefs::DEFAULT_ZEROS,
+        }
+    }
+}
+
+/// The index of handshake board `address` in [`HANDSHAKE_BOARDS`].
+pub fn handshake_index(address: u8) -> Option<usize> {
+    HANDSHAKE_BOARDS.iter().position(|&a| a == address)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Joint {
+    /// Position in milli-counts.
+    pos_mc: i64,
+    /// Commanded count.
+    target: u16,
+    /// Commanded stiffness, per mille.
+    stiffness: u16,
+    /// Temperature, micro degC.
+    temp_udeg: i64,
+    /// Current, mA.
+    current_ma: i64,
+}
+
+/// A board's handshake state since the last [`Body::reset_session`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Handshake {
+    /// CONFIG_REQUESTs received.
+    pub requests: u16,
+    /// The version of its first answer, once it answered.
+    pub answered: Option<u8>,
+}
+
+/// Faults that change what the boards report (set by `ctl` or flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyFaults {
+    /// The next chest answer reports button 1 (then it is cleared).
+    pub button_once: bool,
+    /// Every chest answer before this time reports button 1, ns.
+    pub button_until_ns: u64,
+    /// Per joint: reported temperature at least this (degC), 0 for none.
+    pub heat: [i8; JOINTS],
+    /// Per joint: reported status has bit 0 (fault) set.
+    pub fault: [bool; JOINTS],
+    /// Battery current reported instead of the model's, mA.
+    pub overcurrent_ma: Option<i16>,
+    /// The over-current ends at this time (ns); 0 for never.
+    pub overcurrent_until_ns: u64,
+}
+
+/// The stiffness a frame commands, for the trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StiffnessSummary {
+    /// Number of stiffness slots in the frame's STIFFNESS messages (25 in a
+    /// cycle frame, 0 in the start-up frames).
+    pub slots: u16,
+    /// Largest stiffness over every slot, per mille (clamped to 1000).
+    pub max_all: u16,
+    /// Largest stiffness over the joints of boards whose handshake answer
+    /// carried a version in [`BodyConfig::accepted`].
+    pub max_accepted: u16,
+}
+
+impl StiffnessSummary {
+    /// Every slot is 0 (also true with no slot at all).
+    pub fn all_off(&self) -> bool {
+        self.max_all == 0
+    }
+}
+
+/// What [`Body::step`] did with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepOutcome {
+    /// The frame's seq (the answer carries it).
+    pub seq: u16,
+    /// Length of the answer written to the output buffer.
+    pub answer_len: usize,
+    /// The stiffness the frame commands.
+    pub stiffness: StiffnessSummary,
+}
+
+/// The simulated boards. See the module docs for the numbers.
+#[derive(Debug, Clone)]
+pub struct Body {
+    config: BodyConfig,
+    joints: [Joint; JOINTS],
+    last_ns: Option<u64>,
+    consumed_pc: i64,
+    rng: u32,
+    sonar_mode: u8,
+    chest_led: [u8; 3],
+    foot_led: [[u8; 3]; 2],
+    client_state: u8,
+    handshake: [Handshake; HANDSHAKE_BOARD_COUNT],
+    /// Faults the boards report; set directly.
+    pub faults: BodyFaults,
+}
+
+/// The EEPROM contents behind the chest board (the first 64 bytes are what
+/// the start-up reads).
+fn eeprom_byte(which: usize, offset: usize) -> u8 {
+    const TAIL: [u8; 32] = [
+        0xa7, 0xc4, 0xe1, 0xfe, 0x1b, 0x38, 0x55, 0x72, 0x8f, 0xac, 0xc9, 0xe6, 0x03, 0x20, 0x3d,
+        0x5a, 0x77, 0x94, 0xb1, 0xce, 0xeb, 0x08, 0x25, 0x42, 0x5f, 0x7c, 0x99, 0xb6, 0xd3, 0xf0,
+        0x0d, 0x2a,
+    ];
+    let name: &[u8] = if which == 0 {
+        b"NAO EEPROM A rev 3"
+    } else {
+        b"NAO EEPROM B rev 3"
+    };
+    match offset {
+        o if o < name.len() => name[o],
+        o if o < 32 => 0,
+        o if o < 64 => TAIL[o - 32],
+        _ => 0,
+    }
+}
+
+impl Body {
+    /// A body at rest at its zero positions, at ambient temperature, with
+    /// the battery at 900 per mille.
+    pub fn new(config: BodyConfig) -> Self {
+        let mut joints = [Joint {
+            pos_mc: 0,
+            target: 0,
+            stiffness: 0,
+            temp_udeg: AMBIENT_UDEG,
+            current_ma: 0,
+        }; JOINTS];
+        for (j, joint) in joints.iter_mut().enumerate() {
+            joint.pos_mc = i64::from(config.zeros[j]) * 1000;
+            joint.target = config.zeros[j];
+        }
+        Body {
+            config,
+            joints,
+            last_ns: None,
+            consumed_pc: 0,
+            rng: 0x9e37_79b9,
+            sonar_mode: 0,
+            chest_led: [0; 3],
+            foot_led: [[0; 3]; 2],
+            client_state: tables::CLIENT_DISCONNECTED,
+            handshake: [Handshake::default(); HANDSHAKE_BOARD_COUNT],
+            faults: BodyFaults::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BodyConfig {
+        &self.config
+    }
+
+    /// A new client session (a claim was granted, or the board was
+    /// replugged): the handshake counters restart and the client state is
+    /// disconnected again. The body keeps its pose and temperatures.
+    pub fn reset_session(&mut self) {
+        self.handshake = [Handshake::default(); HANDSHAKE_BOARD_COUNT];
+        self.client_state = tables::CLIENT_DISCONNECTED;
+    }
+
+    /// CLIENT_STATE control request: the state the chest reports.
+    pub fn set_client_state(&mut self, state: u8) {
+        self.client_state = state;
+    }
+
+    /// The client state the chest board reports.
+    pub fn client_state(&self) -> u8 {
+        self.client_state
+    }
+
+    /// The handshake state of each board, in address order.
+    pub fn handshake(&self) -> &[Handshake; HANDSHAKE_BOARD_COUNT] {
+        &self.handshake
+    }
+
+    /// Joint `j`'s measured count (`None` for `j >= 25`).
+    pub fn position(&self, j: usize) -> Option<u16> {
+        self.joints.get(j).map(|jt| count_of(jt.pos_mc))
+    }
+
+    /// Joint `j`'s temperature as reported (degC, faults included).
+    pub fn temperature(&self, j: usize) -> Option<i8> {
+        self.joints.get(j).map(|jt| self.reported_temp(j, jt))
+    }
+
+    /// Joint `j`'s current, mA.
+    pub fn current(&self, j: usize) -> Option<i64> {
+        self.joints.get(j).map(|jt| jt.current_ma)
+    }
+
+    /// Joint `j`'s commanded stiffness, per mille.
+    pub fn stiffness(&self, j: usize) -> Option<u16> {
+        self.joints.get(j).map(|jt| jt.stiffness)
+    }
+
+    /// The battery current as reported at `now_ns`, mA.
+    pub fn battery_current(&self, now_ns: u64) -> i16 {
+        if let Some(ma) = self.faults.overcurrent_ma {
+            if self.faults.overcurrent_until_ns == 0 || now_ns < self.faults.overcurrent_until_ns {
+                return ma;
+            }
+        }
+        let total = BASE_CURRENT_MA + self.joints.iter().map(|j| j.current_ma).sum::<i64>();
+        total.clamp(0, i64::from(i16::MAX)) as i16
+    }
+
+    /// The battery charge, per mille.
+    pub fn charge(&self) -> u16 {
+        let used = self.consumed_pc.saturating_mul(1000) / BATTERY_CAPACITY_PC;
+        (INITIAL_CHARGE_PER_MILLE - used).clamp(0, 1000) as u16
+    }
+
+    /// The LEDs last commanded: chest, left foot, right foot.
+    pub fn leds(&self) -> ([u8; 3], [u8; 3], [u8; 3]) {
+        (self.chest_led, self.foot_led[0], self.foot_led[1])
+    }
+
+    /// The sonar mode last commanded.
+    pub fn sonar_mode(&self) -> u8 {
+        self.sonar_mode
+    }
+
+    fn noise(&mut self, amplitude: i32) -> i32 {
+        // xorshift32: deterministic, fixed seed.
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng = x;
+        let span = (2 * amplitude + 1) as u32;
+        (x % span) as i32 - amplitude
+    }
+
+    fn reported_temp(&self, j: usize, jt: &Joint) -> i8 {
+        let deg = (jt.temp_udeg / 1_000_000).clamp(-128, 127) as i8;
+        deg.max(self.faults.heat[j])
+    }
+
+    /// Integrates the physics from the last step to `now_ns`.
+    pub fn advance(&mut self, now_ns: u64) {
+        let dt = match self.last_ns {
+            Some(last) if now_ns > last => (now_ns - last).min(MAX_STEP_NS) as i64,
+            Some(_) => 0,
+            None => 0,
+        };
+        if !matches!(self.last_ns, Some(last) if now_ns <= last) {
+            self.last_ns = Some(now_ns);
+        }
+        if dt == 0 {
+            return;
+        }
+        for jt in self.joints.iter_mut() {
+            let target_mc = i64::from(jt.target) * 1000;
+            let err = target_mc - jt.pos_mc;
+            if jt.stiffness > 0 {
+                // counts/s x stiffness/1000 x dt/1e9 s x 1000 mc/count
+                let max_move =
+                    MAX_SPEED_COUNTS_PER_S * i64::from(jt.stiffness) * dt / 1_000_000_000;
+                jt.pos_mc += err.clamp(-max_move, max_move);
+            }
+            // The effort of the step: the error at its start.
+            let err_counts = (err.abs() / 1000).min(120);
+            jt.current_ma = i64::from(jt.stiffness) * (32 + 8 * err_counts) / 1000;
+            let target_temp = AMBIENT_UDEG + jt.current_ma * 50_000;
+            jt.temp_udeg += (target_temp - jt.temp_udeg) * dt / TEMP_TAU_NS;
+        }
+        let total = BASE_CURRENT_MA + self.joints.iter().map(|j| j.current_ma).sum::<i64>();
+        self.consumed_pc = self.consumed_pc.saturating_add(total.max(0) * dt);
+    }
+
+    /// Handles one valid frame received at `now_ns`: advances the physics,
+    /// applies its commands and writes the answer (sync `0x5a`, the frame's
+    /// seq) to `out`. Messages to unknown addresses or with unknown commands
+    /// get no answer (the device is absent); an answer that would not fit
+    /// 512 bytes is cut after the last message that fits. Never panics.
+    pub fn step(&mut self, frame: &Frame<'_>, now_ns: u64, out: &mut [u8]) -> StepOutcome {
+        self.advance(now_ns);
+        let mut summary = StiffnessSummary::default();
+        for m in frame.messages() {
+            self.apply(&m, &mut summary);
+        }
+        let answer_len = match FrameWriter::answer(out, frame.seq) {
+            Ok(mut w) => {
+                for m in frame.messages() {
+                    if self.answer(&m, now_ns, &mut w).is_err() {
+                        break;
+                    }
+                }
+                w.finish()
+            }
+            Err(_) => 0,
+        };
+        StepOutcome {
+            seq: frame.seq,
+            answer_len,
+            stiffness: summary,
+        }
+    }
+
+    fn joint_accepted(&self, j: usize) -> bool {
+        let b = joint_board(j);
+        matches!(self.handshake[b].answered, Some(v) if self.config.accepted.contains(&v))
+    }
+
+    /// Applies a command message (no answer yet).
+    fn apply(&mut self, m: &Message<'_>, summary: &mut StiffnessSummary) {
+        match (m.command, device_kind(m.address)) {
+            (CMD_POSITIONS, Some(DeviceKind::Bus(b))) => {
+                let bus = if b == 0 { Bus::A } else { Bus::B };
+                for (&j, v) in bus.slots().iter().zip(m.payload.chunks_exact(2)) {
+                    self.joints[j].target = u16::from_le_bytes([v[0], v[1]]).min(MAX_COUNT);
+                }
+            }
+            (CMD_STIFFNESS, Some(DeviceKind::Bus(b))) => {
+                let bus = if b == 0 { Bus::A } else { Bus::B };
+                for (&j, v) in bus.slots().iter().zip(m.payload.chunks_exact(2)) {
+                    let s = u16::from_le_bytes([v[0], v[1]]).min(1000);
+                    self.joints[j].stiffness = s;
+                    summary.slots += 1;
+                    summary.max_all = summary.max_all.max(s);
+                    if self.joint_accepted(j) {
+                        summary.max_accepted = summary.max_accepted.max(s);
+                    }
+                }
+            }
+            (CMD_CHEST_LED, Some(DeviceKind::Chest)) if m.payload.len() >= 3 => {
+                self.chest_led.copy_from_slice(&m.payload[..3]);
+            }
+            (CMD_FOOT_LED, Some(DeviceKind::FootBoard(f))) if m.payload.len() >= 3 => {
+                self.foot_led[f].copy_from_slice(&m.payload[..3]);
+            }
+            (CMD_SONAR_MODE, Some(DeviceKind::Sonar)) if !m.payload.is_empty() => {
+                self.sonar_mode = m.payload[0];
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes the answer message to `m`, if its device answers it.
+    fn answer(
+        &mut self,
+        m: &Message<'_>,
+        now_ns: u64,
+        w: &mut FrameWriter<'_>,
+    ) -> Result<(), nao_wire::protocol::frame::FrameError> {
+        let Some(kind) = device_kind(m.address) else {
+            return Ok(());
+        };
+        match m.command {
+            CMD_READ => self.answer_read(m.address, kind, now_ns, w),
+            CMD_START if !matches!(kind, DeviceKind::Bus(_)) => w.push(m.address, ANS_STATUS, &[0]),
+            CMD_TEMP_TRACKING if matches!(kind, DeviceKind::Bus(_)) => {
+                w.push(m.address, ANS_STATUS, &[0])
+            }
+            CMD_EEPROM_READ => {
+                let (DeviceKind::Eeprom(e), [lo, hi, len, ..]) = (kind, m.payload) else {
+                    return Ok(());
+                };
+                let offset = usize::from(u16::from_le_bytes([*lo, *hi]));
+                let dst = w.reserve(m.address, ANS_EEPROM_READ, usize::from(*len))?;
+                for (i, b) in dst.iter_mut().enumerate() {
+                    *b = eeprom_byte(e, offset + i);
+                }
+                Ok(())
+            }
+            CMD_CONFIG_REQUEST => {
+                let Some(i) = handshake_index(m.address) else {
+                    return Ok(());
+                };
+                let cfg = self.config.boards[i];
+                let hs = &mut self.handshake[i];
+                hs.requests = hs.requests.saturating_add(1);
+                if cfg.never || hs.requests < cfg.from {
+                    return Ok(());
+                }
+                if hs.answered.is_none() {
+                    hs.answered = Some(cfg.version);
+                }
+                let kind_byte = if i < 13 { 1 } else { 2 };
+                let serial = (0x2250u16).wrapping_add(0x25 * i as u16).to_le_bytes();
+                w.push(
+                    m.address,
+                    ANS_CONFIG,
+                    &[
+                        cfg.version,
+                        kind_byte,
+                        m.address,
+                        0x02,
+                        0x03,
+                        cfg.version,
+                        0x17,
+                        serial[0],
+                        serial[1],
+                    ],
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn answer_read(
+        &mut self,
+        address: u8,
+        kind: DeviceKind,
+        now_ns: u64,
+        w: &mut FrameWriter<'_>,
+    ) -> Result<(), nao_wire::protocol::frame::FrameError> {
+        match kind {
+            DeviceKind::Imu => {
+                let mut v = [0i16; 8];
+                v[0] = self.noise(8) as i16;
+                v[1] = self.noise(8) as i16;
+                v[2] = (9810 + self.noise(8)) as i16;
+                for g in v.iter_mut().skip(3).take(3) {
+                    *g = self.noise(3) as i16;
+                }
+                let dst = w.reserve(address, ANS_READ, 16)?;
+                for (c, x) in dst.chunks_exact_mut(2).zip(v) {
+                    c.copy_from_slice(&x.to_le_bytes());
+                }
+                Ok(())
+            }
+            DeviceKind::Battery => {
+                let charge = self.charge();
+                let current = self.battery_current(now_ns);
+                let dst = w.reserve(address, ANS_READ, 8)?;
+                dst[0..2].copy_from_slice(&charge.to_le_bytes());
+                dst[2..4].copy_from_slice(&current.to_le_bytes());
+                dst[4..6].copy_from_slice(&312i16.to_le_bytes());
+                Ok(())
+            }
+            DeviceKind::Sonar => {
+                let (l, r) = if self.sonar_mode == 0 {
+                    (0u16, 0u16)
+                } else {
+                    ((1566 + self.noise(5)) as u16, (1366 + self.noise(5)) as u16)
+                };
+                let dst = w.reserve(address, ANS_READ, 4)?;
+                dst[0..2].copy_from_slice(&l.to_le_bytes());
+                dst[2..4].copy_from_slice(&r.to_le_bytes());
+                Ok(())
+            }
+            DeviceKind::Chest => {
+                let pressed = self.faults.button_once || now_ns < self.faults.button_until_ns;
+                self.faults.button_once = false;
+                w.push(address, ANS_READ, &[u8::from(pressed), self.client_state])
+            }
+            DeviceKind::JointBoard(b) => {
+                let board = &JOINT_BOARDS[b];
+                let mut vals = [(0u16, 0u16, 0i8, 0u8); 3];
+                for (slot, &j) in vals.iter_mut().zip(board.joints) {
+                    let jt = &self.joints[j];
+                    *slot = (
+                        count_of(jt.pos_mc),
+                        jt.current_ma.clamp(0, i64::from(u16::MAX)) as u16,
+                        self.reported_temp(j, jt),
+                        u8::from(self.faults.fault[j]),
+                    );
+                }
+                let dst = w.reserve(address, ANS_READ, 6 * board.joints.len())?;
+                for (c, (pos, cur, temp, status)) in dst.chunks_exact_mut(6).zip(vals) {
+                    c[0..2].copy_from_slice(&pos.to_le_bytes());
+                    c[2..4].copy_from_slice(&cur.to_le_bytes());
+                    c[4] = temp as u8;
+                    c[5] = status;
+                }
+                Ok(())
+            }
+            DeviceKind::FootBoard(_) => {
+                let mut v = [0u16; 4];
+                for x in v.iter_mut() {
+                    *x = (650 + self.noise(30)) as u16;
+                }
+                let dst = w.reserve(address, ANS_READ, 9)?;
+                for (c, x) in dst.chunks_exact_mut(2).zip(v) {
+                    c.copy_from_slice(&x.to_le_bytes());
+                }
+                Ok(())
+            }
+            DeviceKind::Eeprom(_) => w.push(address, ANS_READ, &[0]),
+            DeviceKind::Bus(_) => Ok(()),
+        }
+    }
+}
+
+fn count_of(pos_mc: i64) -> u16 {
+    ((pos_mc + 500) / 1000).clamp(0, i64::from(MAX_COUNT)) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nao_wire::protocol::frame::MAX_FRAME_LEN;
+    use nao_wire::protocol::tables::{read_answer_len, DEVICES, SYNC_ANSWER, SYNC_FRAME};
+
+    const MS: u64 = 1_000_000;
+
+    /// An answer's messages: (address, command, payload).
+    type Msgs = Vec<(u8, u8, Vec<u8>)>;
+
+    /// A cycle frame: every READ, both buses with `pos`/`stiff` per joint,
+    /// and CONFIG_REQUEST to `config` boards.
+    fn cycle_frame(seq: u16, pos: &[u16; JOINTS], stiff: &[u16; JOINTS], config: &[u8]) -> Vec<u8> {
+        let mut buf = [0u8; MAX_FRAME_LEN];
+        let mut w = FrameWriter::frame(&mut buf, seq).unwrap();
+        for a in DEVICES {
+            w.push(a, CMD_READ, &[]).unwrap();
+        }
+        for bus in [Bus::A, Bus::B] {
+            w.push_u16s(
+                bus.address(),
+                CMD_POSITIONS,
+                bus.slots().iter().map(|&j| pos[j]),
+            )
+            .unwrap();
+            w.push_u16s(
+                bus.address(),
+                CMD_STIFFNESS,
+                bus.slots().iter().map(|&j| stiff[j]),
+            )
+            .unwrap();
+        }
+        for &a in config {
+            w.push(a, CMD_CONFIG_REQUEST, &[]).unwrap();
+        }
+        let n = w.finish();
+        buf[..n].to_vec()
+    }
+
+    /// Steps `body` with `bytes` at `t`; returns the answer's messages as
+    /// (address, command, payload).
+    fn step(body: &mut Body, bytes: &[u8], t: u64) -> (u16, Msgs, StepOutcome) {
+        let frame = Frame::parse(bytes, SYNC_FRAME).unwrap();
+        let mut out = [0u8; MAX_FRAME_LEN];
+        let o = body.step(&frame, t, &mut out);
+        let a = Frame::parse(&out[..o.answer_len], SYNC_ANSWER).expect("answer is a valid frame");
+        let msgs = a
+            .messages()
+            .map(|m| (m.address, m.command, m.payload.to_vec()))
+            .collect();
+        (a.seq, msgs, o)
+    }
+
+    fn joint_reading(msgs: &[(u8, u8, Vec<u8>)], j: usize) -> (u16, u16, i8, u8) {
+        let b = joint_board(j);
+        let board = &JOINT_BOARDS[b];
+        let k = board.joints.iter().position(|&x| x == j).unwrap();
+        let (_, _, p) = msgs
+            .iter()
+            .find(|(a, c, _)| *a == board.address && *c == ANS_READ)
+            .unwrap();
+        let p = &p[6 * k..6 * k + 6];
+        (
+            u16::from_le_bytes([p[0], p[1]]),
+            u16::from_le_bytes([p[2], p[3]]),
+            p[4] as i8,
+            p[5],
+        )
+    }
+
+    fn read_payload(msgs: &[(u8, u8, Vec<u8>)], addr: u8) -> Vec<u8> {
+        msgs.iter()
+            .find(|(a, c, _)| *a == addr && *c == ANS_READ)
+            .unwrap()
+            .2
+            .clone()
+    }
+
+    #[test]
+    fn answer_carries_the_seq_of_the_frame_it_answers() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let (seq, _, _) = step(&mut body, &cycle_frame(4711, &z, &[0; JOINTS], &[]), 0);
+        assert_eq!(seq, 4711);
+    }
+
+    #[test]
+    fn every_device_read_is_answered_with_the_spec_length() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let (_, msgs, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
+        let reads: Vec<_> = msgs.iter().filter(|m| m.1 == ANS_READ).collect();
+        assert_eq!(reads.len(), 21);
+        for (a, _, p) in reads {
+            assert_eq!(Some(p.len()), read_answer_len(*a), "device {a:#04x}");
+        }
+    }
+
+    #[test]
+    fn answer_to_a_full_cycle_frame_is_449_bytes_and_fits_512() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &HANDSHAKE_BOARDS);
+        let (_, msgs, o) = step(&mut body, &f, 0);
+        assert_eq!(msgs.len(), 21 + 15);
+        assert_eq!(o.answer_len, 449);
+    }
+
+    #[test]
+    fn startup_frames_answer_status_0_and_64_eeprom_bytes() {
+        let mut body = Body::new(BodyConfig::default());
+        // The recordings' two start-up frames.
+        let f0 = hex("a5000006030200040200400200410200400303000040410303000040f4d1");
+        let f1 = hex("a5010003f01200f112000102005c21");
+        let (_, m0, _) = step(&mut body, &f0, 0);
+        let statuses: Vec<_> = m0
+            .iter()
+            .filter(|m| m.1 == ANS_STATUS)
+            .map(|m| (m.0, m.2.clone()))
+            .collect();
+        assert_eq!(
+            statuses,
+            [(3, vec![0]), (4, vec![0]), (0x40, vec![0]), (0x41, vec![0])]
+        );
+        let ee: Vec<_> = m0.iter().filter(|m| m.1 == ANS_EEPROM_READ).collect();
+        assert_eq!(ee.len(), 2);
+        assert!(ee.iter().all(|m| m.2.len() == 64));
+        assert!(ee[0].2.starts_with(b"NAO EEPROM A"));
+        let (_, m1, _) = step(&mut body, &f1, MS);
+        let got: Vec<_> = m1.iter().map(|m| (m.0, m.1, m.2.clone())).collect();
+        assert_eq!(
+            got,
+            [
+                (0xf0, 0x82, vec![0]),
+                (0xf1, 0x82, vec![0]),
+                (0x01, 0x82, vec![0])
+            ]
+        );
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn joints_move_toward_the_commanded_count_rate_limited_when_stiff() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let mut target = z;
+        target[10] = z[10] + 500;
+        let mut stiff = [0u16; JOINTS];
+        stiff[10] = 1000;
+        let f = cycle_frame(2, &target, &stiff, &[]);
+        step(&mut body, &f, 0);
+        // 12 ms at full stiffness: 3000 counts/s * 0.012 s = 36 counts.
+        let (_, msgs, _) = step(&mut body, &f, 12 * MS);
+        let (pos, cur, _, _) = joint_reading(&msgs, 10);
+        assert_eq!(pos, z[10] + 36);
+        assert!(cur > 500, "moving joint draws current, got {cur}");
+        // After 1 s it has arrived and holds.
+        for i in 2..100u64 {
+            step(&mut body, &f, i * 12 * MS);
+        }
+        let (_, msgs, _) = step(&mut body, &f, 1200 * MS);
+        let (pos, cur, _, _) = joint_reading(&msgs, 10);
+        assert_eq!(pos, target[10]);
+        assert_eq!(cur, 32, "holding at stiffness 1000 draws 32 mA");
+        // Half stiffness moves at half speed.
+        let mut body = Body::new(BodyConfig::default());
+        stiff[10] = 500;
+        let f = cycle_frame(2, &target, &stiff, &[]);
+        step(&mut body, &f, 0);
+        let (_, msgs, _) = step(&mut body, &f, 12 * MS);
+        assert_eq!(joint_reading(&msgs, 10).0, z[10] + 18);
+    }
+
+    #[test]
+    fn joints_stay_where_they_are_when_stiffness_is_zero() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let mut target = z;
+        target[3] = 100;
+        let f = cycle_frame(2, &target, &[0; JOINTS], &[]);
+        for i in 0..50u64 {
+            step(&mut body, &f, i * 12 * MS);
+        }
+        let (_, msgs, _) = step(&mut body, &f, 600 * MS);
+        let (pos, cur, _, _) = joint_reading(&msgs, 3);
+        assert_eq!((pos, cur), (z[3], 0));
+    }
+
+    #[test]
+    fn temperature_rises_with_load_and_falls_at_rest() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let mut stiff = [0u16; JOINTS];
+        stiff[10] = 1000;
+        // The knee is commanded back and forth: it is always moving.
+        let mut far = z;
+        far[10] = z[10] + 1000;
+        let there = cycle_frame(2, &far, &stiff, &[]);
+        let back = cycle_frame(2, &z, &stiff, &[]);
+        let mut t = 0;
+        let start = body.temperature(10).unwrap();
+        while t < 60_000 * MS {
+            step(
+                &mut body,
+                if (t / (100 * MS)) & 1 == 0 {
+                    &there
+                } else {
+                    &back
+                },
+                t,
+            );
+            t += 100 * MS;
+        }
+        let hot = body.temperature(10).unwrap();
+        assert!(hot >= start + 10, "loaded: {start} -> {hot}");
+        let rest = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        let end = t + 120_000 * MS;
+        while t < end {
+            step(&mut body, &rest, t);
+            t += 500 * MS;
+        }
+        let cool = body.temperature(10).unwrap();
+        assert!(cool < hot - 5, "at rest: {hot} -> {cool}");
+    }
+
+    #[test]
+    fn battery_current_follows_load() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let idle = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        step(&mut body, &idle, 0);
+        let (_, msgs, _) = step(&mut body, &idle, 12 * MS);
+        let b = read_payload(&msgs, 0x02);
+        let idle_ma = i16::from_le_bytes([b[2], b[3]]);
+        assert_eq!(idle_ma, BASE_CURRENT_MA as i16);
+        let loaded = cycle_frame(3, &[4095; JOINTS], &[1000; JOINTS], &[]);
+        step(&mut body, &loaded, 24 * MS);
+        let (_, msgs, _) = step(&mut body, &loaded, 36 * MS);
+        let b = read_payload(&msgs, 0x02);
+        let loaded_ma = i16::from_le_bytes([b[2], b[3]]);
+        assert!(loaded_ma > idle_ma + 2000, "{idle_ma} -> {loaded_ma}");
+        assert!(u16::from_le_bytes([b[0], b[1]]) <= 900);
+    }
+
+    #[test]
+    fn imu_shows_gravity_on_z_and_sonar_reads_once_a_mode_is_set() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let (_, msgs, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
+        let imu = read_payload(&msgs, 0x01);
+        let az = i16::from_le_bytes([imu[4], imu[5]]);
+        assert!((9802..=9818).contains(&az), "{az}");
+        assert_eq!(read_payload(&msgs, 0x03), [0, 0, 0, 0]);
+        let foot = read_payload(&msgs, 0x1d);
+        let fsr = u16::from_le_bytes([foot[0], foot[1]]);
+        assert!((620..=680).contains(&fsr), "{fsr}");
+        let mut buf = [0u8; 64];
+        let mut w = FrameWriter::frame(&mut buf, 3).unwrap();
+        w.push(0x03, CMD_SONAR_MODE, &[0x0c]).unwrap();
+        w.push(0x03, CMD_READ, &[]).unwrap();
+        let n = w.finish();
+        let (_, msgs, _) = step(&mut body, &buf[..n], MS);
+        let s = read_payload(&msgs, 0x03);
+        assert!(u16::from_le_bytes([s[0], s[1]]) > 1500);
+    }
+
+    #[test]
+    fn config_request_answers_the_configured_version_late_or_never() {
+        let mut cfg = BodyConfig::default();
+        cfg.boards[3].version = 11; // 0x13
+        cfg.boards[3].from = 2;
+        cfg.boards[14].never = true; // 0x1e
+        let mut body = Body::new(cfg);
+        let z = body.config().zeros;
+        let all = HANDSHAKE_BOARDS;
+        let (_, m, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &all), 0);
+        let config: Vec<_> = m.iter().filter(|m| m.1 == ANS_CONFIG).collect();
+        assert_eq!(config.len(), 13, "0x13 is late, 0x1e never answers");
+        assert!(config
+            .iter()
+            .all(|c| c.2.len() == 9 && c.2[0] == 10 && c.2[2] == c.0));
+        let (_, m, _) = step(
+            &mut body,
+            &cycle_frame(3, &z, &[0; JOINTS], &[0x13, 0x1e]),
+            MS,
+        );
+        let config: Vec<_> = m.iter().filter(|m| m.1 == ANS_CONFIG).collect();
+        assert_eq!(config.len(), 1);
+        assert_eq!((config[0].0, config[0].2[0]), (0x13, 11));
+        assert_eq!(body.handshake()[14].requests, 2);
+        assert_eq!(body.handshake()[14].answered, None);
+    }
+
+    #[test]
+    fn trace_summary_counts_every_slot_and_accepted_boards_apart() {
+        let mut cfg = BodyConfig::default();
+        cfg.boards[0].version = 11; // Head rejected by accepted [10]
+        let mut body = Body::new(cfg);
+        let z = body.config().zeros;
+        let mut stiff = [0u16; JOINTS];
+        stiff[0] = 700; // Head
+        stiff[10] = 300; // LKnee
+        let (_, _, o) = step(&mut body, &cycle_frame(2, &z, &stiff, &[]), 0);
+        assert_eq!(
+            o.stiffness,
+            StiffnessSummary {
+                slots: 25,
+                max_all: 700,
+                max_accepted: 0
+            }
+        );
+        step(
+            &mut body,
+            &cycle_frame(3, &z, &[0; JOINTS], &HANDSHAKE_BOARDS),
+            MS,
+        );
+        let (_, _, o) = step(&mut body, &cycle_frame(4, &z, &stiff, &[]), 2 * MS);
+        assert_eq!(o.stiffness.max_accepted, 300);
+        assert!(!o.stiffness.all_off());
+        let (_, _, o) = step(&mut body, &cycle_frame(5, &z, &[0; JOINTS], &[]), 3 * MS);
+        assert!(o.stiffness.all_off());
+    }
+
+    #[test]
+    fn chest_button_once_is_one_answer_and_held_lasts_its_time() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        body.faults.button_once = true;
+        let (_, m, _) = step(&mut body, &f, 0);
+        assert_eq!(read_payload(&m, 0x04)[0], 1);
+        let (_, m, _) = step(&mut body, &f, MS);
+        assert_eq!(read_payload(&m, 0x04)[0], 0);
+        body.faults.button_until_ns = 50 * MS;
+        let (_, m, _) = step(&mut body, &f, 49 * MS);
+        assert_eq!(read_payload(&m, 0x04)[0], 1);
+        let (_, m, _) = step(&mut body, &f, 50 * MS);
+        assert_eq!(read_payload(&m, 0x04)[0], 0);
+    }
+
+    #[test]
+    fn heated_joint_reports_90_or_more_and_faulted_joint_status_bit_0() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        body.faults.heat[23] = DEFAULT_HEAT_DEG_C;
+        body.faults.fault[7] = true;
+        let (_, m, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
+        assert!(joint_reading(&m, 23).2 >= tables::HEAT_TRIP_DEG_C);
+        assert!(joint_reading(&m, 6).2 < 90);
+        assert_eq!(joint_reading(&m, 7).3 & tables::JOINT_STATUS_FAULT, 1);
+        assert_eq!(joint_reading(&m, 8).3, 0);
+    }
+
+    #[test]
+    fn overcurrent_reports_the_battery_current_for_its_time() {
+        let mut body = Body::new(BodyConfig::default());
+        let z = body.config().zeros;
+        body.faults.overcurrent_ma = Some(DEFAULT_OVERCURRENT_MA);
+        body.faults.overcurrent_until_ns = 100 * MS;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        let (_, m, _) = step(&mut body, &f, 0);
+        let b = read_payload(&m, 0x02);
+        assert_eq!(i16::from_le_bytes([b[2], b[3]]), 5200);
+        let (_, m, _) = step(&mut body, &f, 100 * MS);
+        let b = read_payload(&m, 0x02);
+        assert_eq!(i16::from_le_bytes([b[2], b[3]]), 1000);
+    }
+
+    #[test]
+    fn same_frames_at_same_times_give_the_same_answers() {
+        let run = || {
+            let mut body = Body::new(BodyConfig::default());
+            let z = body.config().zeros;
+            let f = cycle_frame(2, &z, &[500; JOINTS], &HANDSHAKE_BOARDS);
+            (0..20u64)
+                .map(|i| step(&mut body, &f, i * 12 * MS).1)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).map_or(256, |n: u32| n.min(2000))
+        ))]
+        #[test]
+        fn body_never_panics_on_any_valid_frame(msgs in proptest::collection::vec(
+            (proptest::prelude::any::<u8>(), proptest::prelude::any::<u8>(),
+             proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)), 0..40),
+            t in proptest::prelude::any::<u64>()) {
+            let mut buf = [0u8; 4096];
+            let mut w = FrameWriter::frame(&mut buf, 9).unwrap();
+            for (a, c, p) in &msgs {
+                if w.push(*a, *c, p).is_err() { break; }
+            }
+            let n = w.finish();
+            let frame = Frame::parse(&buf[..n], SYNC_FRAME).unwrap();
+            let mut body = Body::new(BodyConfig::default());
+            let mut out = [0u8; MAX_FRAME_LEN];
+            let o = body.step(&frame, t, &mut out);
+            proptest::prop_assert!(Frame::parse(&out[..o.answer_len], SYNC_ANSWER).is_ok());
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The control commands (`nao-rs-sim ctl --socket PATH <command>`, or the
+//! same words as start flags) and the control socket's client.
+//!
+//! The control socket is a Unix stream socket (`PATH.ctl` by default): a
+//! client writes one line, the simulator answers one line (`ok ...`,
+//! `error: ...`, or the JSON of `status`) and closes.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nao_wire::protocol::tables::JOINT_NAMES;
+use nao_wire::JOINTS;
+
+use crate::body::{DEFAULT_HEAT_DEG_C, DEFAULT_OVERCURRENT_MA};
+
+/// One control command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtlCommand {
+    /// `drop N`: the answers to the next N frames are lost (bulk_in times out).
+    Drop(u32),
+    /// `corrupt N`: the answers to the next N frames carry a bad CRC.
+    Corrupt(u32),
+    /// `stall MS`: no answers to frames received in the next MS ms.
+    Stall(u64),
+    /// `unplug`: the board is gone; every call fails with no device.
+    Unplug,
+    /// `replug`: the board is back (a power-on: a new session); open again.
+    Replug,
+    /// `button` (one chest answer with button 1) or `button MS` (held MS ms).
+    Button(Option<u64>),
+    /// `heat J [DEG]`: joint J reports DEG degC (default 95) until `clear`.
+    Heat(usize, i8),
+    /// `fault J`: joint J reports status bit 0 until `clear`.
+    Fault(usize),
+    /// `overcurrent [MA] [MS]`: the battery reports MA mA (default 5200),
+    /// for MS ms or until `clear`.
+    Overcurrent(i16, Option<u64>),
+    /// `clear`: ends every fault (drop, corrupt, stall, button, heat, fault,
+    /// over-current); does not replug.
+    Clear,
+    /// `status`: the simulator's state as one JSON line.
+    Status,
+}
+
+/// The usage line of the commands.
+pub const USAGE: &str = "drop N | corrupt N | stall MS | unplug | replug | button [MS] | \
+heat JOINT [DEG] | fault JOINT | overcurrent [MA] [MS] | clear | status";
+
+/// A joint by index (0..=24) or LoLA name (`LKneePitch`, case-insensitive).
+pub fn parse_joint(s: &str) -> Result<usize, String> {
+    if let Ok(j) = s.parse::<usize>() {
+        if j < JOINTS {
+            return Ok(j);
+        }
+        return Err(format!(
+            "joint {j} out of range: use 0..=24 or a name like LKneePitch"
+        ));
+    }
+    JOINT_NAMES
+        .iter()
+        .position(|n| n.eq_ignore_ascii_case(s))
+        .ok_or_else(|| format!("unknown joint {s:?}: use 0..=24 or a name like LKneePitch"))
+}
+
+fn num<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, String> {
+    s.parse::<T>()
+        .map_err(|_| format!("{what}: {s:?} is not a valid number"))
+}
+
+impl CtlCommand {
+    /// Parses the words of one command. Errors name the word and the usage.
+    pub fn parse(words: &[&str]) -> Result<CtlCommand, String> {
+        let usage = || format!("expected one of: {USAGE}");
+        let (first, rest) = words.split_first().ok_or_else(usage)?;
+        let arg = |i: usize| rest.get(i).copied();
+        let cmd = match (*first, rest.len()) {
+            ("drop", 1) => CtlCommand::Drop(num("drop N", rest[0])?),
+            ("corrupt", 1) => CtlCommand::Corrupt(num("corrupt N", rest[0])?),
+            ("stall", 1) => CtlCommand::Stall(num("stall MS", rest[0])?),
+            ("unplug", 0) => CtlCommand::Unplug,
+            ("replug", 0) => CtlCommand::Replug,
+            ("button", 0) => CtlCommand::Button(None),
+            ("button", 1) => CtlCommand::Button(Some(num("button MS", rest[0])?)),
+            ("heat", 1 | 2) => CtlCommand::Heat(
+                parse_joint(rest[0])?,
+                match arg(1) {
+                    Some(d) => num("heat JOINT DEG", d)?,
+                    None => DEFAULT_HEAT_DEG_C,
+                },
+            ),
+            ("fault", 1) => CtlCommand::Fault(parse_joint(rest[0])?),
+            ("overcurrent", 0..=2) => CtlCommand::Overcurrent(
+                match arg(0) {
+                    Some(m) => num("overcurrent MA", m)?,
+                    None => DEFAULT_OVERCURRENT_MA,
+                },
+                match arg(1) {
+                    Some(ms) => Some(num("overcurrent MA MS", ms)?),
+                    None => None,
+                },
+            ),
+            ("clear", 0) => CtlCommand::Clear,
+            ("status", 0) => CtlCommand::Status,
+            _ => return Err(format!("bad command {:?}: {}", words.join(" "), usage())),
+        };
+        Ok(cmd)
+    }
+
+    /// Parses one line (words separated by spaces).
+    pub fn parse_line(line: &str) -> Result<CtlCommand, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        Self::parse(&words)
+    }
+}
+
+/// The control socket path of simulator socket `socket`: `socket` + `.ctl`.
+pub fn default_ctl_path(socket: &Path) -> PathBuf {
+    let mut s = socket.as_os_str().to_owned();
+    s.push(".ctl");
+    PathBuf::from(s)
+}
+
+/// Sends one command line to the control socket at `ctl` and returns the
+/// simulator's answer line (without the newline). An answer starting with
+/// `error:` means the simulator refused the command.
+pub fn send(ctl: &Path, line: &str) -> io::Result<String> {
+    let mut s = UnixStream::connect(ctl).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot connect to the simulator's control socket {}: {e}; is nao-rs-sim running \
+                 (its --ctl, or --socket PATH plus .ctl)?",
+                ctl.display()
+            ),
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(line.trim_end().as_bytes())?;
+    s.write_all(b"\n")?;
+    let mut answer = String::new();
+    BufReader::new(s).read_line(&mut answer)?;
+    Ok(answer.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ctl_commands_parse_with_defaults() {
+        assert_eq!(CtlCommand::parse_line("drop 11"), Ok(CtlCommand::Drop(11)));
+        assert_eq!(
+            CtlCommand::parse_line("stall 300"),
+            Ok(CtlCommand::Stall(300))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("button"),
+            Ok(CtlCommand::Button(None))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("button 50"),
+            Ok(CtlCommand::Button(Some(50)))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("heat 10"),
+            Ok(CtlCommand::Heat(10, 95))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("heat lkneepitch 91"),
+            Ok(CtlCommand::Heat(10, 91))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("fault RHand"),
+            Ok(CtlCommand::Fault(24))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("overcurrent"),
+            Ok(CtlCommand::Overcurrent(5200, None))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("overcurrent 6000 100"),
+            Ok(CtlCommand::Overcurrent(6000, Some(100)))
+        );
+    }
+
+    #[test]
+    fn bad_ctl_commands_name_the_word_and_the_usage() {
+        let e = CtlCommand::parse_line("heat 25").unwrap_err();
+        assert!(e.contains("25") && e.contains("0..=24"), "{e}");
+        let e = CtlCommand::parse_line("drop x").unwrap_err();
+        assert!(e.contains("\"x\""), "{e}");
+        let e = CtlCommand::parse_line("fly").unwrap_err();
+        assert!(e.contains("expected one of"), "{e}");
+        assert!(CtlCommand::parse_line("").is_err());
+    }
+
+    #[test]
+    fn ctl_path_defaults_to_socket_dot_ctl() {
+        assert_eq!(
+            default_ctl_path(Path::new("/tmp/a.sock")),
+            PathBuf::from("/tmp/a.sock.ctl")
+        );
+    }
+}

@@ -1,0 +1,700 @@
+//! The virtual chest board as a USB device: the calls of the socket's wire
+//! encoding (see `nao_wire::link::sim`), the exclusive claim of interface 0,
+//! plugging, the transport faults (drop, corrupt, stall) and the pending
+//! answer. Pure: time is passed in, no I/O; the server owns the sockets.
+//!
+//! Kernel rules it follows (Linux usbfs):
+//! - one connection holds interface 0 at a time; another's claim, its
+//!   `set_configuration` and its bulk transfers fail with busy;
+//! - a bulk transfer on an unclaimed interface claims it implicitly;
+//! - control transfers to the device need no claim;
+//! - closing the connection (also by the holder's death) releases the claim.
+//!
+//! Unplug makes every open connection stale: all its calls fail with no
+//! device, also after replug, until it opens again.
+
+use nao_wire::link::sim::{
+    error_status, OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CLOSE, OP_CONTROL_IN,
+    OP_CONTROL_OUT, OP_OPEN, OP_SET_CONFIGURATION, ST_OK,
+};
+use nao_wire::link::{LinkError, PRODUCT_ID, VENDOR_ID};
+use nao_wire::protocol::frame::{Frame, MAX_FRAME_LEN};
+use nao_wire::protocol::tables::{
+    prefs_chunk_len, BOOT_IDS, BOOT_ID_LEN, CONFIGURATION, EP_IN, EP_OUT, INTERFACE, PREFS_LEN,
+    REQUEST_TYPE_IN, REQUEST_TYPE_OUT, REQ_BOOT_ID, REQ_CLIENT_STATE, REQ_PREFS, REQ_START,
+    REQ_VERSION, SYNC_FRAME,
+};
+
+use crate::body::{Body, BodyConfig, StiffnessSummary};
+use crate::ctl::CtlCommand;
+
+/// How long a `bulk_in` with no answer pending waits before it times out
+/// (the spec's bulk timeout), ms.
+pub const BULK_TIMEOUT_MS: u64 = 20;
+
+/// The chest board's firmware version (VERSION answer).
+pub const CHEST_VERSION: [u8; 4] = [2, 17, 7, 0];
+/// The bootloader ids (BOOT_ID answers, wValue 0, 1, 2).
+pub const BOOT_ID: [[u8; BOOT_ID_LEN]; BOOT_IDS] = [*b"BLCH2.1a", *b"BLMA1.07", *b"BLMB1.07"];
+
+/// One connection's device handle.
+#[derive(Debug)]
+pub struct Conn {
+    /// The connection's number (unique in this simulator).
+    pub id: u64,
+    /// The peer's pid (SO_PEERCRED), 0 if unknown.
+    pub pid: i32,
+    open_gen: Option<u64>,
+    pending: Option<usize>,
+    answer: [u8; MAX_FRAME_LEN],
+}
+
+impl Conn {
+    /// A new connection, not open yet.
+    pub fn new(id: u64, pid: i32) -> Self {
+        Conn {
+            id,
+            pid,
+            open_gen: None,
+            pending: None,
+            answer: [0; MAX_FRAME_LEN],
+        }
+    }
+}
+
+/// One trace line's facts: a valid frame received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSeen {
+    /// When (CLOCK_MONOTONIC ns).
+    pub t_ns: u64,
+    /// Who sent it (SO_PEERCRED pid).
+    pub peer_pid: i32,
+    /// Its seq.
+    pub seq: u16,
+    /// Its stiffness.
+    pub stiffness: StiffnessSummary,
+}
+
+/// What the server does after a request: send the reply in the buffer,
+/// after waiting `delay_ms` (a bulk timeout), and trace `frame`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Outcome {
+    /// Wait this long before sending the reply, ms.
+    pub delay_ms: u64,
+    /// A valid frame was received (one trace line).
+    pub frame: Option<FrameSeen>,
+}
+
+/// Counters for `status`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Valid frames received.
+    pub frames: u64,
+    /// Bulk writes that were no valid frame.
+    pub invalid_frames: u64,
+    /// Answers read by bulk_in.
+    pub answers_read: u64,
+    /// Answers dropped by the drop fault.
+    pub dropped: u64,
+    /// Answers corrupted by the corrupt fault.
+    pub corrupted: u64,
+    /// Frames not answered because of a stall.
+    pub stalled: u64,
+    /// bulk_in calls that timed out.
+    pub bulk_in_timeouts: u64,
+    /// Claims granted.
+    pub claims: u64,
+    /// Claims refused (busy).
+    pub busy: u64,
+    /// The last valid frame's seq.
+    pub last_seq: Option<u16>,
+}
+
+/// The virtual chest board: the USB device, its boards and its faults.
+pub struct Device {
+    /// The boards.
+    pub body: Body,
+    prefs: Box<[u8; PREFS_LEN]>,
+    plugged: bool,
+    generation: u64,
+    holder: Option<(u64, i32)>,
+    drop_left: u32,
+    corrupt_left: u32,
+    stall_until_ns: u64,
+    connections: u64,
+    /// Counters.
+    pub stats: Stats,
+}
+
+fn put_err(out: &mut Vec<u8>, e: &LinkError) {
+    out.clear();
+    out.push(error_status(e));
+    if let LinkError::Other(m) | LinkError::Mismatch(m) = e {
+        out.extend_from_slice(m.as_bytes());
+    }
+}
+
+fn put_ok(out: &mut Vec<u8>) {
+    out.clear();
+    out.push(ST_OK);
+}
+
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    put_ok(out);
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+}
+
+impl Device {
+    /// A plugged-in board with `config` and preference block `prefs`.
+    pub fn new(config: BodyConfig, prefs: Box<[u8; PREFS_LEN]>) -> Self {
+        Device {
+            body: Body::new(config),
+            prefs,
+            plugged: true,
+            generation: 0,
+            holder: None,
+            drop_left: 0,
+            corrupt_left: 0,
+            stall_until_ns: 0,
+            connections: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Whether the board is plugged in.
+    pub fn plugged(&self) -> bool {
+        self.plugged
+    }
+
+    /// The pid of the connection holding interface 0.
+    pub fn holder_pid(&self) -> Option<i32> {
+        self.holder.map(|(_, pid)| pid)
+    }
+
+    /// A connection arrived.
+    pub fn connected(&mut self) {
+        self.connections += 1;
+    }
+
+    /// A connection ended (closed, or its process died): its claim is
+    /// released at once.
+    pub fn disconnected(&mut self, conn: &mut Conn) {
+        self.connections = self.connections.saturating_sub(1);
+        self.close(conn);
+    }
+
+    fn close(&mut self, conn: &mut Conn) {
+        if self.holder.is_some_and(|(id, _)| id == conn.id) {
+            self.holder = None;
+            self.body
+                .set_client_state(nao_wire::protocol::tables::CLIENT_DISCONNECTED);
+        }
+        conn.open_gen = None;
+        conn.pending = None;
+    }
+
+    fn is_open(&self, conn: &Conn) -> bool {
+        self.plugged && conn.open_gen == Some(self.generation)
+    }
+
+    /// Claims interface 0 for `conn` (explicitly or by a bulk transfer).
+    fn claim(&mut self, conn: &Conn) -> Result<(), LinkError> {
+        match self.holder {
+            Some((id, _)) if id == conn.id => Ok(()),
+            Some(_) => {
+                self.stats.busy += 1;
+                Err(LinkError::Busy)
+            }
+            None => {
+                self.holder = Some((conn.id, conn.pid));
+                self.stats.claims += 1;
+                self.body.reset_session();
+                Ok(())
+            }
+        }
+    }
+
+    /// Handles one request body (op and fields) from `conn` at `now_ns` and
+    /// writes the reply body (status and data) to `out`. Never panics on
+    /// any bytes.
+    pub fn request(
+        &mut self,
+        conn: &mut Conn,
+        req: &[u8],
+        now_ns: u64,
+        out: &mut Vec<u8>,
+    ) -> Outcome {
+        let mut outcome = Outcome::default();
+        let Some((&op, args)) = req.split_first() else {
+            put_err(out, &LinkError::Other("empty request".into()));
+            return outcome;
+        };
+        if op == OP_CLOSE {
+            self.close(conn);
+            put_ok(out);
+            return outcome;
+        }
+        if op == OP_OPEN {
+            let (vendor, product) = match args {
+                [a, b, c, d, ..] => (u16::from_le_bytes([*a, *b]), u16::from_le_bytes([*c, *d])),
+                _ => {
+                    put_err(
+                        out,
+                        &LinkError::Other("open: needs vendor and product".into()),
+                    );
+                    return outcome;
+                }
+            };
+            self.close(conn);
+            if !self.plugged || vendor != VENDOR_ID || product != PRODUCT_ID {
+                put_err(out, &LinkError::NoDevice);
+            } else {
+                conn.open_gen = Some(self.generation);
+                put_ok(out);
+            }
+            return outcome;
+        }
+        if !self.is_open(conn) {
+            put_err(out, &LinkError::NoDevice);
+            return outcome;
+        }
+        match (op, args) {
+            (OP_SET_CONFIGURATION, [config, ..]) => {
+                if self.holder.is_some_and(|(id, _)| id != conn.id) {
+                    self.stats.busy += 1;
+                    put_err(out, &LinkError::Busy);
+                } else if *config != CONFIGURATION {
+                    put_err(
+                        out,
+                        &LinkError::Other(format!(
+                            "set_configuration {config}: the chest board has only configuration {CONFIGURATION}"
+                        )),
+                    );
+                } else {
+                    put_ok(out);
+                }
+            }
+            (OP_CLAIM_INTERFACE, [iface, ..]) => {
+                if *iface != INTERFACE {
+                    put_err(
+                        out,
+                        &LinkError::Other(format!(
+                            "claim_interface {iface}: the chest board has only interface {INTERFACE}"
+                        )),
+                    );
+                } else {
+                    match self.claim(conn) {
+                        Ok(()) => put_ok(out),
+                        Err(e) => put_err(out, &e),
+                    }
+                }
+            }
+            (OP_CONTROL_OUT, [rt, rq, v0, v1, _i0, _i1, data @ ..]) => {
+                let value = u16::from_le_bytes([*v0, *v1]);
+                match (*rt, *rq) {
+                    (REQUEST_TYPE_OUT, REQ_START) => put_len(out, data.len()),
+                    (REQUEST_TYPE_OUT, REQ_CLIENT_STATE) => {
+                        self.body.set_client_state(value as u8);
+                        put_len(out, data.len());
+                    }
+                    _ => put_err(out, &LinkError::Pipe),
+                }
+            }
+            (OP_CONTROL_IN, [rt, rq, v0, v1, i0, i1, l0, l1, ..]) => {
+                let value = u16::from_le_bytes([*v0, *v1]);
+                let index = usize::from(u16::from_le_bytes([*i0, *i1]));
+                let wlength = usize::from(u16::from_le_bytes([*l0, *l1]));
+                let data: &[u8] = match (*rt, *rq) {
+                    (REQUEST_TYPE_IN, REQ_VERSION) => &CHEST_VERSION,
+                    (REQUEST_TYPE_IN, REQ_PREFS) => {
+                        let n = prefs_chunk_len(index);
+                        if n == 0 {
+                            &[]
+                        } else {
+                            &self.prefs[index..index + n]
+                        }
+                    }
+                    (REQUEST_TYPE_IN, REQ_BOOT_ID) if usize::from(value) < BOOT_IDS => {
+                        &BOOT_ID[usize::from(value)]
+                    }
+                    _ => {
+                        put_err(out, &LinkError::Pipe);
+                        return outcome;
+                    }
+                };
+                let n = data.len().min(wlength);
+                put_ok(out);
+                out.extend_from_slice(&data[..n]);
+            }
+            (OP_BULK_OUT, [ep, data @ ..]) => {
+                if *ep != EP_OUT {
+                    put_err(out, &LinkError::Pipe);
+                    return outcome;
+                }
+                if let Err(e) = self.claim(conn) {
+                    put_err(out, &e);
+                    return outcome;
+                }
+                outcome.frame = self.frame(conn, data, now_ns);
+                put_len(out, data.len());
+            }
+            (OP_BULK_IN, [ep, l0, l1, ..]) => {
+                if *ep != EP_IN {
+                    put_err(out, &LinkError::Pipe);
+                    return outcome;
+                }
+                if let Err(e) = self.claim(conn) {
+                    put_err(out, &e);
+                    return outcome;
+                }
+                let len = usize::from(u16::from_le_bytes([*l0, *l1]));
+                match conn.pending.take() {
+                    Some(n) if n > len => put_err(
+                        out,
+                        &LinkError::Other(format!(
+                            "bulk_in overflow: the answer has {n} bytes, the buffer {len}"
+                        )),
+                    ),
+                    Some(n) => {
+                        self.stats.answers_read += 1;
+                        put_ok(out);
+                        out.extend_from_slice(&conn.answer[..n]);
+                    }
+                    None => {
+                        self.stats.bulk_in_timeouts += 1;
+                        outcome.delay_ms = BULK_TIMEOUT_MS;
+                        put_err(out, &LinkError::Timeout);
+                    }
+                }
+            }
+            _ => put_err(
+                out,
+                &LinkError::Other(format!(
+                    "unknown or short request: op {op}, {} bytes",
+                    args.len()
+                )),
+            ),
+        }
+        outcome
+    }
+
+    /// A bulk write: parse, step the body, apply the transport faults.
+    fn frame(&mut self, conn: &mut Conn, data: &[u8], now_ns: u64) -> Option<FrameSeen> {
+        conn.pending = None;
+        let Ok(frame) = Frame::parse(data, SYNC_FRAME) else {
+            self.stats.invalid_frames += 1;
+            return None;
+        };
+        let step = self.body.step(&frame, now_ns, &mut conn.answer);
+        self.stats.frames += 1;
+        self.stats.last_seq = Some(step.seq);
+        if now_ns < self.stall_until_ns {
+            self.stats.stalled += 1;
+        } else if self.drop_left > 0 {
+            self.drop_left -= 1;
+            self.stats.dropped += 1;
+        } else if step.answer_len > 0 {
+            if self.corrupt_left > 0 {
+                self.corrupt_left -= 1;
+                self.stats.corrupted += 1;
+                conn.answer[step.answer_len - 1] ^= 0xff;
+            }
+            conn.pending = Some(step.answer_len);
+        }
+        Some(FrameSeen {
+            t_ns: now_ns,
+            peer_pid: conn.pid,
+            seq: step.seq,
+            stiffness: step.stiffness,
+        })
+    }
+
+    /// Applies a control command at `now_ns`; returns the answer line.
+    pub fn control(&mut self, cmd: CtlCommand, now_ns: u64) -> String {
+        let ms = |ms: u64| now_ns.saturating_add(ms.saturating_mul(1_000_000));
+        match cmd {
+            CtlCommand::Drop(n) => self.drop_left = n,
+            CtlCommand::Corrupt(n) => self.corrupt_left = n,
+            CtlCommand::Stall(t) => self.stall_until_ns = ms(t),
+            CtlCommand::Unplug => {
+                self.plugged = false;
+                self.generation += 1;
+                self.holder = None;
+            }
+            CtlCommand::Replug => {
+                if !self.plugged {
+                    self.plugged = true;
+                    self.body.reset_session();
+                }
+            }
+            CtlCommand::Button(None) => self.body.faults.button_once = true,
+            CtlCommand::Button(Some(t)) => self.body.faults.button_until_ns = ms(t),
+            CtlCommand::Heat(j, deg) => self.body.faults.heat[j] = deg,
+            CtlCommand::Fault(j) => self.body.faults.fault[j] = true,
+            CtlCommand::Overcurrent(ma, t) => {
+                self.body.faults.overcurrent_ma = Some(ma);
+                self.body.faults.overcurrent_until_ns = t.map_or(0, ms);
+            }
+            CtlCommand::Clear => {
+                self.drop_left = 0;
+                self.corrupt_left = 0;
+                self.stall_until_ns = 0;
+                self.body.faults = Default::default();
+            }
+            CtlCommand::Status => return self.status_json(now_ns).to_string(),
+        }
+        "ok".to_string()
+    }
+
+    /// The state as JSON (the `status` command).
+    pub fn status_json(&self, now_ns: u64) -> serde_json::Value {
+        let b = &self.body;
+        let hs: Vec<serde_json::Value> = b
+            .handshake()
+            .iter()
+            .zip(nao_wire::protocol::tables::HANDSHAKE_BOARDS)
+            .map(|(h, a)| {
+                serde_json::json!({"address": format!("{a:#04x}"), "requests": h.requests, "version": h.answered})
+            })
+            .collect();
+        let positions: Vec<u16> = (0..nao_wire::JOINTS)
+            .filter_map(|j| b.position(j))
+            .collect();
+        let temps: Vec<i8> = (0..nao_wire::JOINTS)
+            .filter_map(|j| b.temperature(j))
+            .collect();
+        let stiff: Vec<u16> = (0..nao_wire::JOINTS)
+            .filter_map(|j| b.stiffness(j))
+            .collect();
+        let s = &self.stats;
+        let f = &b.faults;
+        serde_json::json!({
+            "t_ns": now_ns,
+            "plugged": self.plugged,
+            "connections": self.connections,
+            "holder_pid": self.holder_pid(),
+            "client_state": b.client_state(),
+            "frames": s.frames,
+            "invalid_frames": s.invalid_frames,
+            "answers_read": s.answers_read,
+            "dropped": s.dropped,
+            "corrupted": s.corrupted,
+            "stalled": s.stalled,
+            "bulk_in_timeouts": s.bulk_in_timeouts,
+            "claims": s.claims,
+            "busy": s.busy,
+            "last_seq": s.last_seq,
+            "faults": {
+                "drop_left": self.drop_left,
+                "corrupt_left": self.corrupt_left,
+                "stalled": now_ns < self.stall_until_ns,
+                "button": f.button_once || now_ns < f.button_until_ns,
+                "heat": f.heat.to_vec(),
+                "fault": f.fault.to_vec(),
+                "overcurrent_ma": f.overcurrent_ma,
+            },
+            "battery": {"charge": b.charge(), "current_ma": b.battery_current(now_ns)},
+            "handshake": hs,
+            "positions": positions,
+            "stiffness": stiff,
+            "temperatures": temps,
+            "leds": {"chest": b.leds().0.to_vec(), "left_foot": b.leds().1.to_vec(), "right_foot": b.leds().2.to_vec()},
+            "sonar_mode": b.sonar_mode(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nao_wire::link::sim::{ST_BUSY, ST_NO_DEVICE, ST_TIMEOUT};
+    use nao_wire::protocol::frame::FrameWriter;
+    use nao_wire::protocol::tables::SYNC_ANSWER;
+
+    fn dev() -> Device {
+        let cfg = BodyConfig::default();
+        let prefs = crate::prefs::build(crate::prefs::DEFAULT_BODY_ID, &cfg.zeros);
+        Device::new(cfg, prefs)
+    }
+
+    fn call(d: &mut Device, c: &mut Conn, req: &[u8]) -> (Vec<u8>, Outcome) {
+        let mut out = Vec::new();
+        let o = d.request(c, req, 1_000, &mut out);
+        (out, o)
+    }
+
+    fn open(d: &mut Device, c: &mut Conn) -> u8 {
+        call(d, c, &[OP_OPEN, 0xff, 0xff, 0x06, 0x00]).0[0]
+    }
+
+    fn frame(seq: u16) -> Vec<u8> {
+        let mut buf = [0u8; 64];
+        let mut w = FrameWriter::frame(&mut buf, seq).unwrap();
+        w.push(0x04, 0x01, &[]).unwrap();
+        let n = w.finish();
+        let mut req = vec![OP_BULK_OUT, EP_OUT];
+        req.extend_from_slice(&buf[..n]);
+        req
+    }
+
+    const BULK_IN: [u8; 4] = [OP_BULK_IN, EP_IN, 0x00, 0x02];
+
+    #[test]
+    fn claim_is_exclusive_and_released_when_the_holder_disconnects() {
+        let mut d = dev();
+        let (mut a, mut b) = (Conn::new(1, 100), Conn::new(2, 200));
+        assert_eq!(open(&mut d, &mut a), ST_OK);
+        assert_eq!(open(&mut d, &mut b), ST_OK);
+        assert_eq!(call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]).0, [ST_OK]);
+        assert_eq!(call(&mut d, &mut b, &[OP_CLAIM_INTERFACE, 0]).0, [ST_BUSY]);
+        assert_eq!(
+            call(&mut d, &mut b, &[OP_SET_CONFIGURATION, 1]).0,
+            [ST_BUSY]
+        );
+        assert_eq!(
+            call(&mut d, &mut b, &frame(2)).0[0],
+            ST_BUSY,
+            "bulk needs the claim"
+        );
+        assert_eq!(d.holder_pid(), Some(100));
+        d.disconnected(&mut a);
+        assert_eq!(d.holder_pid(), None);
+        assert_eq!(call(&mut d, &mut b, &[OP_CLAIM_INTERFACE, 0]).0, [ST_OK]);
+    }
+
+    #[test]
+    fn bulk_transfer_claims_the_interface_implicitly_like_usbfs() {
+        let mut d = dev();
+        let (mut a, mut b) = (Conn::new(1, 100), Conn::new(2, 200));
+        open(&mut d, &mut a);
+        open(&mut d, &mut b);
+        assert_eq!(call(&mut d, &mut a, &frame(2)).0[0], ST_OK);
+        assert_eq!(d.holder_pid(), Some(100));
+        assert_eq!(call(&mut d, &mut b, &[OP_CLAIM_INTERFACE, 0]).0, [ST_BUSY]);
+    }
+
+    #[test]
+    fn bulk_in_returns_the_answer_to_the_last_frame_else_times_out_after_20_ms() {
+        let mut d = dev();
+        let mut a = Conn::new(1, 100);
+        open(&mut d, &mut a);
+        let (out, o) = call(&mut d, &mut a, &BULK_IN);
+        assert_eq!((out[0], o.delay_ms), (ST_TIMEOUT, 20));
+        call(&mut d, &mut a, &frame(7));
+        let (_, o) = call(&mut d, &mut a, &frame(8));
+        assert_eq!(o.frame.unwrap().seq, 8);
+        let (out, o) = call(&mut d, &mut a, &BULK_IN);
+        assert_eq!((out[0], o.delay_ms), (ST_OK, 0));
+        let ans = Frame::parse_answer(&out[1..], 8).unwrap();
+        assert_eq!(ans.sync, SYNC_ANSWER);
+        assert_eq!(
+            call(&mut d, &mut a, &BULK_IN).0[0],
+            ST_TIMEOUT,
+            "an answer is read once"
+        );
+    }
+
+    #[test]
+    fn drop_corrupt_and_stall_faults_cost_answers() {
+        let mut d = dev();
+        let mut a = Conn::new(1, 100);
+        open(&mut d, &mut a);
+        d.control(CtlCommand::Drop(2), 0);
+        for seq in 0..2 {
+            call(&mut d, &mut a, &frame(seq));
+            assert_eq!(call(&mut d, &mut a, &BULK_IN).0[0], ST_TIMEOUT);
+        }
+        d.control(CtlCommand::Corrupt(1), 0);
+        call(&mut d, &mut a, &frame(5));
+        let out = call(&mut d, &mut a, &BULK_IN).0;
+        assert!(matches!(
+            Frame::parse_answer(&out[1..], 5),
+            Err(nao_wire::protocol::frame::FrameError::BadCrc { .. })
+        ));
+        call(&mut d, &mut a, &frame(6));
+        assert!(Frame::parse_answer(&call(&mut d, &mut a, &BULK_IN).0[1..], 6).is_ok());
+        // Stall: the requests run at t = 1000 ns, the stall lasts 1 ms from 0.
+        d.control(CtlCommand::Stall(1), 0);
+        call(&mut d, &mut a, &frame(7));
+        assert_eq!(call(&mut d, &mut a, &BULK_IN).0[0], ST_TIMEOUT);
+        assert_eq!(
+            (d.stats.dropped, d.stats.corrupted, d.stats.stalled),
+            (2, 1, 1)
+        );
+    }
+
+    #[test]
+    fn unplug_fails_every_call_with_no_device_until_replug_and_reopen() {
+        let mut d = dev();
+        let mut a = Conn::new(1, 100);
+        open(&mut d, &mut a);
+        call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]);
+        d.control(CtlCommand::Unplug, 0);
+        assert_eq!(call(&mut d, &mut a, &frame(2)).0, [ST_NO_DEVICE]);
+        assert_eq!(open(&mut d, &mut a), ST_NO_DEVICE);
+        d.control(CtlCommand::Replug, 0);
+        assert_eq!(
+            call(&mut d, &mut a, &frame(2)).0,
+            [ST_NO_DEVICE],
+            "the old handle is stale"
+        );
+        assert_eq!(open(&mut d, &mut a), ST_OK);
+        assert_eq!(call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]).0, [ST_OK]);
+    }
+
+    #[test]
+    fn control_requests_answer_version_prefs_in_chunks_and_boot_ids() {
+        let mut d = dev();
+        let mut a = Conn::new(1, 100);
+        open(&mut d, &mut a);
+        let ci = |d: &mut Device, a: &mut Conn, rq: u8, v: u16, i: u16, l: u16| {
+            let mut r = vec![OP_CONTROL_IN, 0xc0, rq];
+            r.extend_from_slice(&v.to_le_bytes());
+            r.extend_from_slice(&i.to_le_bytes());
+            r.extend_from_slice(&l.to_le_bytes());
+            call(d, a, &r).0
+        };
+        assert_eq!(ci(&mut d, &mut a, 0x02, 0, 0, 4), [0, 2, 17, 7, 0]);
+        let mut block = Vec::new();
+        for off in [0u16, 1024, 2048, 3072, 4096] {
+            let out = ci(&mut d, &mut a, 0x03, 0, off, 1024);
+            assert_eq!(out[0], ST_OK);
+            block.extend_from_slice(&out[1..]);
+        }
+        assert_eq!(block.len(), 4635);
+        assert!(nao_wire::protocol::prefs::Prefs::parse(&block).is_ok());
+        assert_eq!(&ci(&mut d, &mut a, 0x04, 2, 0, 8)[1..], b"BLMB1.07");
+        assert_eq!(
+            ci(&mut d, &mut a, 0x04, 3, 0, 8),
+            [nao_wire::link::sim::ST_PIPE]
+        );
+        let mut r = vec![OP_CONTROL_OUT, 0x40, 0x05, 0x24, 0, 0, 0];
+        assert_eq!(call(&mut d, &mut a, &r).0[0], ST_OK);
+        assert_eq!(d.body.client_state(), 0x24);
+        r[2] = 0x09;
+        assert_eq!(call(&mut d, &mut a, &r).0[0], nao_wire::link::sim::ST_PIPE);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).map_or(256, |n: u32| n.min(2000))
+        ))]
+        #[test]
+        fn device_never_panics_on_any_request_bytes(
+            reqs in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600), 1..8)
+        ) {
+            let mut d = dev();
+            let mut a = Conn::new(1, 1);
+            open(&mut d, &mut a);
+            for r in &reqs {
+                let mut out = Vec::new();
+                d.request(&mut a, r, 5, &mut out);
+                proptest::prop_assert!(!out.is_empty());
+                // The same bytes as a frame.
+                let mut f = vec![OP_BULK_OUT, EP_OUT];
+                f.extend_from_slice(r);
+                d.request(&mut a, &f, 6, &mut out);
+            }
+        }
+    }
+}

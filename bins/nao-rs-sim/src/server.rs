@@ -1,0 +1,220 @@
+//! The thin I/O around [`Device`]: the USB socket (one thread per
+//! connection), the control socket and the trace file.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use nao_wire::link::sim::MAX_BODY;
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::time::{clock_gettime, ClockId};
+
+use crate::ctl::CtlCommand;
+use crate::device::{Conn, Device};
+use crate::trace::TraceWriter;
+
+/// Where the simulator listens and writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPaths {
+    /// The USB socket (`--socket`).
+    pub socket: PathBuf,
+    /// The control socket (`--ctl`, default socket + `.ctl`).
+    pub ctl: PathBuf,
+    /// The trace file (`--trace`).
+    pub trace: Option<PathBuf>,
+    /// Print nothing at start (`--quiet`).
+    pub quiet: bool,
+}
+
+/// CLOCK_MONOTONIC now, ns.
+pub fn now_ns() -> u64 {
+    match clock_gettime(ClockId::CLOCK_MONOTONIC) {
+        Ok(t) => (t.tv_sec() as u64).saturating_mul(1_000_000_000) + t.tv_nsec() as u64,
+        Err(_) => 0,
+    }
+}
+
+struct Shared {
+    device: Mutex<Device>,
+    trace: Mutex<Option<TraceWriter>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Binds `path` as a Unix socket, first removing a stale socket file there
+/// (never any other kind of file).
+fn bind(path: &Path) -> io::Result<UnixListener> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_socket() {
+            let _ = std::fs::remove_file(path);
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists and is not a socket; choose another --socket/--ctl path",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    UnixListener::bind(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot listen on {}: {e}", path.display()),
+        )
+    })
+}
+
+/// Runs the simulator: opens the trace, binds the control socket, then the
+/// USB socket (so once the USB socket exists, everything is ready), and
+/// serves until the process ends.
+pub fn serve(device: Device, paths: &ServerPaths) -> io::Result<()> {
+    let trace = match &paths.trace {
+        Some(p) => Some(TraceWriter::create(p)?),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        device: Mutex::new(device),
+        trace: Mutex::new(trace),
+    });
+    remove_sockets_on_signal(paths)?;
+    let ctl = bind(&paths.ctl)?;
+    let usb = bind(&paths.socket)?;
+    if !paths.quiet {
+        eprintln!(
+            "nao-rs-sim: listening on {} (control {}{})",
+            paths.socket.display(),
+            paths.ctl.display(),
+            paths
+                .trace
+                .as_ref()
+                .map(|t| format!(", trace {}", t.display()))
+                .unwrap_or_default()
+        );
+    }
+    {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("sim-ctl".into())
+            .spawn(move || serve_ctl(ctl, &shared))?;
+    }
+    let mut next_id = 1u64;
+    for stream in usb.incoming() {
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!(
+                    "nao-rs-sim: accept on {} failed: {e}",
+                    paths.socket.display()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let id = next_id;
+        next_id += 1;
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name(format!("sim-conn-{id}"))
+            .spawn(move || serve_conn(stream, id, &shared))?;
+    }
+    Ok(())
+}
+
+/// SIGTERM, SIGINT and SIGHUP remove both socket files and end the
+/// process (exit 0). The signals are blocked in every thread (set before
+/// any other thread starts) and taken by one waiting thread.
+fn remove_sockets_on_signal(paths: &ServerPaths) -> io::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        set.add(s);
+    }
+    set.thread_block().map_err(io::Error::from)?;
+    let (socket, ctl) = (paths.socket.clone(), paths.ctl.clone());
+    std::thread::Builder::new()
+        .name("sim-signals".into())
+        .spawn(move || {
+            let _ = set.wait();
+            let _ = std::fs::remove_file(&socket);
+            let _ = std::fs::remove_file(&ctl);
+            std::process::exit(0);
+        })?;
+    Ok(())
+}
+
+fn serve_conn(mut stream: UnixStream, id: u64, shared: &Shared) {
+    let pid = getsockopt(&stream, PeerCredentials)
+        .map(|c| c.pid())
+        .unwrap_or(0);
+    let mut conn = Conn::new(id, pid);
+    lock(&shared.device).connected();
+    let mut req = Vec::with_capacity(2048);
+    let mut out = Vec::with_capacity(2048);
+    loop {
+        let mut len = [0u8; 4];
+        if stream.read_exact(&mut len).is_err() {
+            break;
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len == 0 || len > MAX_BODY {
+            eprintln!(
+                "nao-rs-sim: connection {id} (pid {pid}) sent a {len}-byte request; closing it"
+            );
+            break;
+        }
+        req.resize(len, 0);
+        if stream.read_exact(&mut req).is_err() {
+            break;
+        }
+        let outcome = {
+            let mut dev = lock(&shared.device);
+            let outcome = dev.request(&mut conn, &req, now_ns(), &mut out);
+            if let Some(f) = outcome.frame {
+                if let Some(t) = lock(&shared.trace).as_mut() {
+                    if let Err(e) = t.write(&f) {
+                        eprintln!("nao-rs-sim: trace write failed: {e}");
+                    }
+                }
+            }
+            outcome
+        };
+        if outcome.delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(outcome.delay_ms));
+        }
+        let n = (out.len() as u32).to_le_bytes();
+        if stream
+            .write_all(&n)
+            .and_then(|()| stream.write_all(&out))
+            .is_err()
+        {
+            break;
+        }
+    }
+    lock(&shared.device).disconnected(&mut conn);
+}
+
+fn serve_ctl(listener: UnixListener, shared: &Shared) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut line = String::new();
+        let mut reader = BufReader::new(&stream);
+        if reader.read_line(&mut line).is_err() {
+            continue;
+        }
+        let answer = match CtlCommand::parse_line(&line) {
+            Ok(cmd) => lock(&shared.device).control(cmd, now_ns()),
+            Err(e) => format!("error: {e}"),
+        };
+        let mut w = &stream;
+        let _ = w
+            .write_all(answer.as_bytes())
+            .and_then(|()| w.write_all(b"\n"));
+    }
+}

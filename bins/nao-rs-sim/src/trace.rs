@@ -1,0 +1,294 @@
+//! The trace (`--trace FILE`): one JSON line per valid frame received,
+//! written and flushed as the frame arrives, so tests can read it live.
+//!
+//! ```text
+//! {"t_ns":123,"peer_pid":4242,"seq":57,"max_stiffness":500,"max_stiffness_all":500,"max_stiffness_accepted":500,"all_off":false,"stiffness_slots":25}
+//! ```
+//!
+//! - `t_ns`: CLOCK_MONOTONIC when the simulator received the frame;
+//! - `peer_pid`: the sending process (SO_PEERCRED of its connection);
+//! - `seq`: the frame's seq;
+//! - `max_stiffness`: the largest stiffness, per mille, over every slot of
+//!   the frame's STIFFNESS broadcasts (the conservative reading: the
+//!   simulator cannot know which boards the runtime accepted);
+//! - `max_stiffness_all`: the same value (kept as an explicit name);
+//! - `max_stiffness_accepted`: over the joints of boards whose handshake
+//!   answer in this session carried a version in the simulator's
+//!   `--accepted` list (default 10, the runtime's default);
+//! - `all_off`: every stiffness slot is 0 (also true for a frame without
+//!   STIFFNESS, such as the two start-up frames);
+//! - `stiffness_slots`: how many stiffness slots the frame has (25 in a
+//!   cycle frame, 0 in the start-up frames).
+//!
+//! Readers: [`read`] (the whole file) and [`Tail`] (follow it live).
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::FrameSeen;
+
+/// One line of the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceLine {
+    /// CLOCK_MONOTONIC ns when the frame was received.
+    pub t_ns: u64,
+    /// The sender's pid (SO_PEERCRED).
+    pub peer_pid: i32,
+    /// The frame's seq.
+    pub seq: u16,
+    /// Largest stiffness over every slot, per mille.
+    pub max_stiffness: u16,
+    /// Same as `max_stiffness`.
+    pub max_stiffness_all: u16,
+    /// Largest stiffness over the joints of boards the simulator saw accepted.
+    pub max_stiffness_accepted: u16,
+    /// Every stiffness slot is 0.
+    pub all_off: bool,
+    /// Number of stiffness slots in the frame (25 for a cycle frame).
+    pub stiffness_slots: u16,
+}
+
+impl TraceLine {
+    /// A cycle frame (it carries both STIFFNESS broadcasts), not a start-up
+    /// frame.
+    pub fn is_cycle_frame(&self) -> bool {
+        self.stiffness_slots > 0
+    }
+}
+
+/// Writes the trace: one line per frame, flushed at once.
+pub struct TraceWriter {
+    file: File,
+    line: String,
+}
+
+impl TraceWriter {
+    /// Creates (truncates) the trace file at `path`.
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let file = File::create(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create the trace file {}: {e}", path.display()),
+            )
+        })?;
+        Ok(TraceWriter {
+            file,
+            line: String::with_capacity(256),
+        })
+    }
+
+    /// Writes one line for `f` (a single write, so a reader never sees half
+    /// a line unless it reads during that write).
+    pub fn write(&mut self, f: &FrameSeen) -> io::Result<()> {
+        self.line.clear();
+        let s = &f.stiffness;
+        let _ = writeln!(
+            self.line,
+            "{{\"t_ns\":{},\"peer_pid\":{},\"seq\":{},\"max_stiffness\":{},\"max_stiffness_all\":{},\"max_stiffness_accepted\":{},\"all_off\":{},\"stiffness_slots\":{}}}",
+            f.t_ns, f.peer_pid, f.seq, s.max_all, s.max_all, s.max_accepted, s.all_off(), s.slots
+        );
+        self.file.write_all(self.line.as_bytes())?;
+        self.file.flush()
+    }
+}
+
+fn parse_lines(text: &str, first_line: usize, path: &Path) -> io::Result<Vec<TraceLine>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let t: TraceLine = serde_json::from_str(line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} line {}: {e}: {line}",
+                    path.display(),
+                    first_line + i + 1
+                ),
+            )
+        })?;
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Every complete line of the trace at `path` (a last line still being
+/// written is left out).
+pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<TraceLine>> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot read trace {}: {e}", path.display()),
+        )
+    })?;
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    parse_lines(complete, 0, path)
+}
+
+/// Follows a trace file live: each [`Tail::poll`] returns the lines
+/// completed since the last.
+pub struct Tail {
+    path: PathBuf,
+    pos: u64,
+    partial: String,
+    lines_seen: usize,
+    queue: VecDeque<TraceLine>,
+}
+
+impl Tail {
+    /// Follows `path` from its start (the file may not exist yet).
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        Tail {
+            path: path.as_ref().to_path_buf(),
+            pos: 0,
+            partial: String::new(),
+            lines_seen: 0,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Follows `path` from its current end: only lines written from now on.
+    pub fn from_end(path: impl AsRef<Path>) -> io::Result<Self> {
+        let mut t = Tail::new(path);
+        t.poll()?;
+        Ok(t)
+    }
+
+    /// Reads the lines completed since the last read into the queue.
+    fn fill(&mut self) -> io::Result<()> {
+        let mut f = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata()?.len();
+        if len < self.pos {
+            // Truncated (a new simulator): start over.
+            self.pos = 0;
+            self.partial.clear();
+        }
+        f.seek(io::SeekFrom::Start(self.pos))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        self.pos += buf.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        let Some(end) = self.partial.rfind('\n') else {
+            return Ok(());
+        };
+        let complete: String = self.partial.drain(..=end).collect();
+        let lines = parse_lines(&complete, self.lines_seen, &self.path)?;
+        self.lines_seen += complete.lines().count();
+        self.queue.extend(lines);
+        Ok(())
+    }
+
+    /// The lines completed since the last poll (none if the file does not
+    /// exist yet).
+    pub fn poll(&mut self) -> io::Result<Vec<TraceLine>> {
+        self.fill()?;
+        Ok(self.queue.drain(..).collect())
+    }
+
+    /// Polls every 2 ms until a line satisfies `pred` (returned) or
+    /// `timeout` passes (`None`). Lines before the match are consumed;
+    /// lines after it stay for the next call.
+    pub fn wait_for(
+        &mut self,
+        timeout: Duration,
+        mut pred: impl FnMut(&TraceLine) -> bool,
+    ) -> io::Result<Option<TraceLine>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.fill()?;
+            while let Some(l) = self.queue.pop_front() {
+                if pred(&l) {
+                    return Ok(Some(l));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Collects every line written during the next `duration`.
+    pub fn collect_for(&mut self, duration: Duration) -> io::Result<Vec<TraceLine>> {
+        let deadline = Instant::now() + duration;
+        while Instant::now() < deadline {
+            self.fill()?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.poll()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body::StiffnessSummary;
+
+    fn seen(seq: u16, max: u16) -> FrameSeen {
+        FrameSeen {
+            t_ns: 10 + u64::from(seq),
+            peer_pid: 77,
+            seq,
+            stiffness: StiffnessSummary {
+                slots: 25,
+                max_all: max,
+                max_accepted: max,
+            },
+        }
+    }
+
+    #[test]
+    fn trace_lines_round_trip_and_tail_follows_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut tail = Tail::new(&path);
+        assert!(tail.poll().unwrap().is_empty());
+        let mut w = TraceWriter::create(&path).unwrap();
+        w.write(&seen(2, 0)).unwrap();
+        w.write(&seen(3, 500)).unwrap();
+        let got = tail.poll().unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got[0].all_off && !got[1].all_off);
+        assert_eq!(got[1].max_stiffness, 500);
+        assert_eq!(got[1].peer_pid, 77);
+        w.write(&seen(4, 0)).unwrap();
+        w.write(&seen(5, 7)).unwrap();
+        let hit = tail
+            .wait_for(Duration::from_millis(50), |l| l.seq == 4)
+            .unwrap()
+            .unwrap();
+        assert_eq!(hit.seq, 4);
+        let next = tail
+            .wait_for(Duration::from_millis(50), |_| true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.seq, 5, "lines after a match are kept");
+        assert_eq!(read(&path).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn trace_reader_leaves_out_a_partial_last_line_and_names_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "{\"t_ns\":1,\"peer_pid\":1,\"seq\":1,\"max_stiffness\":0,\"max_stiffness_all\":0,\"max_stiffness_accepted\":0,\"all_off\":true,\"stiffness_slots\":0}\n{\"t_ns\":").unwrap();
+        assert_eq!(read(&path).unwrap().len(), 1);
+        std::fs::write(&path, "garbage\n").unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+    }
+}

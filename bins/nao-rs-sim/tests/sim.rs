@@ -1,0 +1,427 @@
+//! The virtual robot as a process, driven through `SimLink` by the protocol
+//! core's own start-up and cycle (`nao_wire::protocol`): each fault has the
+//! effect the spec says the runtime reacts to.
+
+use std::path::PathBuf;
+use std::process::Command as Process;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nao_rs_sim::Spawned;
+use nao_wire::link::sim::SimLink;
+use nao_wire::link::{Link, LinkError, PRODUCT_ID, VENDOR_ID};
+use nao_wire::protocol::cycle::{Cycle, CycleInput, CycleOutput, Reconnect};
+use nao_wire::protocol::startup::Startup;
+use nao_wire::Command;
+
+fn exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| testkit::bin("nao-rs-sim")).clone()
+}
+
+fn sim(args: &[&str]) -> Spawned {
+    Spawned::start(exe(), args).expect("start nao-rs-sim")
+}
+
+fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// A runtime in miniature: start-up, then the protocol core's cycles.
+struct Runtime {
+    link: SimLink,
+    cycle: Cycle,
+}
+
+impl Runtime {
+    fn start(sim: &Spawned) -> Runtime {
+        let mut link = sim.link();
+        let id = Startup::run(&mut link).expect("start-up against the simulator");
+        let cycle = Cycle::from_identity(&id, &[10]);
+        Runtime { link, cycle }
+    }
+
+    /// Runs `n` cycles 12 ms apart in time (without waiting) with `command`.
+    fn cycles(&mut self, n: usize, command: Option<&Command>) -> Vec<CycleOutput> {
+        let input = CycleInput {
+            command,
+            tripped: false,
+            page_lost: false,
+        };
+        (0..n)
+            .map(|_| {
+                let out = self.cycle.run(&mut self.link, &input, now_ns());
+                std::thread::sleep(Duration::from_millis(2));
+                out
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn startup_is_answered_like_the_recordings_and_cycles_run_without_failure() {
+    let sim = sim(&["--body-id", "SIM-TEST-BODY", "--zero", "3=2222"]);
+    let mut link = sim.link();
+    let id = Startup::run(&mut link).expect("start-up");
+    assert_eq!(id.body_id(), "SIM-TEST-BODY");
+    assert_eq!(id.zero()[3], 2222);
+    assert_eq!(&id.boot_ids[0], b"BLCH2.1a");
+    assert!(id.eeproms[0].starts_with(b"NAO EEPROM A"));
+    let mut rt = Runtime {
+        cycle: Cycle::from_identity(&id, &[10]),
+        link,
+    };
+    let outs = rt.cycles(10, None);
+    assert!(
+        outs.iter().all(|o| o.failure.is_none()),
+        "{:?}",
+        outs.iter().map(|o| o.failure).collect::<Vec<_>>()
+    );
+    let last = outs.last().unwrap();
+    assert_eq!(
+        last.accepted_boards, 0x7fff,
+        "every board answers version 10"
+    );
+    assert_eq!(last.sensors.chest_client_state, 0x24);
+    assert!((9790..=9830).contains(&last.sensors.imu.accelerometer[2]));
+    assert_eq!(
+        last.sensors.position_count[3], 2222,
+        "the body rests at its zero"
+    );
+}
+
+#[test]
+fn handshake_versions_late_and_never_are_as_configured() {
+    let sim = sim(&["--versions", "11"]);
+    let mut rt = Runtime::start(&sim);
+    let last = *rt.cycles(5, None).last().unwrap();
+    assert_eq!((last.accepted_boards, last.rejected_boards), (0, 0x7fff));
+    drop(rt);
+    drop(sim);
+
+    let sim = sim_late();
+    let mut rt = Runtime::start(&sim);
+    let last = *rt.cycles(5, None).last().unwrap();
+    // 0x13 (index 3) answers from its 2nd request, still in the handshake;
+    // 0x1e (index 14) never: rejected.
+    assert_eq!(last.accepted_boards, 0x7fff & !(1 << 14));
+    assert_eq!(last.rejected_boards, 1 << 14);
+    let status = sim.status().unwrap();
+    // Asked in cycles 0, 1 and 2: the answer to cycle 1's frame is handed
+    // over only after cycle 2's frame is built (spec section 8).
+    assert_eq!(status["handshake"][3]["requests"], 3);
+    assert_eq!(status["handshake"][3]["version"], 10);
+    assert_eq!(status["handshake"][14]["requests"], 3);
+    assert_eq!(status["handshake"][14]["version"], serde_json::Value::Null);
+}
+
+fn sim_late() -> Spawned {
+    sim(&["--late", "0x13=2", "--never", "0x1e"])
+}
+
+#[test]
+fn eleven_dropped_answers_lead_to_a_reconnect_ten_do_not() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(3, None);
+    sim.ctl("drop 10").unwrap();
+    let outs = rt.cycles(14, None);
+    assert_eq!(outs.iter().map(|o| o.failed_exchanges).max(), Some(10));
+    assert!(outs.iter().all(|o| o.reconnect == Reconnect::None));
+    assert_eq!(outs.last().unwrap().failure, None);
+
+    sim.ctl("drop 11").unwrap();
+    let outs = rt.cycles(16, None);
+    let r: Vec<_> = outs
+        .iter()
+        .filter(|o| o.reconnect != Reconnect::None)
+        .collect();
+    assert_eq!(r.len(), 1, "one reconnect");
+    assert_eq!(
+        (r[0].failed_exchanges, r[0].reconnect),
+        (11, Reconnect::Done)
+    );
+    assert_eq!(
+        outs.last().unwrap().failure,
+        None,
+        "cycles go on after the reconnect"
+    );
+    assert_eq!(
+        sim.status().unwrap()["claims"],
+        2,
+        "the reconnect claimed again"
+    );
+}
+
+#[test]
+fn eleven_corrupt_answers_lead_to_a_reconnect() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(2, None);
+    sim.ctl("corrupt 11").unwrap();
+    let outs = rt.cycles(15, None);
+    assert!(outs
+        .iter()
+        .any(|o| o.reconnect == Reconnect::Done && o.failed_exchanges == 11));
+    assert_eq!(sim.status().unwrap()["corrupted"], 11);
+}
+
+#[test]
+fn stall_costs_answers_for_its_time_then_cycles_recover() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(2, None);
+    sim.ctl("stall 60").unwrap();
+    let outs = rt.cycles(12, None);
+    let failed = outs.iter().filter(|o| o.failure.is_some()).count();
+    assert!((1..11).contains(&failed), "{failed} failed exchanges");
+    assert!(outs.iter().all(|o| o.reconnect == Reconnect::None));
+    assert_eq!(outs.last().unwrap().failure, None);
+}
+
+#[test]
+fn unplug_fails_until_replug_then_the_reconnect_succeeds() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(2, None);
+    sim.ctl("unplug").unwrap();
+    let outs = rt.cycles(12, None);
+    assert!(
+        outs.iter().any(|o| o.reconnect == Reconnect::Failed),
+        "re-open fails while unplugged"
+    );
+    sim.ctl("replug").unwrap();
+    let outs = rt.cycles(14, None);
+    assert!(outs.iter().any(|o| o.reconnect == Reconnect::Done));
+    assert_eq!(outs.last().unwrap().failure, None);
+    let mut l = sim.link();
+    l.open(VENDOR_ID, PRODUCT_ID).unwrap();
+    sim.ctl("unplug").unwrap();
+    assert_eq!(l.bulk_out(0x02, &[0xa5]), Err(LinkError::NoDevice));
+}
+
+fn first_trip(outs: &[CycleOutput]) -> Option<&'static str> {
+    outs.iter().find_map(|o| o.trips.reason())
+}
+
+#[test]
+fn chest_button_press_trips() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    assert_eq!(first_trip(&rt.cycles(5, None)), None);
+    sim.ctl("button").unwrap();
+    let outs = rt.cycles(4, None);
+    assert_eq!(
+        outs.iter().filter(|o| o.trips.chest_button).count(),
+        1,
+        "one answer with button 1"
+    );
+    sim.ctl("button 100").unwrap();
+    let outs = rt.cycles(3, None);
+    assert!(
+        outs.iter().filter(|o| o.trips.chest_button).count() >= 2,
+        "held"
+    );
+}
+
+#[test]
+fn heated_joint_trips_with_reason_heat() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    sim.ctl("heat LKneePitch").unwrap();
+    let outs = rt.cycles(4, None);
+    assert_eq!(first_trip(&outs), Some("heat"));
+    assert_eq!(outs.last().unwrap().trips.heat, Some(10));
+    assert!(outs.last().unwrap().sensors.temperature[10] >= 90);
+}
+
+#[test]
+fn faulted_joint_trips_with_reason_fault() {
+    let sim = sim(&["--fault", "7"]);
+    let mut rt = Runtime::start(&sim);
+    let outs = rt.cycles(4, None);
+    assert_eq!(first_trip(&outs), Some("fault"));
+    assert_eq!(outs.last().unwrap().trips.fault, Some(7));
+    sim.ctl("clear").unwrap();
+    let outs = rt.cycles(3, None);
+    assert_eq!(outs.last().unwrap().trips.reason(), None);
+}
+
+#[test]
+fn overcurrent_lowers_the_overcurrent_level() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(3, None);
+    sim.ctl("overcurrent 5200").unwrap();
+    let outs = rt.cycles(6, None);
+    let last = outs.last().unwrap();
+    assert_eq!(last.sensors.battery.current_ma, 5200);
+    assert!(last.levels.overcurrent < 1000, "{:?}", last.levels);
+}
+
+#[test]
+fn trace_has_one_line_per_frame_with_peer_pid_seq_and_stiffness() {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(5, None);
+    let cmd = Command {
+        stiffness: [0.5; nao_wire::JOINTS],
+        ..Command::default()
+    };
+    rt.cycles(5, Some(&cmd));
+    let lines = sim.trace().unwrap();
+    assert_eq!(lines.len(), 12, "2 start-up frames and 10 cycles");
+    let seqs: Vec<u16> = lines.iter().map(|l| l.seq).collect();
+    assert_eq!(seqs, (0..12).collect::<Vec<u16>>());
+    assert!(lines
+        .iter()
+        .all(|l| l.peer_pid == std::process::id() as i32));
+    assert!(!lines[0].is_cycle_frame() && lines[2].is_cycle_frame());
+    assert!(lines[..7].iter().all(|l| l.all_off));
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (
+            last.max_stiffness,
+            last.max_stiffness_all,
+            last.max_stiffness_accepted
+        ),
+        (500, 500, 500)
+    );
+    assert!(!last.all_off);
+    assert!(lines.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+}
+
+#[test]
+fn claim_is_exclusive_and_released_on_sigkill_of_the_holder() {
+    let sim = sim(&[]);
+    let mut holder = nao_rs_sim::Holder::start(exe(), &sim).unwrap();
+    assert_eq!(sim.status().unwrap()["holder_pid"], holder.pid());
+    let mut link = sim.link();
+    link.open(VENDOR_ID, PRODUCT_ID).unwrap();
+    assert_eq!(link.claim_interface(0), Err(LinkError::Busy));
+    assert_eq!(link.bulk_out(0x02, &[0xa5]), Err(LinkError::Busy));
+    assert!(
+        Startup::run(&mut sim.link()).is_err(),
+        "a second runtime's start-up is refused"
+    );
+
+    holder.kill(); // SIGKILL
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match link.claim_interface(0) {
+            Ok(()) => break,
+            Err(LinkError::Busy) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Err(e) => panic!("claim after the holder's SIGKILL: {e}"),
+        }
+    }
+    assert_eq!(sim.status().unwrap()["holder_pid"], std::process::id());
+}
+
+#[test]
+fn ctl_subcommand_prints_status_json_and_refuses_bad_commands() {
+    let sim = sim(&["--overcurrent", "5300"]);
+    let out = Process::new(exe())
+        .args(["ctl", "--socket"])
+        .arg(sim.socket())
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["plugged"], true);
+    assert_eq!(v["faults"]["overcurrent_ma"], 5300);
+    let out = Process::new(exe())
+        .args(["ctl", "--socket"])
+        .arg(sim.socket())
+        .args(["heat", "99"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("0..=24"));
+}
+
+#[test]
+fn bad_settings_exit_with_a_message_naming_the_flag() {
+    let out = Process::new(exe())
+        .args(["--socket", "/nonexistent-dir/x.sock", "--late", "0x05=2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--late"));
+}
+
+#[test]
+fn a_recording_made_against_the_simulator_replays() {
+    use nao_wire::link::record::RecordingLink;
+    let sim = sim(&["--late", "0x13=2"]);
+    let mut rec = RecordingLink::new(sim.link(), Vec::new()).unwrap();
+    rec.accepted(&[10]).unwrap();
+    rec.switch(true).unwrap();
+    let id = Startup::run(&mut rec).expect("start-up");
+    let mut cycle = Cycle::from_identity(&id, &[10]);
+    let stand = Command {
+        stiffness: [0.4; nao_wire::JOINTS],
+        ..Command::default()
+    };
+    let mut reconnects = 0;
+    for k in 0..60u64 {
+        let t_ms = 300 + 12 * k;
+        rec.cycle(k, t_ms).unwrap();
+        if k == 10 {
+            rec.command(&stand).unwrap();
+        }
+        if k == 20 {
+            sim.ctl("drop 11").unwrap();
+        }
+        let command = (k >= 10).then_some(&stand);
+        let input = CycleInput {
+            command,
+            tripped: false,
+            page_lost: false,
+        };
+        let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
+        reconnects += usize::from(out.reconnect == Reconnect::Done);
+    }
+    assert_eq!(reconnects, 1);
+    let (_, bytes) = rec.finish().unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(
+        text.contains("!timeout"),
+        "the dropped answers are in the recording"
+    );
+    let lines = nao_wire::recording::parse(&text).expect("the recording parses");
+    let report = nao_wire::replay::replay_lines(lines, std::path::Path::new("sim.rec"))
+        .unwrap_or_else(|e| panic!("replay failed: {e}"));
+    assert_eq!(report.cycles, 60);
+}
+
+#[test]
+fn sigterm_removes_the_sockets_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let mut child = Process::new(exe())
+        .arg("--socket")
+        .arg(&socket)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "never listened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        dir.path().join("s.sock.ctl").exists(),
+        "control socket at PATH.ctl"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(!socket.exists() && !dir.path().join("s.sock.ctl").exists());
+}

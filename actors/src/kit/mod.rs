@@ -1,1 +1,23 @@
-//! The actor kit.
+//! The actor kit: the building blocks every real-time part of nao-rs uses.
+//!
+//! - [`actor`]: a named thread with a SCHED_FIFO priority and a CPU, set from
+//!   inside the thread and read back.
+//! - [`ticker`]: absolute deadlines with `clock_nanosleep(TIMER_ABSTIME)`,
+//!   lateness and overrun counters.
+//! - [`log`]: events through a ring to a logging actor, repeats counted.
+//! - [`notify`]: wake a waiting thread without a lock (a futex).
+//! - rings: `rtrb` SPSC rings, preallocated ([`ring`]).
+
+pub mod actor;
+pub mod log;
+pub mod notify;
+pub mod ticker;
+
+pub use actor::{spawn, Actor, ActorSpec, Placement};
+pub use ticker::{monotonic_ns, Schedule, Tick, TickStats, Ticker};
+
+/// A preallocated single-producer single-consumer ring of `capacity` slots
+/// (`rtrb`): `push` and `pop` never block and never allocate.
+pub fn ring<T>(capacity: usize) -> (rtrb::Producer<T>, rtrb::Consumer<T>) {
+    rtrb::RingBuffer::new(capacity.max(1))
+}

@@ -1,1 +1,180 @@
-//! The LoLA-compatible socket.
+//! The LoLA-compatible socket: every framework written for Aldebaran's LoLA
+//! (B-Human, HULKs' HuLA, rUNSWift, NaoTH, `nao_lola`, ...) runs on nao-rs
+//! unchanged.
+//!
+//! - [`frame`]: the 896-byte msgpack sensor frame, one per cycle to every
+//!   client.
+//! - [`actuator`]: decoding a client's actuator message and mapping it to a
+//!   [`Command`].
+//! - [`bridge`]: the rules (one controller, silence, trip and wake) as a
+//!   pure state machine.
+//! - [`server`]: the non-blocking Unix socket server (default
+//!   [`DEFAULT_SOCKET`]), a normal (not real-time) thread.
+//! - [`double`]: a test double of [`Body`].
+//! - [`runtime_body`]: the adapter from the runtime's `ProgramIo`, and
+//!   [`serve_runtime`], the `nao-rs run --controller lola` entry point.
+//!
+//! The bridge talks to the runtime through the small [`Body`] trait; a thin
+//! adapter makes the runtime's API one. Start it with [`run`].
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use nao_wire::protocol::devices::{Battery, Imu, Sensors};
+use nao_wire::protocol::prefs::PressureCalibration;
+use nao_wire::{Command, JOINTS};
+
+pub mod actuator;
+pub mod bridge;
+pub mod double;
+pub mod frame;
+pub mod runtime_body;
+pub mod server;
+
+pub use actuator::{Actuation, DecodeError};
+pub use bridge::Bridge;
+pub use frame::{Identity, SensorFrame, FRAME_LEN, SENSOR_KEYS};
+pub use runtime_body::{serve_runtime, RuntimeBody};
+pub use server::{LolaServer, Stats};
+
+/// LoLA's socket path.
+pub const DEFAULT_SOCKET: &str = "/tmp/robocup";
+
+/// One cycle's sensors as the bridge needs them (the spec's units).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BodySensors {
+    /// The inertial unit (mm/s^2, mrad/s, mrad).
+    pub imu: Imu,
+    /// The battery (per mille, mA drawn, 0.1 degC, status word).
+    pub battery: Battery,
+    /// Sonar left, right in mm.
+    pub sonar_mm: [u16; 2],
+    /// The chest button is pressed.
+    pub chest_button: bool,
+    /// Each joint's measured position, rad.
+    pub position: [f32; JOINTS],
+    /// Each joint's stiffness as sent in this cycle's frame, 0..1 (after
+    /// the switch and HAL's safety).
+    pub stiffness: [f32; JOINTS],
+    /// Each joint's current, mA.
+    pub current_ma: [u16; JOINTS],
+    /// Each joint's temperature, degC.
+    pub temperature_c: [i8; JOINTS],
+    /// Foot pressure sensors, raw: `[left, right][sensor]`.
+    pub foot_pressure: [[u16; 4]; 2],
+    /// Bumpers per foot (bit 0 left, bit 1 right): `[left, right]`.
+    pub bumpers: [u8; 2],
+}
+
+impl Default for BodySensors {
+    fn default() -> Self {
+        BodySensors {
+            imu: Imu::default(),
+            battery: Battery::default(),
+            sonar_mm: [0; 2],
+            chest_button: false,
+            position: [0.0; JOINTS],
+            stiffness: [0.0; JOINTS],
+            current_ma: [0; JOINTS],
+            temperature_c: [0; JOINTS],
+            foot_pressure: [[0; 4]; 2],
+            bumpers: [0; 2],
+        }
+    }
+}
+
+impl BodySensors {
+    /// From the protocol's device data and the stiffness per joint (0..1)
+    /// of the cycle's frame.
+    pub fn from_wire(s: &Sensors, stiffness: &[f32; JOINTS]) -> Self {
+        BodySensors {
+            imu: s.imu,
+            battery: s.battery,
+            sonar_mm: s.sonar_mm,
+            chest_button: s.chest_button,
+            position: s.position,
+            stiffness: *stiffness,
+            current_ma: s.current_ma,
+            temperature_c: s.temperature,
+            foot_pressure: s.foot_pressure,
+            bumpers: s.bumpers,
+        }
+    }
+}
+
+/// What the bridge needs of the runtime: one small capability.
+pub trait Body {
+    /// Waits up to `timeout` for the next cycle's sensors; `None` when no
+    /// cycle ended in that time. Each cycle's sensors are returned once.
+    fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors>;
+    /// Pushes a command into the runtime's command ring; a full ring hands
+    /// it back (the runtime ring's contract, so no box).
+    #[allow(clippy::result_large_err)]
+    fn push(&mut self, cmd: Command) -> Result<(), Command>;
+    /// Whether the robot is awake: false from a trip (and from the start)
+    /// until the next wake (`nao-rs wake`).
+    fn awake(&self) -> bool;
+    /// Whether the death switch is tripped.
+    fn tripped(&self) -> bool;
+    /// Whether the body still runs; the server stops serving when not.
+    fn running(&self) -> bool {
+        true
+    }
+}
+
+/// Why the LoLA socket could not be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LolaError(pub String);
+
+impl std::fmt::Display for LolaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LolaError {}
+
+/// The bridge's settings.
+#[derive(Debug, Clone)]
+pub struct LolaConfig {
+    /// The socket path (LoLA's: [`DEFAULT_SOCKET`]).
+    pub socket: PathBuf,
+    /// `RobotConfig`: body id, body version, head id, head version.
+    pub identity: Identity,
+    /// The foot pressure calibration of the preference block:
+    /// `[left, right][sensor]`.
+    pub foot_pressure: [[PressureCalibration; 4]; 2],
+    /// Most clients at once (the controller and monitors); further
+    /// connections are closed at once. Default 8.
+    pub max_clients: usize,
+    /// Where connects, disconnects and rejected messages are logged.
+    pub log: slog::Logger,
+}
+
+impl LolaConfig {
+    /// Defaults: `socket` at [`DEFAULT_SOCKET`], [`Identity::default`], unit
+    /// foot pressure gains (raw values), 8 clients.
+    pub fn new(log: slog::Logger) -> Self {
+        LolaConfig {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            identity: Identity::default(),
+            foot_pressure: [[PressureCalibration {
+                gain: 1.0,
+                offset: 0.0,
+            }; 4]; 2],
+            max_clients: 8,
+            log,
+        }
+    }
+}
+
+/// Serves the LoLA socket for `body` until `stop` is set or the body stops
+/// running (checked at least every 50 ms). Run it on its own
+/// normal-priority thread. The socket file is removed on return. For the
+/// runtime, [`serve_runtime`] wraps this.
+pub fn run<B: Body>(body: &mut B, config: LolaConfig, stop: &AtomicBool) -> Result<(), LolaError> {
+    let mut server = LolaServer::bind(config)?;
+    server.serve(body, stop);
+    Ok(())
+}

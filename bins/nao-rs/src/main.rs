@@ -1,7 +1,8 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), waking the robot after a re-arm (`wake`) and
-//! the measurements (`bench`).
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`),
+//! the measurements (`bench`) and the import of usbmon captures
+//! (`import-usbmon`).
 
 use std::process::ExitCode;
 
@@ -36,6 +37,19 @@ enum Cmd {
     Wake(wake::Args),
     /// Measure every safety and timing figure against the virtual robot.
     Bench(bench::Args),
+    /// Import a Linux usbmon capture (pcap or pcapng) into a recording:
+    /// IN.pcap OUT.rec [--device BUS:DEV] [--accepted V,...]
+    /// [--switch armed|tripped] [--no-cycles]
+    #[command(disable_help_flag = true)]
+    ImportUsbmon(ImportUsbmonArgs),
+}
+
+/// The arguments of `nao-rs import-usbmon`, parsed by the importer itself.
+#[derive(clap::Args)]
+struct ImportUsbmonArgs {
+    /// IN.pcap OUT.rec [--device BUS:DEV] [--accepted V,...] [--switch armed|tripped] [--no-cycles]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -46,5 +60,6 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record::main(a),
         Cmd::Wake(a) => wake::main(a),
         Cmd::Bench(a) => bench::main(a),
+        Cmd::ImportUsbmon(a) => nao_wire::usbmon::main_import(&a.args),
     }
 }

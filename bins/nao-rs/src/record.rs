@@ -1,13 +1,146 @@
-//! `nao-rs record`.
+//! `nao-rs record`: runs the runtime over a `RecordingLink` and writes every
+//! USB call together with the inputs (`cycle`, `command`, `silence`, `trip`,
+//! `rearm`, and the settings `accepted`, `switch`), so that `nao-rs replay`
+//! drives the same code through the same session.
 
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use nao_actors::runtime::controller::{self, Controller, Idle, Stand};
+use nao_actors::runtime::{Blackboard, Config, CycleHook, CycleInputs, Runtime};
+use nao_wire::link::record::RecordingLink;
+use nao_wire::link::Link;
+use nao_wire::Command;
+
+use crate::run::{block_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};
 
 /// Options of `nao-rs record`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// `sim:PATH` (the virtual robot) or `usb`.
+    #[arg(long)]
+    pub link: String,
+    /// The recording to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Stop after this many cycles (else on SIGINT/SIGTERM).
+    #[arg(long)]
+    pub cycles: Option<u64>,
+    /// What commands the body while recording (`lola` is not offered).
+    #[arg(long, value_enum, default_value = "stand")]
+    pub controller: ControllerKind,
+    /// The death switch page; default: a private page in a temp dir.
+    #[arg(long)]
+    pub page: Option<PathBuf>,
+    /// Start a private page armed (a fresh page starts tripped). Ignored
+    /// with --page: re-arming a real page is a person's `naoctl rearm`.
+    #[arg(long)]
+    pub armed: bool,
+    /// Accepted motor board configuration versions.
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    pub accepted: Vec<u8>,
+}
+
+type Rec = RecordingLink<Box<dyn Link>, BufWriter<File>>;
+
+/// Writes the input lines before each cycle's calls.
+#[derive(Default)]
+pub struct InputRecorder {
+    last_command: Option<Command>,
+    tripped: bool,
+}
+
+impl CycleHook<Rec> for InputRecorder {
+    fn before_startup(&mut self, link: &mut Rec, accepted: &[u8], armed: bool) {
+        let _ = link.accepted(accepted);
+        let _ = link.switch(armed);
+        self.tripped = !armed;
+    }
+
+    fn before_cycle(&mut self, link: &mut Rec, i: &CycleInputs<'_>) {
+        let _ = link.cycle(i.k, i.t_ms);
+        match (i.command, &self.last_command) {
+            (Some(c), Some(last)) if c == last => {}
+            (Some(c), _) => {
+                let _ = link.command(c);
+                self.last_command = Some(*c);
+            }
+            (None, Some(_)) => {
+                let _ = link.silence();
+                self.last_command = None;
+            }
+            (None, None) => {}
+        }
+        if i.tripped && !self.tripped {
+            let _ = link.trip(i.reason.map_or("page-lost", |r| r.name()));
+        } else if !i.tripped && self.tripped {
+            let _ = link.rearm();
+        }
+        self.tripped = i.tripped;
+    }
+}
 
 /// Runs `nao-rs record`.
-pub fn main(_args: Args) -> ExitCode {
-    eprintln!("nao-rs record: not built yet");
-    ExitCode::FAILURE
+pub fn main(args: Args) -> ExitCode {
+    match record(args) {
+        Ok(msg) => {
+            println!("{msg}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nao-rs record: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn record(args: Args) -> Result<String, String> {
+    let signals = block_stop_signals()?;
+    let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
+    let page_path = args
+        .page
+        .clone()
+        .unwrap_or_else(|| tmp.path().join("deathswitch"));
+    let (page, _) = open_page(Some(&page_path))?;
+    if args.page.is_none() && args.armed {
+        page.rearm();
+    }
+    let board: Arc<dyn Blackboard> = page;
+    let file = File::create(&args.out)
+        .map_err(|e| format!("cannot create the recording {}: {e}", args.out.display()))?;
+    let link = RecordingLink::new(open_link(&args.link)?, BufWriter::new(file))
+        .map_err(|e| format!("cannot write the recording {}: {e}", args.out.display()))?;
+    let config = Config {
+        cycle_priority: None,
+        udp_port: None,
+        accepted: args.accepted.clone(),
+        max_cycles: args.cycles,
+        ..Config::default()
+    };
+    let (rt, mut io) = Runtime::start_with_hook(link, board, config, InputRecorder::default())
+        .map_err(|e| e.to_string())?;
+    stop_on_signals(signals, rt.handle());
+    let wake = Arc::new(AtomicBool::new(false));
+    let kind = args.controller;
+    let ctl = std::thread::spawn(move || {
+        let mut c: Box<dyn Controller> = match kind {
+            ControllerKind::Stand => Box::new(Stand::new(wake)),
+            _ => Box::new(Idle),
+        };
+        controller::run(&mut io, c.as_mut());
+    });
+    let (link, summary) = rt.wait();
+    let _ = ctl.join();
+    let link = link.ok_or("the cycle panicked; the recording is incomplete")?;
+    link.finish()
+        .map_err(|e| format!("writing {} failed: {e}", args.out.display()))?;
+    Ok(format!(
+        "recorded {} cycles to {}",
+        summary.cycles,
+        args.out.display()
+    ))
 }

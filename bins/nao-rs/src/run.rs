@@ -1,13 +1,270 @@
-//! `nao-rs run`.
+//! `nao-rs run`: hosts the runtime on the chest board or the virtual robot.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nao_actors::runtime::controller::{self, Idle, Stand};
+use nao_actors::runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
+use nao_wire::link::sim::SimLink;
+use nao_wire::link::usb::UsbLink;
+use nao_wire::link::Link;
+
+/// The controller `nao-rs run` hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ControllerKind {
+    /// Command nothing (HAL's safety keeps every joint at stiffness 0).
+    None,
+    /// Ramp slowly into a standing pose; limp while tripped; after a re-arm
+    /// limp until `nao-rs wake`.
+    Stand,
+    /// The LoLA socket for an unmodified robot program (actors/src/lola).
+    Lola,
+}
 
 /// Options of `nao-rs run`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// `usb` (the chest board) or `sim:PATH` (the virtual robot's socket).
+    #[arg(long, default_value = "usb")]
+    pub link: String,
+    /// What commands the body.
+    #[arg(long, value_enum, default_value = "none")]
+    pub controller: ControllerKind,
+    /// The UDP stop port.
+    #[arg(long, default_value_t = nao_actors::runtime::udp::DEFAULT_PORT)]
+    pub udp_port: u16,
+    /// Do not listen for the UDP stop (the guard owns it).
+    #[arg(long)]
+    pub no_udp: bool,
+    /// The death switch page (default: $NAO_RS_DEATHSWITCH or /run/nao-rs/deathswitch).
+    #[arg(long)]
+    pub page: Option<PathBuf>,
+    /// The wake socket (default: $NAO_RS_WAKE_SOCKET or wake.sock next to the page).
+    #[arg(long)]
+    pub wake_socket: Option<PathBuf>,
+    /// The cycle's SCHED_FIFO priority (0: normal policy).
+    #[arg(long, default_value_t = nao_actors::runtime::CYCLE_PRIORITY)]
+    pub priority: u8,
+    /// Pin the cycle to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Accepted motor board configuration versions.
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    pub accepted: Vec<u8>,
+    /// Stop by itself after this many seconds.
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Write a one-line JSON status here every 100 ms (for `nao-rs demo`).
+    #[arg(long)]
+    pub status_file: Option<PathBuf>,
+    /// The LoLA socket for `--controller lola` (default: LoLA's path).
+    #[arg(long)]
+    pub lola_socket: Option<PathBuf>,
+}
+
+/// The link of a `--link` value.
+pub fn open_link(arg: &str) -> Result<Box<dyn Link>, String> {
+    if arg == "usb" {
+        return Ok(Box::new(UsbLink::new()));
+    }
+    match SimLink::from_link_arg(arg) {
+        Some(l) => Ok(Box::new(l)),
+        None => Err(format!(
+            "--link {arg:?}: use `usb` or `sim:PATH` (the virtual robot's socket)"
+        )),
+    }
+}
+
+/// Opens the page at `path` (or the default).
+pub fn open_page(path: Option<&Path>) -> Result<(Arc<deathswitch::Page>, PathBuf), String> {
+    let path = path
+        .map(Path::to_path_buf)
+        .unwrap_or_else(deathswitch::default_path);
+    match deathswitch::Page::open(&path) {
+        Ok(p) => Ok((Arc::new(p), path)),
+        Err(e) => Err(format!(
+            "{e}. Fix: create /run/nao-rs (systemd-tmpfiles, see config/) and join group hal, \
+             or set NAO_RS_DEATHSWITCH / --page to a writable path"
+        )),
+    }
+}
+
+/// Blocks SIGTERM and SIGINT in this thread (and every thread started after
+/// it) and starts a thread that waits for them and asks `handle` to stop.
+pub fn block_stop_signals() -> Result<nix::sys::signal::SigSet, String> {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
+        .map_err(|e| format!("cannot block SIGTERM/SIGINT: {e}"))?;
+    Ok(set)
+}
+
+/// Waits for SIGTERM or SIGINT in a thread, then stops the runtime.
+pub fn stop_on_signals(set: nix::sys::signal::SigSet, handle: Handle) {
+    let _ = std::thread::Builder::new()
+        .name("nao-rs-signals".into())
+        .spawn(move || {
+            if set.wait().is_ok() {
+                handle.request_stop();
+            }
+        });
+}
+
+fn status_line(h: &Handle) -> String {
+    let s = h.status();
+    let sw = h.switch();
+    serde_json::json!({
+        "cycle": s.cycles.load(Ordering::Relaxed),
+        "lateness_us": s.lateness_ns.load(Ordering::Relaxed) / 1000,
+        "max_lateness_us": s.max_lateness_ns.load(Ordering::Relaxed) / 1000,
+        "overruns": s.overruns.load(Ordering::Relaxed),
+        "max_stiffness": s.max_stiffness.load(Ordering::Relaxed),
+        "tripped": sw.tripped,
+        "reason": sw.reason.map(Reason::name),
+        "flags": deathswitch::flags::names(s.flags.load(Ordering::Relaxed)).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+fn write_status(path: &Path, h: &Handle) {
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, status_line(h) + "\n").is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// Runs the controller in its own thread. A panic in it trips `fault` and
+/// stops the runtime.
+fn spawn_controller(
+    kind: ControllerKind,
+    mut io: ProgramIo,
+    wake_flag: Arc<AtomicBool>,
+    board: Arc<dyn Blackboard>,
+    lola: Option<nao_actors::lola::LolaConfig>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let log = slog::Logger::root(slog::Discard, slog::o!());
+    std::thread::Builder::new()
+        .name("nao-rs-control".into())
+        .spawn(move || {
+            let handle = io.handle().clone();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match kind {
+                ControllerKind::None => controller::run(&mut io, &mut Idle),
+                ControllerKind::Stand => controller::run(&mut io, &mut Stand::new(wake_flag)),
+                ControllerKind::Lola => {
+                    // The LoLA socket (actors/src/lola) is the controller: it
+                    // takes the ProgramIo and the wake flag.
+                    let config = lola.unwrap_or_else(|| nao_actors::lola::LolaConfig::new(log));
+                    if let Err(e) = nao_actors::lola::serve_runtime(io, wake_flag, config) {
+                        eprintln!("nao-rs run: the LoLA socket failed: {e}");
+                        handle.request_stop();
+                    }
+                }
+            }));
+            if r.is_err() {
+                board.trip(Reason::Fault);
+                handle.request_stop();
+            }
+        })
+        .map_err(|e| format!("cannot start the controller thread: {e}"))
+}
 
 /// Runs `nao-rs run`.
-pub fn main(_args: Args) -> ExitCode {
-    eprintln!("nao-rs run: not built yet");
-    ExitCode::FAILURE
+pub fn main(args: Args) -> ExitCode {
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nao-rs run: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let signals = block_stop_signals()?;
+    let (page, page_path) = open_page(args.page.as_deref())?;
+    let board: Arc<dyn Blackboard> = page;
+    let link = open_link(&args.link)?;
+    let config = Config {
+        cycle_priority: (args.priority > 0).then_some(args.priority),
+        cycle_cpu: args.cpu,
+        udp_port: (!args.no_udp).then_some(args.udp_port),
+        accepted: args.accepted.clone(),
+        ..Config::default()
+    };
+    let (rt, io) = Runtime::start(link, board.clone(), config).map_err(|e| e.to_string())?;
+    let handle = rt.handle();
+    stop_on_signals(signals, handle.clone());
+    let id = rt.identity();
+    slog::info!(rt.logger(), "runtime started"; "body_id" => id.body_id(),
+        "page" => page_path.display().to_string(), "link" => &args.link,
+        "controller" => format!("{:?}", args.controller));
+    let wake_flag = Arc::new(AtomicBool::new(false));
+    let _wake = if args.controller == ControllerKind::None {
+        None
+    } else {
+        let path = args
+            .wake_socket
+            .clone()
+            .unwrap_or_else(|| wake::default_path(&page_path));
+        match wake::WakeListener::start(&path, wake_flag.clone()) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                slog::warn!(rt.logger(), "no wake socket: `nao-rs wake` will not work"; "error" => e.to_string());
+                None
+            }
+        }
+    };
+    let lola = (args.controller == ControllerKind::Lola).then(|| {
+        let head = nao_actors::lola::runtime_body::system_head_id();
+        let mut c = nao_actors::lola::LolaConfig::from_identity(
+            rt.identity(),
+            head.as_deref(),
+            rt.logger().clone(),
+        );
+        if let Some(p) = &args.lola_socket {
+            c.socket = p.clone();
+        }
+        c
+    });
+    let controller = match spawn_controller(args.controller, io, wake_flag, board.clone(), lola) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            handle.request_stop();
+            let _ = rt.wait();
+            return Err(e);
+        }
+    };
+    let t0 = std::time::Instant::now();
+    while handle.is_running() {
+        if let Some(p) = &args.status_file {
+            write_status(p, &handle);
+        }
+        if args
+            .seconds
+            .is_some_and(|s| t0.elapsed() >= Duration::from_secs(s))
+        {
+            handle.request_stop();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if let Some(p) = &args.status_file {
+        write_status(p, &handle);
+    }
+    let logger = rt.logger().clone();
+    let (_, summary) = rt.wait();
+    if let Some(c) = controller {
+        let _ = c.join();
+    }
+    slog::info!(logger, "runtime stopped"; "cycles" => summary.cycles,
+        "max_lateness_us" => summary.max_lateness_ns / 1000, "late" => summary.late,
+        "overruns" => summary.overruns, "reason" => board.reason().map(Reason::name));
+    if summary.panicked {
+        return Err("the cycle panicked: the switch was tripped (fault)".into());
+    }
+    Ok(())
 }

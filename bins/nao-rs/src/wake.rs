@@ -1,13 +1,33 @@
-//! `nao-rs wake`.
+//! `nao-rs wake`: wake the robot after a re-arm. Never re-arms: while the
+//! switch is tripped the controller ignores it.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use nao_actors::runtime::wake;
+
 /// Options of `nao-rs wake`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The wake socket (default: $NAO_RS_WAKE_SOCKET, or wake.sock next to
+    /// the death switch page).
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+}
 
 /// Runs `nao-rs wake`.
-pub fn main(_args: Args) -> ExitCode {
-    eprintln!("nao-rs wake: not built yet");
-    ExitCode::FAILURE
+pub fn main(args: Args) -> ExitCode {
+    let path = args
+        .socket
+        .unwrap_or_else(|| wake::default_path(&deathswitch::default_path()));
+    match wake::send(&path) {
+        Ok(()) => {
+            println!("woke the controller through {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nao-rs wake: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -32,10 +32,15 @@ fn profile_dir() -> PathBuf {
 /// it does not build (tests only).
 pub fn bin(name: &str) -> PathBuf {
     let dir = profile_dir();
-    let profile = dir.file_name().and_then(|s| s.to_str()).unwrap_or("debug").to_string();
+    let profile = dir
+        .file_name()
+        .and_then(|s| s.to_str())
+        .unwrap_or("debug")
+        .to_string();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root()).args(["build", "--quiet", "--bin", name]);
+    cmd.current_dir(workspace_root())
+        .args(["build", "--quiet", "--bin", name]);
     if profile == "release" {
         cmd.arg("--release");
     } else if profile != "debug" {

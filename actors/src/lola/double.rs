@@ -1,0 +1,83 @@
+//! A test double of [`Body`]: sensors are queued by the test, pushed
+//! commands are recorded, the switch and the awake flag are plain fields.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use nao_wire::Command;
+
+use super::{Body, BodySensors};
+
+/// A [`Body`] driven by hand.
+#[derive(Debug, Clone, Default)]
+pub struct FakeBody {
+    /// Sensors still to hand out, one per [`Body::next_sensors`] call.
+    pub queue: VecDeque<BodySensors>,
+    /// Every command pushed, in order.
+    pub pushed: Vec<Command>,
+    /// When set, [`Body::push`] hands every command back (a full ring).
+    pub ring_full: bool,
+    /// The awake flag.
+    pub awake: bool,
+    /// The switch's state.
+    pub tripped: bool,
+}
+
+impl FakeBody {
+    /// An armed, awake body with no sensors queued.
+    pub fn new() -> Self {
+        FakeBody {
+            awake: true,
+            ..FakeBody::default()
+        }
+    }
+
+    /// Queues one cycle's sensors.
+    pub fn queue(&mut self, s: BodySensors) {
+        self.queue.push_back(s);
+    }
+
+    /// Trips the switch; the awake flag drops, as the runtime's does.
+    pub fn trip(&mut self) {
+        self.tripped = true;
+        self.awake = false;
+    }
+
+    /// Re-arms the switch; the robot stays asleep.
+    pub fn rearm(&mut self) {
+        self.tripped = false;
+    }
+
+    /// Wakes the robot.
+    pub fn wake(&mut self) {
+        self.awake = true;
+    }
+}
+
+impl Body for FakeBody {
+    /// Hands out the next queued sensors, or waits `timeout` and returns
+    /// `None` when the queue is empty.
+    fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors> {
+        let s = self.queue.pop_front();
+        if s.is_none() {
+            std::thread::sleep(timeout);
+        }
+        s
+    }
+
+    fn push(&mut self, cmd: Command) -> Result<(), Command> {
+        if self.ring_full {
+            return Err(cmd);
+        }
+        self.pushed.push(cmd);
+        Ok(())
+    }
+
+    fn awake(&self) -> bool {
+        self.awake
+    }
+
+    fn tripped(&self) -> bool {
+        self.tripped
+    }
+}

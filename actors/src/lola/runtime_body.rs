@@ -1,0 +1,178 @@
+//! The adapter from the runtime's program API ([`ProgramIo`]) to [`Body`],
+//! and the `nao-rs run --controller lola` entry point [`serve_runtime`].
+//!
+//! The runtime's wake is an event (`nao-rs wake` sets a flag that a
+//! controller consumes); the adapter turns it into the awake level the
+//! bridge uses: not awake from a trip on, awake again at the first wake
+//! event seen with the switch armed. At start the robot counts as awake when
+//! the switch is armed (as the `stand` controller does): only a re-arm needs
+//! a wake.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nao_wire::protocol::startup::Identity as RobotIdentity;
+use nao_wire::{Command, JOINTS};
+
+use super::frame::Identity;
+use super::{Body, BodySensors, LolaConfig, LolaError, LolaServer};
+use crate::runtime::{ProgramIo, SensorFrame};
+
+/// Where the NAO's head id is on the robot (the same id LoLA reports).
+pub const HEAD_ID_PATH: &str = "/sys/qi/head_id";
+
+/// The head id from [`HEAD_ID_PATH`], if readable.
+pub fn system_head_id() -> Option<String> {
+    let s = std::fs::read_to_string(HEAD_ID_PATH).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+impl LolaConfig {
+    /// The settings for the robot the runtime started: the body id and the
+    /// foot pressure calibration from its preference block, versions
+    /// `6.0.0`, and `head_id` (else [`system_head_id`], else 20 zeros after
+    /// a `P`).
+    pub fn from_identity(robot: &RobotIdentity, head_id: Option<&str>, log: slog::Logger) -> Self {
+        let head = head_id
+            .map(str::to_string)
+            .or_else(system_head_id)
+            .unwrap_or_else(|| "P0000000000000000000".to_string());
+        let mut c = LolaConfig::new(log);
+        c.identity = Identity::new(robot.body_id(), "6.0.0", &head, "6.0.0");
+        c.foot_pressure = robot.prefs.foot_pressure;
+        c
+    }
+}
+
+/// The runtime's [`ProgramIo`] as a [`Body`].
+pub struct RuntimeBody {
+    io: ProgramIo,
+    wake: Arc<AtomicBool>,
+    started: bool,
+    awake: bool,
+    tripped: bool,
+}
+
+impl RuntimeBody {
+    /// Wraps `io`; `wake` is the flag `nao-rs wake` sets (consumed here).
+    pub fn new(io: ProgramIo, wake: Arc<AtomicBool>) -> Self {
+        RuntimeBody {
+            io,
+            wake,
+            started: false,
+            awake: false,
+            tripped: true,
+        }
+    }
+}
+
+/// One runtime sensor frame as the bridge's sensors.
+pub fn body_sensors(f: &SensorFrame) -> BodySensors {
+    let mut stiffness = [0.0f32; JOINTS];
+    for (s, &q) in stiffness.iter_mut().zip(f.stiffness_sent.iter()) {
+        *s = f32::from(q) / 1000.0;
+    }
+    BodySensors {
+        imu: f.imu,
+        battery: f.battery,
+        sonar_mm: f.sonar_mm,
+        chest_button: f.chest_button,
+        position: f.position,
+        stiffness,
+        current_ma: f.current_ma,
+        temperature_c: f.temperature,
+        foot_pressure: f.foot_pressure,
+        bumpers: f.bumpers,
+    }
+}
+
+/// The awake level after one cycle (pure): a trip clears it, a wake event
+/// with the switch armed sets it; at the first cycle it is `!tripped`.
+pub fn next_awake(started: bool, awake: bool, tripped: bool, woken: bool) -> bool {
+    if tripped {
+        false
+    } else if !started {
+        true
+    } else {
+        awake || woken
+    }
+}
+
+impl Body for RuntimeBody {
+    fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors> {
+        let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let f = self.io.next_sensors(ns)?;
+        // Relaxed: a flag with no data behind it (as the stand controller).
+        let woken = self.wake.swap(false, Ordering::Relaxed);
+        self.tripped = f.switch.tripped;
+        self.awake = next_awake(self.started, self.awake, self.tripped, woken);
+        self.started = true;
+        Some(body_sensors(&f))
+    }
+
+    fn push(&mut self, cmd: Command) -> Result<(), Command> {
+        self.io.push_command(cmd)
+    }
+
+    fn awake(&self) -> bool {
+        self.awake
+    }
+
+    fn tripped(&self) -> bool {
+        self.tripped || self.io.handle().switch().tripped
+    }
+
+    fn running(&self) -> bool {
+        self.io.handle().is_running()
+    }
+}
+
+/// `nao-rs run --controller lola`: serves the LoLA socket at
+/// `config.socket` for the runtime behind `io` until the runtime stops.
+/// Run it on its own normal-priority thread; `wake` is the flag the wake
+/// socket sets.
+pub fn serve_runtime(
+    io: ProgramIo,
+    wake: Arc<AtomicBool>,
+    config: LolaConfig,
+) -> Result<(), LolaError> {
+    let mut server = LolaServer::bind(config)?;
+    let mut body = RuntimeBody::new(io, wake);
+    let never = AtomicBool::new(false);
+    server.serve(&mut body, &never);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rearm_needs_a_wake_event_to_be_awake_again() {
+        // Armed at start: awake at once.
+        assert!(next_awake(false, false, false, false));
+        // Tripped at start: not awake.
+        assert!(!next_awake(false, false, true, true));
+        // A trip clears it; a wake while tripped does nothing.
+        assert!(!next_awake(true, true, true, false));
+        assert!(!next_awake(true, false, true, true));
+        // Re-armed: still asleep until a wake.
+        assert!(!next_awake(true, false, false, false));
+        assert!(next_awake(true, false, false, true));
+        assert!(next_awake(true, true, false, false));
+    }
+
+    #[test]
+    fn stiffness_sent_per_mille_becomes_0_to_1() {
+        let mut f = SensorFrame::default();
+        f.stiffness_sent[3] = 500;
+        f.stiffness_sent[4] = 1000;
+        let s = body_sensors(&f);
+        assert_eq!(
+            (s.stiffness[3], s.stiffness[4], s.stiffness[0]),
+            (0.5, 1.0, 0.0)
+        );
+    }
+}

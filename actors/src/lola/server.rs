@@ -1,0 +1,424 @@
+//! The Unix socket server: non-blocking, one thread, normal priority.
+//!
+//! Each cycle ([`LolaServer::step`]): accept new clients, wait for the
+//! body's sensors, read every client's messages (the answers to the last
+//! frame), push the controller's command, then write the new frame to every
+//! client. Buffers are allocated when a client connects (8 KiB in, 896
+//! bytes out); the cycle path itself allocates only inside `rmp-serde`'s
+//! reader when a message arrives (see [`super::actuator::decode`]).
+//!
+//! A frame is never interleaved with another: a client whose socket buffer
+//! is full keeps its unsent remainder and skips new frames until the
+//! remainder is out, so its stream stays a sequence of whole 896-byte
+//! frames.
+
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::socket::{send, MsgFlags};
+use slog::{info, warn};
+
+use nao_wire::JOINTS;
+
+use super::actuator::{decode, DecodeError};
+use super::bridge::Bridge;
+use super::frame::{SensorFrame, FRAME_LEN};
+use super::{Body, LolaConfig, LolaError};
+
+/// Bytes a client's unread messages may take; a message that does not fit
+/// is malformed (LoLA's largest actuator message is about 800 bytes).
+pub const IN_CAPACITY: usize = 8192;
+
+/// Cycles without a message from the controller after which the silence
+/// is logged (once): the runtime's controller-lost ramp starts here too
+/// (spec section 9).
+pub const SILENT_LOG_CYCLES: u32 = 25;
+
+/// Counters since the server started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Cycles served (sensor frames built).
+    pub cycles: u64,
+    /// Whole frames handed to clients' sockets.
+    pub frames_sent: u64,
+    /// Frames a client skipped because its socket was still full.
+    pub frames_skipped: u64,
+    /// Actuator messages decoded (all clients).
+    pub messages: u64,
+    /// Commands pushed into the body.
+    pub commands_pushed: u64,
+    /// Commands the body handed back (full ring).
+    pub ring_full: u64,
+    /// Clients closed for a malformed message.
+    pub malformed: u64,
+    /// Clients connected now.
+    pub clients: usize,
+    /// Whether a controlling client is connected now.
+    pub has_controller: bool,
+}
+
+struct Client {
+    id: u64,
+    stream: UnixStream,
+    inbuf: Box<[u8; IN_CAPACITY]>,
+    in_len: usize,
+    out: Box<[u8; FRAME_LEN]>,
+    out_pos: usize,
+}
+
+enum Close {
+    Eof,
+    Error(String),
+    Malformed(String),
+}
+
+/// The LoLA socket server.
+pub struct LolaServer {
+    listener: UnixListener,
+    path: PathBuf,
+    config: LolaConfig,
+    clients: Vec<Client>,
+    controller: Option<u64>,
+    next_id: u64,
+    bridge: Bridge,
+    frame: Box<[u8; FRAME_LEN]>,
+    last_position: [f32; JOINTS],
+    stats: Stats,
+    ring_was_full: bool,
+}
+
+fn bind(path: &PathBuf) -> Result<UnixListener, LolaError> {
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == ErrorKind::AddrInUse => {
+            let meta = std::fs::symlink_metadata(path)
+                .map_err(|e| LolaError(format!("LoLA socket {}: {e}", path.display())))?;
+            if !meta.file_type().is_socket() {
+                return Err(LolaError(format!(
+                    "LoLA socket {}: exists and is not a socket; remove it or choose another path with --lola-socket",
+                    path.display()
+                )));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(LolaError(format!(
+                    "LoLA socket {}: another program serves it (Aldebaran's LoLA or another nao-rs); stop that program first, or choose another path with --lola-socket",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path).map_err(|e| {
+                LolaError(format!(
+                    "LoLA socket {}: stale socket file cannot be removed: {e}; remove it by hand",
+                    path.display()
+                ))
+            })?;
+            UnixListener::bind(path)
+                .map_err(|e| LolaError(format!("LoLA socket {}: bind: {e}", path.display())))
+        }
+        Err(e) => Err(LolaError(format!(
+            "LoLA socket {}: bind: {e} (check that the directory exists and is writable)",
+            path.display()
+        ))),
+    }
+}
+
+impl LolaServer {
+    /// Binds the socket at `config.socket`. A stale socket file (nobody
+    /// accepts on it) is replaced; a live one, or a file that is not a
+    /// socket, is an error that names the path and the fix.
+    pub fn bind(config: LolaConfig) -> Result<Self, LolaError> {
+        let path = config.socket.clone();
+        let listener = bind(&path)?;
+        listener.set_nonblocking(true).map_err(|e| {
+            LolaError(format!(
+                "LoLA socket {}: set non-blocking: {e}",
+                path.display()
+            ))
+        })?;
+        info!(config.log, "LoLA socket listening"; "path" => %path.display());
+        let max = config.max_clients;
+        Ok(LolaServer {
+            listener,
+            path,
+            config,
+            clients: Vec::with_capacity(max),
+            controller: None,
+            next_id: 0,
+            bridge: Bridge::new(),
+            frame: Box::new([0; FRAME_LEN]),
+            last_position: [0.0; JOINTS],
+            stats: Stats::default(),
+            ring_was_full: false,
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            clients: self.clients.len(),
+            has_controller: self.controller.is_some(),
+            ..self.stats
+        }
+    }
+
+    /// Whether the bridge forces stiffness 0 after a trip (until a wake).
+    pub fn held(&self) -> bool {
+        self.bridge.held()
+    }
+
+    /// Serves until `stop` is set or the body stops running, in steps of
+    /// at most 50 ms.
+    pub fn serve<B: Body>(&mut self, body: &mut B, stop: &AtomicBool) {
+        // Relaxed: a plain flag; nothing else is published through it.
+        while !stop.load(Ordering::Relaxed) && body.running() {
+            self.step(body, Duration::from_millis(50));
+        }
+        info!(self.config.log, "LoLA socket stopped"; "cycles" => self.stats.cycles);
+    }
+
+    /// One step: accepts clients, waits up to `timeout` for a cycle's
+    /// sensors and, when they come, serves the cycle. Returns whether a
+    /// cycle was served. Without a cycle, clients are still read (so
+    /// disconnects and malformed messages are noticed) and nothing is pushed.
+    pub fn step<B: Body>(&mut self, body: &mut B, timeout: Duration) -> bool {
+        self.accept();
+        let Some(sensors) = body.next_sensors(timeout) else {
+            self.accept();
+            self.read_clients();
+            return false;
+        };
+        self.accept();
+        self.read_clients();
+        self.last_position = sensors.position;
+        let (tripped, awake, was_held) = (body.tripped(), body.awake(), self.bridge.held());
+        let was_silent = self.bridge.silent_cycles();
+        let cmd = self.bridge.on_cycle(tripped, awake);
+        let silent = self.bridge.silent_cycles();
+        if self.controller.is_some() && silent == SILENT_LOG_CYCLES {
+            warn!(self.config.log, "LoLA: the controlling client sent nothing for {} cycles: the runtime's controller-lost ramp lowers the stiffness", SILENT_LOG_CYCLES);
+        } else if silent == 0 && was_silent >= SILENT_LOG_CYCLES {
+            info!(self.config.log, "LoLA: the controlling client answers again"; "silent_cycles" => was_silent);
+        }
+        if self.bridge.held() != was_held {
+            if was_held {
+                info!(
+                    self.config.log,
+                    "LoLA: woken after the re-arm: the client's stiffness passes again"
+                );
+            } else {
+                info!(
+                    self.config.log,
+                    "LoLA: switch tripped: stiffness 0 until the robot is re-armed and woken"
+                );
+            }
+        }
+        if let Some(cmd) = cmd {
+            match body.push(cmd) {
+                Ok(()) => {
+                    self.stats.commands_pushed += 1;
+                    self.ring_was_full = false;
+                }
+                Err(_) => {
+                    self.stats.ring_full += 1;
+                    if !self.ring_was_full {
+                        warn!(self.config.log, "LoLA: the runtime's command ring is full; command dropped (the runtime is not taking commands)");
+                    }
+                    self.ring_was_full = true;
+                }
+            }
+        }
+        let frame =
+            SensorFrame::from_body(&sensors, &self.config.identity, &self.config.foot_pressure);
+        match frame.encode(&mut self.frame) {
+            Ok(FRAME_LEN) => self.write_clients(),
+            Ok(n) => {
+                warn!(self.config.log, "LoLA: sensor frame has a wrong size; not sent"; "bytes" => n)
+            }
+            Err(e) => warn!(self.config.log, "LoLA: {}", e),
+        }
+        self.stats.cycles += 1;
+        true
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => self.add(stream),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    warn!(self.config.log, "LoLA: accept failed: {}", e);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, stream: UnixStream) {
+        if self.clients.len() >= self.config.max_clients {
+            warn!(self.config.log, "LoLA: client refused: too many clients"; "max" => self.config.max_clients);
+            return;
+        }
+        if let Err(e) = stream.set_nonblocking(true) {
+            warn!(
+                self.config.log,
+                "LoLA: client refused: set non-blocking: {}", e
+            );
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let role = if self.controller.is_none() {
+            self.controller = Some(id);
+            self.bridge.controller_attached(&self.last_position);
+            "controller"
+        } else {
+            "monitor (sensor frames only)"
+        };
+        info!(self.config.log, "LoLA: client connected"; "client" => id, "role" => role);
+        self.clients.push(Client {
+            id,
+            stream,
+            inbuf: Box::new([0; IN_CAPACITY]),
+            in_len: 0,
+            out: Box::new([0; FRAME_LEN]),
+            out_pos: FRAME_LEN,
+        });
+    }
+
+    fn close(&mut self, index: usize, why: Close) {
+        let c = self.clients.swap_remove(index);
+        let controller = self.controller == Some(c.id);
+        if controller {
+            self.controller = None;
+            self.bridge.controller_detached();
+        }
+        let role = if controller { "controller" } else { "monitor" };
+        match why {
+            Close::Eof => {
+                info!(self.config.log, "LoLA: client disconnected"; "client" => c.id, "role" => role)
+            }
+            Close::Error(e) => {
+                warn!(self.config.log, "LoLA: client closed: {}", e; "client" => c.id, "role" => role)
+            }
+            Close::Malformed(e) => {
+                self.stats.malformed += 1;
+                warn!(self.config.log, "LoLA: client closed: malformed actuator message: {}", e; "client" => c.id, "role" => role)
+            }
+        }
+    }
+
+    fn read_clients(&mut self) {
+        let mut i = 0;
+        while i < self.clients.len() {
+            match self.read_client(i) {
+                Ok(()) => i += 1,
+                Err(why) => self.close(i, why),
+            }
+        }
+    }
+
+    fn read_client(&mut self, i: usize) -> Result<(), Close> {
+        loop {
+            let c = &mut self.clients[i];
+            match c.stream.read(&mut c.inbuf[c.in_len..]) {
+                Ok(0) => return Err(Close::Eof),
+                Ok(n) => {
+                    c.in_len += n;
+                    self.decode_client(i)?;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Close::Error(format!("read: {e}"))),
+            }
+        }
+    }
+
+    fn decode_client(&mut self, i: usize) -> Result<(), Close> {
+        let controller = self.controller == Some(self.clients[i].id);
+        loop {
+            let c = &mut self.clients[i];
+            match decode(&c.inbuf[..c.in_len]) {
+                Ok((a, used)) => {
+                    c.inbuf.copy_within(used..c.in_len, 0);
+                    c.in_len -= used;
+                    self.stats.messages += 1;
+                    if controller {
+                        self.bridge.on_message(&a);
+                    }
+                }
+                Err(DecodeError::Incomplete) => {
+                    if c.in_len == IN_CAPACITY {
+                        return Err(Close::Malformed(format!(
+                            "message longer than {IN_CAPACITY} bytes (LoLA's are under 1 KiB)"
+                        )));
+                    }
+                    return Ok(());
+                }
+                Err(DecodeError::Malformed(m)) => return Err(Close::Malformed(m)),
+            }
+        }
+    }
+
+    fn write_clients(&mut self) {
+        let mut i = 0;
+        while i < self.clients.len() {
+            match self.write_client(i) {
+                Ok(()) => i += 1,
+                Err(why) => self.close(i, why),
+            }
+        }
+    }
+
+    /// Finishes a pending frame, then starts the new one if the old one is
+    /// out; a still-pending frame skips the new one.
+    fn write_client(&mut self, i: usize) -> Result<(), Close> {
+        if self.clients[i].out_pos < FRAME_LEN {
+            self.flush_client(i)?;
+            if self.clients[i].out_pos < FRAME_LEN {
+                self.stats.frames_skipped += 1;
+                return Ok(());
+            }
+        }
+        let c = &mut self.clients[i];
+        c.out.copy_from_slice(&self.frame[..]);
+        c.out_pos = 0;
+        self.flush_client(i)
+    }
+
+    fn flush_client(&mut self, i: usize) -> Result<(), Close> {
+        let c = &mut self.clients[i];
+        while c.out_pos < FRAME_LEN {
+            match send(
+                c.stream.as_raw_fd(),
+                &c.out[c.out_pos..],
+                MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(n) => c.out_pos += n,
+                Err(Errno::EAGAIN) => return Ok(()),
+                Err(Errno::EINTR) => continue,
+                Err(Errno::EPIPE) | Err(Errno::ECONNRESET) => return Err(Close::Eof),
+                Err(e) => return Err(Close::Error(format!("write: {e}"))),
+            }
+        }
+        self.stats.frames_sent += 1;
+        Ok(())
+    }
+}
+
+impl Drop for LolaServer {
+    fn drop(&mut self) {
+        // Remove our socket file (a client cannot connect to a dead server).
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

@@ -1,0 +1,245 @@
+//! Controllers: users of the library API that run in their own thread.
+//!
+//! A [`Controller`] turns each cycle's sensors into a command (or none);
+//! [`run`] drives one with a [`ProgramIo`] until the runtime stops. `nao-rs
+//! run --controller none|stand` uses these; `--controller lola` hands the
+//! `ProgramIo` to the LoLA socket (`crate::lola`) instead.
+//!
+//! [`Stand`] ramps slowly into a standing pose, drops to its unstiff state
+//! while the switch is tripped, and after a re-arm stays limp until woken
+//! (`nao-rs wake`). A re-arm alone never resumes motion.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use nao_wire::{Command, JOINTS};
+
+use super::program::{ProgramIo, SensorFrame};
+
+/// One cycle's decision.
+pub trait Controller: Send {
+    /// The command for the next cycle, or `None` to send nothing.
+    fn step(&mut self, sensors: &SensorFrame) -> Option<Command>;
+}
+
+/// Commands nothing (`--controller none`): HAL's controller-lost ramp
+/// keeps every joint at stiffness 0.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Idle;
+
+impl Controller for Idle {
+    fn step(&mut self, _sensors: &SensorFrame) -> Option<Command> {
+        None
+    }
+}
+
+/// The standing pose, radians, joint index order (knees slightly bent,
+/// arms down along the body).
+pub const STAND_POSE: [f32; JOINTS] = {
+    let mut p = [0.0f32; JOINTS];
+    p[2] = 1.5; // LShoulderPitch
+    p[3] = 0.15; // LShoulderRoll
+    p[4] = -1.2; // LElbowYaw
+    p[5] = -0.4; // LElbowRoll
+    p[9] = -0.45; // LHipPitch
+    p[10] = 0.9; // LKneePitch
+    p[11] = -0.45; // LAnklePitch
+    p[14] = -0.45; // RHipPitch
+    p[15] = 0.9; // RKneePitch
+    p[16] = -0.45; // RAnklePitch
+    p[18] = 1.5; // RShoulderPitch
+    p[19] = -0.15; // RShoulderRoll
+    p[20] = 1.2; // RElbowYaw
+    p[21] = 0.4; // RElbowRoll
+    p
+};
+/// The stiffness when standing.
+pub const STAND_STIFFNESS: f32 = 0.6;
+/// The ramp into the pose: 3 s at 12 ms.
+pub const RAMP_CYCLES: u32 = 250;
+
+/// Where the stand controller is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StandPhase {
+    /// Stiffness 0: tripped, or re-armed and waiting for a wake.
+    Limp,
+    /// Ramping from the pose measured at the start of the ramp.
+    Ramping {
+        /// Cycles into the ramp.
+        step: u32,
+        /// The measured positions when the ramp began.
+        from: [f32; JOINTS],
+    },
+    /// In the pose.
+    Standing,
+}
+
+/// The `stand` controller (pure: the wake flag and the sensors in, a
+/// command out).
+#[derive(Debug, Clone)]
+pub struct Stand {
+    phase: StandPhase,
+    needs_wake: bool,
+    wake: Arc<AtomicBool>,
+}
+
+impl Stand {
+    /// A stand controller that ramps up at once if the switch is armed, and
+    /// otherwise waits for a re-arm and a wake. `wake` is set by `nao-rs
+    /// wake` (and cleared here when used).
+    pub fn new(wake: Arc<AtomicBool>) -> Self {
+        Stand {
+            phase: StandPhase::Limp,
+            needs_wake: false,
+            wake,
+        }
+    }
+
+    /// The phase.
+    pub fn phase(&self) -> StandPhase {
+        self.phase
+    }
+
+    fn limp(sensors: &SensorFrame) -> Command {
+        Command {
+            position: sensors.position,
+            ..Command::default()
+        }
+    }
+}
+
+impl Controller for Stand {
+    fn step(&mut self, s: &SensorFrame) -> Option<Command> {
+        // Acquire/Release not needed: a flag with no data behind it.
+        let woken = self.wake.swap(false, Ordering::Relaxed);
+        if s.switch.tripped {
+            // While tripped: unstiff, and a re-arm needs a wake.
+            self.phase = StandPhase::Limp;
+            self.needs_wake = true;
+            return Some(Self::limp(s));
+        }
+        if self.needs_wake {
+            if !woken {
+                return Some(Self::limp(s));
+            }
+            self.needs_wake = false;
+        }
+        if self.phase == StandPhase::Limp {
+            self.phase = StandPhase::Ramping {
+                step: 0,
+                from: s.position,
+            };
+        }
+        let mut c = Command::default();
+        match &mut self.phase {
+            StandPhase::Ramping { step, from } => {
+                *step += 1;
+                let a = *step as f32 / RAMP_CYCLES as f32;
+                for j in 0..JOINTS {
+                    c.position[j] = from[j] + (STAND_POSE[j] - from[j]) * a;
+                    c.stiffness[j] = STAND_STIFFNESS * a;
+                }
+                if *step >= RAMP_CYCLES {
+                    self.phase = StandPhase::Standing;
+                }
+            }
+            StandPhase::Standing | StandPhase::Limp => {
+                c.position = STAND_POSE;
+                c.stiffness = [STAND_STIFFNESS; JOINTS];
+            }
+        }
+        c.chest_led = [0, 0, 255];
+        Some(c)
+    }
+}
+
+/// Drives `controller` with `io` until the runtime stops: waits for each
+/// cycle's sensors, pushes the command (a full ring drops it: the newer
+/// command of the next cycle follows).
+pub fn run(io: &mut ProgramIo, controller: &mut dyn Controller) {
+    while io.handle().is_running() {
+        let Some(s) = io.next_sensors(200_000_000) else {
+            continue;
+        };
+        if let Some(c) = controller.step(&s) {
+            let _ = io.push_command(c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::program::SwitchState;
+    use crate::runtime::Reason;
+
+    fn frame(tripped: bool) -> SensorFrame {
+        SensorFrame {
+            switch: SwitchState {
+                tripped,
+                reason: tripped.then_some(Reason::Naoctl),
+                page_lost: false,
+            },
+            ..SensorFrame::default()
+        }
+    }
+
+    #[test]
+    fn stand_ramps_slowly_into_the_pose() {
+        let mut st = Stand::new(Arc::new(AtomicBool::new(false)));
+        let first = st.step(&frame(false)).unwrap();
+        assert!(first.stiffness[10] > 0.0 && first.stiffness[10] < 0.01);
+        for _ in 1..RAMP_CYCLES {
+            st.step(&frame(false));
+        }
+        assert_eq!(st.phase(), StandPhase::Standing);
+        let c = st.step(&frame(false)).unwrap();
+        assert_eq!(c.position, STAND_POSE);
+        assert_eq!(c.stiffness, [STAND_STIFFNESS; JOINTS]);
+    }
+
+    #[test]
+    fn stand_drops_to_unstiff_while_tripped() {
+        let mut st = Stand::new(Arc::new(AtomicBool::new(false)));
+        for _ in 0..300 {
+            st.step(&frame(false));
+        }
+        let c = st.step(&frame(true)).unwrap();
+        assert_eq!(c.stiffness, [0.0; JOINTS]);
+        assert_eq!(st.phase(), StandPhase::Limp);
+    }
+
+    #[test]
+    fn rearm_alone_never_resumes_motion() {
+        let wake = Arc::new(AtomicBool::new(false));
+        let mut st = Stand::new(wake.clone());
+        st.step(&frame(true));
+        for _ in 0..1000 {
+            let c = st.step(&frame(false)).unwrap();
+            assert_eq!(
+                c.stiffness, [0.0; JOINTS],
+                "limp after a re-arm until woken"
+            );
+        }
+        wake.store(true, Ordering::Relaxed);
+        let c = st.step(&frame(false)).unwrap();
+        assert!(c.stiffness[0] > 0.0, "the wake starts the ramp");
+        assert!(matches!(st.phase(), StandPhase::Ramping { .. }));
+    }
+
+    #[test]
+    fn wake_while_tripped_does_nothing() {
+        let wake = Arc::new(AtomicBool::new(false));
+        let mut st = Stand::new(wake.clone());
+        wake.store(true, Ordering::Relaxed);
+        let c = st.step(&frame(true)).unwrap();
+        assert_eq!(c.stiffness, [0.0; JOINTS]);
+        // The wake was used up while tripped: after the re-arm, still limp.
+        assert_eq!(st.step(&frame(false)).unwrap().stiffness, [0.0; JOINTS]);
+    }
+
+    #[test]
+    fn idle_controller_commands_nothing() {
+        assert!(Idle.step(&frame(false)).is_none());
+    }
+}

@@ -1,0 +1,194 @@
+//! The death switch as the runtime sees it: one small trait
+//! ([`Blackboard`]) over the page, so the cycle runs the same against the
+//! real page (`deathswitch::Page`, implemented here) and an in-process
+//! stand-in ([`MemoryBoard`], for unit tests).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+pub use deathswitch::Reason;
+
+/// The page's integrity as one check saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integrity {
+    /// The page file is the one mapped, whole, with its magic.
+    Intact,
+    /// Truncated, zeroed, overwritten, deleted or replaced.
+    Lost,
+}
+
+/// What the runtime needs of the death switch page. Every method is safe
+/// from any thread, never blocks, never allocates.
+pub trait Blackboard: Send + Sync + 'static {
+    /// True while the switch is tripped (a page without its magic counts as
+    /// tripped).
+    fn is_tripped(&self) -> bool;
+    /// Trips with `reason`; the first reason wins. Never re-arms.
+    fn trip(&self, reason: Reason);
+    /// The reason stored, if tripped.
+    fn reason(&self) -> Option<Reason>;
+    /// One integrity check (one `fstat`/`stat`), once a cycle.
+    fn check(&self) -> Integrity;
+    /// The heartbeat after a frame, in the seed's order: the all-off
+    /// confirmation (only when `all_off`), then the time, then the cycle.
+    fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool);
+    /// Registers the runtime's process id (`driver_pid`).
+    fn register_driver(&self, pid: u32);
+    /// Publishes the safety status bits.
+    fn set_safety_flags(&self, flags: u32);
+    /// The guard's process id, if a guard is published.
+    fn guard_pid(&self) -> Option<u32>;
+    /// The page's clock (monotonic ns) that heartbeats are stamped with.
+    fn now_ns(&self) -> u64 {
+        crate::kit::monotonic_ns()
+    }
+}
+
+/// True when process `pid` exists: `kill(pid, 0)` succeeds or fails with
+/// EPERM (a process of another user counts as alive).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+/// An in-process death switch with the page's rules (first reason wins,
+/// heartbeat order), for tests of the runtime without a page file.
+#[derive(Debug, Default)]
+pub struct MemoryBoard {
+    reason: AtomicU32,
+    lost: AtomicBool,
+    /// The all-off confirmation: the last all-off cycle + 1 (0: none).
+    pub all_off_cycle: AtomicU64,
+    /// The last heartbeat's time.
+    pub beat_ns: AtomicU64,
+    /// The last heartbeat's cycle + 1 (0: none).
+    pub beat_cycle: AtomicU64,
+    /// The registered driver pid.
+    pub driver_pid: AtomicU32,
+    /// The published safety flags.
+    pub flags: AtomicU32,
+    /// The guard's pid (0: none).
+    pub guard: AtomicU32,
+    /// How many heartbeats were written.
+    pub beats: AtomicU64,
+}
+
+impl MemoryBoard {
+    /// An armed switch.
+    pub fn armed() -> Self {
+        Self::default()
+    }
+
+    /// Re-arms (what only `naoctl rearm` does on a real page).
+    pub fn rearm(&self) {
+        self.reason.store(0, Ordering::SeqCst);
+    }
+
+    /// Makes the next checks report the page as lost.
+    pub fn lose(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Blackboard for MemoryBoard {
+    fn is_tripped(&self) -> bool {
+        self.reason.load(Ordering::SeqCst) != 0
+    }
+    fn trip(&self, reason: Reason) {
+        let _ = self
+            .reason
+            .compare_exchange(0, reason.code(), Ordering::SeqCst, Ordering::SeqCst);
+    }
+    fn reason(&self) -> Option<Reason> {
+        Reason::from_code(self.reason.load(Ordering::SeqCst))
+    }
+    fn check(&self) -> Integrity {
+        if self.lost.load(Ordering::SeqCst) {
+            Integrity::Lost
+        } else {
+            Integrity::Intact
+        }
+    }
+    fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+        // Release stores in the seed's order: confirmation, time, cycle.
+        if all_off {
+            self.all_off_cycle.store(cycle + 1, Ordering::Release);
+        }
+        self.beat_ns.store(t_ns, Ordering::Release);
+        self.beat_cycle.store(cycle + 1, Ordering::Release);
+        self.beats.fetch_add(1, Ordering::Relaxed);
+    }
+    fn register_driver(&self, pid: u32) {
+        self.driver_pid.store(pid, Ordering::SeqCst);
+    }
+    fn set_safety_flags(&self, flags: u32) {
+        self.flags.store(flags, Ordering::Relaxed);
+    }
+    fn guard_pid(&self) -> Option<u32> {
+        match self.guard.load(Ordering::SeqCst) {
+            0 => None,
+            p => Some(p),
+        }
+    }
+}
+
+impl Blackboard for deathswitch::Page {
+    fn is_tripped(&self) -> bool {
+        deathswitch::Page::is_tripped(self)
+    }
+    fn trip(&self, reason: Reason) {
+        let _ = deathswitch::Page::trip(self, reason);
+    }
+    fn reason(&self) -> Option<Reason> {
+        deathswitch::Page::reason(self)
+    }
+    fn check(&self) -> Integrity {
+        match deathswitch::Page::check(self) {
+            deathswitch::Integrity::Intact => Integrity::Intact,
+            deathswitch::Integrity::Repaired | deathswitch::Integrity::Replaced => Integrity::Lost,
+        }
+    }
+    fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+        deathswitch::Page::write_heartbeat(self, cycle, t_ns, all_off)
+    }
+    fn register_driver(&self, pid: u32) {
+        deathswitch::Page::register_driver(self, pid)
+    }
+    fn set_safety_flags(&self, flags: u32) {
+        deathswitch::Page::set_safety_flags(self, flags)
+    }
+    fn guard_pid(&self) -> Option<u32> {
+        self.snapshot().guard_pid
+    }
+    fn now_ns(&self) -> u64 {
+        deathswitch::now_ns()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_reason_wins() {
+        let b = MemoryBoard::armed();
+        b.trip(Reason::Udp);
+        b.trip(Reason::Api);
+        assert_eq!(b.reason(), Some(Reason::Udp));
+    }
+
+    #[test]
+    fn own_process_is_alive_and_pid_zero_is_not() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX));
+    }
+}

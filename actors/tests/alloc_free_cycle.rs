@@ -1,0 +1,108 @@
+//! The cycle loop allocates nothing: a counting global allocator counts the
+//! allocations made on the cycle thread over 1,000 cycles of the runtime
+//! against the virtual robot (`SimLink`, whose socket I/O reuses its
+//! buffers).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use nao_actors::runtime::{Config, CycleHook, CycleInputs, MemoryBoard, Runtime};
+use nao_wire::link::sim::SimLink;
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; the
+// counter is an atomic and the thread-local is const-initialized (no
+// allocation on access).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract is passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const WARM_UP: u64 = 20;
+const MEASURED: u64 = 1_000;
+
+/// Turns counting on for the cycle thread from cycle WARM_UP to
+/// WARM_UP + MEASURED.
+struct Meter {
+    done: Arc<AtomicU64>,
+}
+
+impl<L> CycleHook<L> for Meter {
+    fn before_cycle(&mut self, _link: &mut L, inputs: &CycleInputs<'_>) {
+        if inputs.k == WARM_UP {
+            COUNTING.with(|c| c.set(true));
+        }
+        if inputs.k == WARM_UP + MEASURED {
+            COUNTING.with(|c| c.set(false));
+            self.done
+                .store(ALLOCATIONS.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[test]
+fn cycle_loop_allocates_nothing_over_1000_cycles() {
+    let sim =
+        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let done = Arc::new(AtomicU64::new(0));
+    let config = Config {
+        period_ns: 1_000_000,
+        cycle_priority: None,
+        udp_port: None,
+        logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
+        ..Config::default()
+    };
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io) = Runtime::start_with_hook(
+        SimLink::new(sim.socket()),
+        board,
+        config,
+        Meter { done: done.clone() },
+    )
+    .unwrap();
+    // A controller commanding every cycle, so the command path is measured.
+    let c = nao_wire::Command {
+        stiffness: [0.3; 25],
+        ..Default::default()
+    };
+    let t0 = std::time::Instant::now();
+    while done.load(Ordering::SeqCst) == 0 {
+        let _ = io.push_command(c);
+        let _ = io.next_sensors(100_000_000);
+        assert!(t0.elapsed().as_secs() < 30, "1,000 cycles within 30 s");
+    }
+    let (_, summary) = rt.stop();
+    assert!(summary.cycles >= WARM_UP + MEASURED);
+    assert_eq!(
+        done.load(Ordering::SeqCst) - 1,
+        0,
+        "allocations on the cycle thread in 1,000 cycles"
+    );
+}

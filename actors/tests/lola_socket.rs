@@ -1,0 +1,439 @@
+//! The LoLA socket spoken to as real LoLA clients do (B-Human, HULKs,
+//! `nao_lola`): connect to the Unix socket, read one 896-byte frame, answer
+//! with an actuator map, for hundreds of cycles; against the test double
+//! body, one server step per cycle (deterministic: a client's answer is in
+//! the socket before the next step reads it).
+
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nao_actors::lola::double::FakeBody;
+use nao_actors::lola::{BodySensors, LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
+use nao_wire::JOINTS;
+use serde::Serialize;
+
+const STEP: Duration = Duration::from_millis(1);
+
+fn log() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    server: LolaServer,
+    body: FakeBody,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("robocup");
+    let mut config = LolaConfig::new(log());
+    config.socket = path.clone();
+    let server = LolaServer::bind(config).unwrap();
+    Setup {
+        _dir: dir,
+        path,
+        server,
+        body: FakeBody::new(),
+    }
+}
+
+fn sensors(k: usize) -> BodySensors {
+    BodySensors {
+        position: std::array::from_fn(|j| (k * 100 + j) as f32 * 1e-4),
+        ..BodySensors::default()
+    }
+}
+
+impl Setup {
+    /// One cycle: queue sensors `k`, step the server once.
+    fn cycle(&mut self, k: usize) {
+        self.body.queue(sensors(k));
+        assert!(self.server.step(&mut self.body, STEP));
+    }
+}
+
+/// A LoLA client: blocking reads of exactly one frame, answers.
+struct Client {
+    s: UnixStream,
+}
+
+#[derive(Serialize)]
+struct Answer {
+    #[serde(rename = "Position")]
+    position: [f32; JOINTS],
+    #[serde(rename = "Stiffness")]
+    stiffness: [f32; JOINTS],
+    #[serde(rename = "Chest")]
+    chest: [f32; 3],
+    #[serde(rename = "LEye")]
+    left_eye: [f32; 24],
+    #[serde(rename = "Sonar")]
+    sonar: [bool; 2],
+}
+
+fn answer(position: f32, stiffness: f32) -> Vec<u8> {
+    rmp_serde::to_vec_named(&Answer {
+        position: [position; JOINTS],
+        stiffness: [stiffness; JOINTS],
+        chest: [0.0, 0.0, 1.0],
+        left_eye: [1.0; 24],
+        sonar: [true, true],
+    })
+    .unwrap()
+}
+
+impl Client {
+    fn connect(path: &Path) -> Client {
+        let s = UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Client { s }
+    }
+
+    fn frame(&mut self) -> [u8; FRAME_LEN] {
+        let mut f = [0u8; FRAME_LEN];
+        self.s.read_exact(&mut f).unwrap();
+        f
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).unwrap();
+    }
+
+    /// Whether the server closed the connection (reads to end of stream,
+    /// skipping frames still buffered).
+    fn closed(&mut self) -> bool {
+        self.s
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
+                    return false
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+/// The frame's keys and its Position array.
+fn parse(frame: &[u8]) -> (Vec<String>, Vec<f32>) {
+    let v = rmpv::decode::read_value(&mut &frame[..]).unwrap();
+    let map = v.as_map().unwrap();
+    let keys = map
+        .iter()
+        .map(|(k, _)| k.as_str().unwrap().to_string())
+        .collect();
+    let pos = map
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("Position"))
+        .unwrap()
+        .1
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect();
+    (keys, pos)
+}
+
+#[test]
+fn lola_client_reads_frames_and_answers_for_300_cycles() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    for k in 0..300 {
+        t.cycle(k);
+        let f = c.frame();
+        let (keys, pos) = parse(&f);
+        assert_eq!(keys, SENSOR_KEYS);
+        assert_eq!(pos[..], sensors(k).position[..]);
+        c.send(&answer(k as f32 * 0.001, 0.5));
+    }
+    // The answer to frame k is read in cycle k + 1: 299 commands.
+    assert_eq!(t.body.pushed.len(), 299);
+    let last = t.body.pushed.last().unwrap();
+    assert_eq!(last.position, [0.298; JOINTS]);
+    assert_eq!(last.stiffness, [0.5; JOINTS]);
+    assert_eq!(last.chest_led, [0, 0, 255]);
+    assert_eq!(last.sonar_mode, 0x0c);
+    let s = t.server.stats();
+    assert_eq!((s.cycles, s.frames_sent, s.frames_skipped), (300, 300, 0));
+    assert_eq!(s.messages, 299);
+}
+
+#[test]
+fn silent_client_stops_commands_so_the_controller_lost_ramp_takes_over() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    for k in 0..50 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.1, 0.5));
+    }
+    let pushed = t.body.pushed.len();
+    // Silent: still reads every frame, answers none.
+    for k in 50..150 {
+        t.cycle(k);
+        c.frame();
+    }
+    // Only the answer to frame 49 arrived after the silence began.
+    assert_eq!(t.body.pushed.len(), pushed + 1);
+    // Answers again: served again.
+    for k in 150..160 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.2, 0.5));
+    }
+    assert_eq!(t.body.pushed.len(), pushed + 1 + 9);
+    assert_eq!(t.body.pushed.last().unwrap().position, [0.2; JOINTS]);
+}
+
+#[test]
+fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    for k in 0..20 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.1, 0.5));
+    }
+    drop(c);
+    let pushed = t.body.pushed.len();
+    for k in 20..100 {
+        t.cycle(k);
+    }
+    // The last answer was in the socket before the disconnect.
+    assert!(t.body.pushed.len() <= pushed + 1);
+    let pushed = t.body.pushed.len();
+    assert!(!t.server.stats().has_controller);
+    assert_eq!(t.server.stats().clients, 0);
+    let mut c = Client::connect(&t.path);
+    for k in 100..200 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.3, 0.6));
+    }
+    assert_eq!(t.body.pushed.len(), pushed + 99);
+    assert_eq!(t.body.pushed.last().unwrap().stiffness, [0.6; JOINTS]);
+}
+
+#[test]
+fn malformed_message_closes_that_client_and_the_bridge_goes_on() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    let mut monitor = Client::connect(&t.path);
+    t.cycle(0);
+    c.frame();
+    monitor.frame();
+    // A Position of 24 values.
+    #[derive(Serialize)]
+    struct Short {
+        #[serde(rename = "Position")]
+        position: [f32; 24],
+    }
+    c.send(
+        &rmp_serde::to_vec_named(&Short {
+            position: [0.0; 24],
+        })
+        .unwrap(),
+    );
+    t.cycle(1);
+    assert!(c.closed());
+    assert_eq!(t.server.stats().malformed, 1);
+    assert!(t.body.pushed.is_empty());
+    // The monitor still gets every frame.
+    monitor.frame();
+    for k in 2..10 {
+        t.cycle(k);
+        monitor.frame();
+    }
+    // Plain garbage closes a new controller too; the next one works.
+    let mut c = Client::connect(&t.path);
+    c.send(&[0xc1, 0x00, 0x01]);
+    t.cycle(10);
+    assert!(c.closed());
+    assert_eq!(t.server.stats().malformed, 2);
+    let mut c = Client::connect(&t.path);
+    for k in 11..20 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.1, 0.5));
+    }
+    assert_eq!(t.body.pushed.len(), 8);
+}
+
+#[test]
+fn second_client_gets_sensor_frames_only() {
+    let mut t = setup();
+    let mut first = Client::connect(&t.path);
+    let mut second = Client::connect(&t.path);
+    for k in 0..100 {
+        t.cycle(k);
+        let a = first.frame();
+        let b = second.frame();
+        assert_eq!(a, b);
+        first.send(&answer(0.1, 0.5));
+        second.send(&answer(0.9, 1.0));
+    }
+    assert_eq!(t.body.pushed.len(), 99);
+    assert!(t
+        .body
+        .pushed
+        .iter()
+        .all(|c| c.stiffness == [0.5; JOINTS] && c.position == [0.1; JOINTS]));
+    // The controller leaves: the monitor does not take over.
+    drop(first);
+    let pushed = t.body.pushed.len();
+    for k in 100..120 {
+        t.cycle(k);
+        second.frame();
+        second.send(&answer(0.9, 1.0));
+    }
+    assert!(t.body.pushed.len() <= pushed + 1);
+    assert!(!t.server.stats().has_controller);
+}
+
+#[test]
+fn trip_then_rearm_without_wake_keeps_stiffness_zero() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    let mut stiffness = Vec::new();
+    for k in 0..200 {
+        match k {
+            50 => t.body.trip(),
+            100 => t.body.rearm(),
+            150 => t.body.wake(),
+            _ => {}
+        }
+        let before = t.body.pushed.len();
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.1, 1.0));
+        if t.body.pushed.len() > before {
+            stiffness.push((k, t.body.pushed.last().unwrap().stiffness[0]));
+        }
+    }
+    for (k, s) in stiffness {
+        let want = if (50..150).contains(&k) { 0.0 } else { 1.0 };
+        assert_eq!(s, want, "cycle {k}");
+    }
+    assert!(!t.server.held());
+}
+
+#[test]
+fn trip_with_a_silent_or_gone_client_still_pushes_limp_commands() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    for k in 0..10 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.1, 1.0));
+    }
+    drop(c);
+    t.body.trip();
+    let before = t.body.pushed.len();
+    for k in 10..20 {
+        t.cycle(k);
+    }
+    // One answer was still in the socket; every tripped cycle pushes limp.
+    assert_eq!(t.body.pushed.len(), before + 10);
+    assert!(t.body.pushed[before..]
+        .iter()
+        .all(|c| c.stiffness == [0.0; JOINTS]));
+    // Re-armed and woken with nobody connected: nothing more is pushed, so
+    // the runtime's latest command stays the limp one.
+    t.body.rearm();
+    t.cycle(20);
+    t.body.wake();
+    let before = t.body.pushed.len();
+    for k in 21..30 {
+        t.cycle(k);
+    }
+    assert_eq!(t.body.pushed.len(), before);
+    assert_eq!(t.body.pushed.last().unwrap().stiffness, [0.0; JOINTS]);
+}
+
+#[test]
+fn slow_client_gets_whole_frames_only() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    // Never reads: the socket buffer fills, frames are skipped, never cut.
+    for k in 0..2000 {
+        t.cycle(k);
+    }
+    let s = t.server.stats();
+    assert!(s.frames_skipped > 0, "{s:?}");
+    let mut prev = None;
+    for _ in 0..s.frames_sent.min(200) {
+        let (keys, pos) = parse(&c.frame());
+        assert_eq!(keys, SENSOR_KEYS);
+        // Positions encode the cycle: frames arrive in order.
+        let k = (pos[0] / 1e-2).round() as i64;
+        if let Some(p) = prev {
+            assert!(k > p);
+        }
+        prev = Some(k);
+    }
+}
+
+#[test]
+fn ring_full_drops_the_command_and_goes_on() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    t.body.ring_full = true;
+    for k in 0..10 {
+        t.cycle(k);
+        c.frame();
+        c.send(&answer(0.1, 0.5));
+    }
+    assert_eq!(t.server.stats().ring_full, 9);
+    t.body.ring_full = false;
+    t.cycle(10);
+    assert_eq!(t.body.pushed.len(), 1);
+}
+
+#[test]
+fn a_step_without_sensors_sends_no_frame_but_notices_a_malformed_client() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    c.send(&[0xc1]);
+    assert!(!t.server.step(&mut t.body, STEP));
+    assert!(c.closed());
+    assert_eq!(t.server.stats().frames_sent, 0);
+}
+
+#[test]
+fn stale_socket_file_is_replaced_live_one_and_other_files_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("robocup");
+    let cfg = |p: &Path| {
+        let mut c = LolaConfig::new(log());
+        c.socket = p.to_path_buf();
+        c
+    };
+    // A stale socket (its listener is gone).
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let server = LolaServer::bind(cfg(&path)).unwrap();
+    // Live: refused, with the path in the message.
+    let e = LolaServer::bind(cfg(&path)).err().unwrap();
+    assert!(e.0.contains("another program serves it"), "{e}");
+    assert!(e.0.contains(&path.display().to_string()), "{e}");
+    drop(server);
+    assert!(
+        !path.exists(),
+        "the socket file is removed when the server ends"
+    );
+    // Not a socket: refused, not deleted.
+    std::fs::write(&path, b"data").unwrap();
+    let e = LolaServer::bind(cfg(&path)).err().unwrap();
+    assert!(e.0.contains("not a socket"), "{e}");
+    assert!(path.exists());
+}

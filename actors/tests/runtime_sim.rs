@@ -1,0 +1,339 @@
+//! The runtime library against the virtual robot (a real `nao-rs-sim`
+//! process), with an in-process death switch (`MemoryBoard`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nao_actors::runtime::{Blackboard, Config, MemoryBoard, Reason, Runtime};
+use nao_rs_sim::{Spawned, TraceLine};
+use nao_wire::link::sim::SimLink;
+use nao_wire::Command;
+
+fn sim() -> Spawned {
+    Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("start nao-rs-sim")
+}
+
+fn config() -> Config {
+    Config {
+        cycle_priority: None,
+        udp_port: None,
+        logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
+        ..Config::default()
+    }
+}
+
+fn stiff() -> Command {
+    Command {
+        stiffness: [0.5; 25],
+        ..Command::default()
+    }
+}
+
+/// Runs the controller (one stiff command a cycle) until `until` says so;
+/// returns the cycle at which `until` first held.
+fn drive(
+    io: &mut nao_actors::runtime::ProgramIo,
+    mut until: impl FnMut(&nao_actors::runtime::SensorFrame) -> bool,
+) -> u64 {
+    for _ in 0..2000 {
+        let _ = io.push_command(stiff());
+        let f = io.next_sensors(1_000_000_000).expect("a cycle within 1 s");
+        if until(&f) {
+            return f.cycle;
+        }
+    }
+    panic!("condition not met in 2000 cycles");
+}
+
+/// Records, per cycle, whether the switch was seen tripped before its frame.
+#[derive(Clone)]
+struct Seen(Arc<Vec<std::sync::atomic::AtomicU8>>);
+
+impl Seen {
+    fn new() -> Self {
+        Seen(Arc::new(
+            (0..100_000)
+                .map(|_| std::sync::atomic::AtomicU8::new(0))
+                .collect(),
+        ))
+    }
+    /// The first cycle whose frame was built with the switch tripped.
+    fn first_tripped(&self) -> Option<u64> {
+        self.0
+            .iter()
+            .position(|v| v.load(std::sync::atomic::Ordering::SeqCst) == 2)
+            .map(|k| k as u64)
+    }
+}
+
+impl<L> nao_actors::runtime::CycleHook<L> for Seen {
+    fn before_cycle(&mut self, _link: &mut L, i: &nao_actors::runtime::CycleInputs<'_>) {
+        if let Some(v) = self.0.get(i.k as usize) {
+            v.store(1 + u8::from(i.tripped), std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+fn start_seen(
+    sim: &Spawned,
+    board: &Arc<MemoryBoard>,
+) -> (Runtime<SimLink>, nao_actors::runtime::ProgramIo, Seen) {
+    let seen = Seen::new();
+    let (rt, io) = Runtime::start_with_hook(
+        SimLink::new(sim.socket()),
+        board.clone(),
+        config(),
+        seen.clone(),
+    )
+    .unwrap();
+    (rt, io, seen)
+}
+
+fn by_seq(trace: &[TraceLine], seq: u16) -> Option<TraceLine> {
+    trace
+        .iter()
+        .rev()
+        .find(|l| l.seq == seq && l.is_cycle_frame())
+        .copied()
+}
+
+/// The frame of the first cycle that saw the switch tripped is all-off, and
+/// the one before was not: frame by frame in the simulator's trace.
+fn assert_first_tripped_frame_all_off(sim: &Spawned, first_tripped_cycle: u64) {
+    std::thread::sleep(Duration::from_millis(100));
+    let trace = sim.trace().unwrap();
+    let seq = (first_tripped_cycle + 2) as u16;
+    let before = by_seq(&trace, seq.wrapping_sub(1)).expect("frame before the trip in the trace");
+    assert!(
+        !before.all_off,
+        "frame before the trip was stiff: {before:?}"
+    );
+    let first = by_seq(&trace, seq).expect("first tripped frame in the trace");
+    assert!(
+        first.all_off,
+        "the first frame after the trip is all-off: {first:?}"
+    );
+    for l in trace.iter().filter(|l| l.is_cycle_frame() && l.seq > seq) {
+        assert!(l.all_off, "every later frame all-off: {l:?}");
+    }
+}
+
+#[test]
+fn runtime_returns_identity_at_once_and_cycles() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
+    assert!(!rt.identity().body_id().is_empty());
+    assert_eq!(
+        board.driver_pid.load(std::sync::atomic::Ordering::SeqCst),
+        std::process::id()
+    );
+    // Once the boards are accepted, the commanded stiffness reaches the frame.
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    let f = io.next_sensors(1_000_000_000).unwrap();
+    assert!(f.t_ns > 0);
+    assert!(f.battery.charge > 0, "battery read: {:?}", f.battery);
+    let (_, summary) = rt.stop();
+    assert!(summary.cycles > 3);
+    assert!(!summary.panicked);
+}
+
+#[test]
+fn api_trip_makes_the_very_next_frame_all_off() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io, seen) = start_seen(&sim, &board);
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    io.trip();
+    drive(&mut io, |f| f.switch.tripped);
+    let f = io.latest_sensors();
+    assert!(f.all_off);
+    assert_eq!(f.switch.reason, Some(Reason::Api));
+    assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
+    drop(rt);
+}
+
+#[test]
+fn chest_button_trips_and_the_next_frame_is_all_off() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io, seen) = start_seen(&sim, &board);
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    sim.ctl("button").unwrap();
+    // The cycle that hands over the button answer trips the page; its frame
+    // went out before the answer was read, so the next one is all-off.
+    drive(&mut io, |f| f.all_off);
+    assert_eq!(board.reason(), Some(Reason::ChestButton));
+    assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
+    drop(rt);
+}
+
+#[test]
+fn page_lost_gives_all_off_from_that_frame_on() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io, seen) = start_seen(&sim, &board);
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    board.lose();
+    drive(&mut io, |f| f.switch.page_lost);
+    assert_eq!(io.latest_sensors().switch.reason, Some(Reason::PageLost));
+    assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
+    drop(rt);
+}
+
+#[test]
+fn stopping_trips_shutdown_and_the_last_frame_is_all_off() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    let (_, summary) = rt.stop();
+    assert_eq!(board.reason(), Some(Reason::Shutdown));
+    std::thread::sleep(Duration::from_millis(50));
+    let trace = sim.trace().unwrap();
+    let cycle_frames: Vec<_> = trace.iter().filter(|l| l.is_cycle_frame()).collect();
+    let last = cycle_frames.last().unwrap();
+    assert!(last.all_off, "last frame all-off: {last:?}");
+    assert!(
+        cycle_frames[cycle_frames.len() - 2].all_off,
+        "one more all-off frame after the trip"
+    );
+    assert_eq!(last.seq as u64, summary.cycles + 1);
+    // The heartbeat confirmed the last frame as all-off.
+    let beat = board.beat_cycle.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        board
+            .all_off_cycle
+            .load(std::sync::atomic::Ordering::SeqCst),
+        beat
+    );
+}
+
+#[test]
+fn full_command_ring_hands_the_command_back() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let cfg = Config {
+        period_ns: 1_000_000_000,
+        ..config()
+    };
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board, cfg).unwrap();
+    let mut handed_back = None;
+    for i in 0..64 {
+        let c = Command {
+            sonar_mode: i,
+            ..Command::default()
+        };
+        if let Err(c) = io.push_command(c) {
+            handed_back = Some(c);
+            break;
+        }
+    }
+    assert!(
+        handed_back.is_some(),
+        "a 4-slot ring fills within 64 pushes at 1 Hz"
+    );
+    drop(rt);
+}
+
+struct PanicAt(u64);
+
+impl<L> nao_actors::runtime::CycleHook<L> for PanicAt {
+    fn before_cycle(&mut self, _link: &mut L, inputs: &nao_actors::runtime::CycleInputs<'_>) {
+        if inputs.k == self.0 {
+            panic!("test: a panic in the cycle actor");
+        }
+    }
+}
+
+#[test]
+fn panic_in_the_cycle_trips_fault() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, _io) = Runtime::start_with_hook(
+        SimLink::new(sim.socket()),
+        board.clone(),
+        config(),
+        PanicAt(5),
+    )
+    .unwrap();
+    let (_, summary) = rt.wait();
+    assert!(summary.panicked);
+    assert_eq!(board.reason(), Some(Reason::Fault));
+}
+
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_until(mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..500 {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let port = free_port();
+    let cfg = Config {
+        udp_port: Some(port),
+        udp_priority: None,
+        ..config()
+    };
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    let before = io.next_sensors(1_000_000_000).unwrap().cycle;
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..20_000u32 {
+        let _ = tx.send_to(&i.to_le_bytes(), ("127.0.0.1", port));
+    }
+    let after = io.next_sensors(1_000_000_000).unwrap();
+    assert!(after.cycle > before, "the cycle went on during the flood");
+    assert!(!after.switch.tripped, "junk datagrams are ignored");
+    assert!(wait_until(|| {
+        let _ = tx.send_to(b"NAO-RS STOP", ("127.0.0.1", port));
+        board.reason() == Some(Reason::Udp)
+    }));
+    drop(rt);
+}
+
+#[test]
+fn udp_port_is_left_to_a_live_guard() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    // A live guard is published (this process stands in for it).
+    board
+        .guard
+        .store(std::process::id(), std::sync::atomic::Ordering::SeqCst);
+    let port = free_port();
+    let cfg = Config {
+        udp_port: Some(port),
+        udp_priority: None,
+        ..config()
+    };
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    for _ in 0..30 {
+        io.next_sensors(1_000_000_000).unwrap();
+    }
+    // The runtime did not bind: this process can.
+    let s = std::net::UdpSocket::bind(("0.0.0.0", port));
+    assert!(s.is_ok(), "the runtime left the port to the guard");
+    let flags = io.latest_sensors().safety;
+    assert!(!flags.contains(nao_actors::runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
+    drop(s);
+    // The guard goes away: the runtime binds within about a second.
+    board.guard.store(0, std::sync::atomic::Ordering::SeqCst);
+    assert!(wait_until(
+        || std::net::UdpSocket::bind(("0.0.0.0", port)).is_err()
+    ));
+    drop(rt);
+}

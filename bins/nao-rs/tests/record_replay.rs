@@ -1,0 +1,49 @@
+//! `nao-rs record` against the virtual robot, with a chest button press in
+//! the session, writes a recording that `nao-rs replay` passes.
+
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn recorded_session_with_a_chest_button_press_replays() {
+    let sim =
+        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let out = sim.dir().join("session.rec");
+    let mut rec = Command::new(testkit::bin("nao-rs"))
+        .args([
+            "record",
+            "--link",
+            &sim.link_arg(),
+            "--cycles",
+            "250",
+            "--armed",
+            "--out",
+        ])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sim.ctl("button").unwrap();
+    let status = rec.wait().unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("\ntrip chest-button\n"),
+        "the trip is in the recording"
+    );
+    assert!(
+        text.contains("\ncommand "),
+        "the controller's commands are in the recording"
+    );
+    let replay = Command::new(testkit::bin("nao-rs"))
+        .arg("replay")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        replay.status.success(),
+        "replay: {}{}",
+        String::from_utf8_lossy(&replay.stdout),
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}

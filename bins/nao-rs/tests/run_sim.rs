@@ -1,0 +1,314 @@
+//! `nao-rs run` as a real process against the virtual robot: every trigger
+//! makes the very next frame after the trip all-off, as the simulator's
+//! trace shows, frame by frame.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deathswitch::{Page, Reason};
+use nao_rs_sim::{Spawned, TraceLine};
+
+/// A child process killed on drop (also when the test fails).
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Setup {
+    sim: Spawned,
+    page_path: PathBuf,
+    page: Page,
+    port: u16,
+    rt: Proc,
+}
+
+fn start_runtime(sim: &Spawned, page: &Path, port: u16, extra: &[&str]) -> Proc {
+    let child = Command::new(testkit::bin("nao-rs"))
+        .args([
+            "run",
+            "--link",
+            &sim.link_arg(),
+            "--controller",
+            "stand",
+            "--priority",
+            "0",
+        ])
+        .args(["--udp-port", &port.to_string()])
+        .arg("--page")
+        .arg(page)
+        .arg("--wake-socket")
+        .arg(sim.dir().join("wake.sock"))
+        .args(extra)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nao-rs run");
+    Proc(child)
+}
+
+/// The simulator, an armed page, and `nao-rs run --controller stand`
+/// ramped up until a frame is stiff.
+fn setup() -> Setup {
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let page_path = sim.dir().join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    page.rearm(); // the test is the person at the robot
+    let port = free_udp_port();
+    let rt = start_runtime(&sim, &page_path, port, &[]);
+    let mut tail = sim.tail();
+    let stiff = tail
+        .wait_for(Duration::from_secs(15), |l| {
+            l.is_cycle_frame() && l.max_stiffness > 0
+        })
+        .unwrap();
+    assert!(stiff.is_some(), "the stand controller stiffens the joints");
+    Setup {
+        sim,
+        page_path,
+        page,
+        port,
+        rt,
+    }
+}
+
+/// Waits until the page is tripped; returns the trip's monotonic time.
+fn wait_tripped(page: &Page) -> u64 {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let s = page.snapshot();
+        if !s.armed && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING {
+            return s.tripped_at_ns;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the switch was not tripped within 5 s");
+}
+
+fn frames_after(sim: &Spawned, t_ns: u64) -> Vec<TraceLine> {
+    std::thread::sleep(Duration::from_millis(150));
+    sim.trace()
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns)
+        .collect()
+}
+
+/// Frame by frame: every frame built after the trip is all-off. Only the
+/// frame already on its way when the trip landed (the first one received
+/// after it, within one 12 ms period) may still be stiff: the frame after
+/// it was built at least one period later, after the trip. (The exact
+/// cycle-by-cycle check is in actors/tests/runtime_sim.rs.)
+fn assert_all_off_from_next_frame(frames: &[TraceLine], trip_ns: u64) {
+    assert!(frames.len() >= 5, "frames after the trip: {frames:?}");
+    for (i, l) in frames.iter().enumerate() {
+        let in_flight = i == 0 && l.t_ns < trip_ns + 12_000_000;
+        assert!(
+            l.all_off || in_flight,
+            "frame {i} after the trip not all-off: {l:?} (trip at {trip_ns})"
+        );
+    }
+    for w in frames.windows(2) {
+        assert_eq!(
+            w[1].seq,
+            w[0].seq.wrapping_add(1),
+            "no frame missing: {w:?}"
+        );
+    }
+}
+
+#[test]
+fn udp_stop_makes_the_next_frame_all_off() {
+    let s = setup();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Give the listener its first bind (it binds at start).
+    tx.send_to(b"NAO-RS STOP", ("127.0.0.1", s.port)).unwrap();
+    let trip = wait_tripped(&s.page);
+    assert_eq!(s.page.reason(), Some(Reason::Udp));
+    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+}
+
+#[test]
+fn naoctl_stop_makes_the_next_frame_all_off() {
+    let s = setup();
+    let status = Command::new(testkit::bin("naoctl"))
+        .arg("stop")
+        .env("NAO_RS_DEATHSWITCH", &s.page_path)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "naoctl stop");
+    let trip = wait_tripped(&s.page);
+    assert_eq!(s.page.reason(), Some(Reason::Naoctl));
+    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+}
+
+#[test]
+fn chest_button_makes_the_next_frame_all_off() {
+    let s = setup();
+    let out = Command::new(testkit::bin("nao-rs-sim"))
+        .args(["ctl", "--socket"])
+        .arg(s.sim.socket())
+        .arg("button")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nao-rs-sim ctl button: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trip = wait_tripped(&s.page);
+    assert_eq!(s.page.reason(), Some(Reason::ChestButton));
+    // The runtime trips right after handing the answer over, after that
+    // cycle's frame went out: every frame after the trip is all-off.
+    let frames = frames_after(&s.sim, trip);
+    assert!(frames.iter().all(|l| l.all_off), "{frames:?}");
+}
+
+#[test]
+fn truncated_page_gives_all_off_and_page_lost() {
+    let s = setup();
+    let t = deathswitch::now_ns();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&s.page_path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let trip = wait_tripped(&s.page).max(t);
+    assert_eq!(s.page.reason(), Some(Reason::PageLost));
+    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+}
+
+#[test]
+fn deleted_page_gives_all_off_and_page_lost() {
+    let s = setup();
+    let t = deathswitch::now_ns();
+    std::fs::remove_file(&s.page_path).unwrap();
+    // The runtime maps a new page at the path, tripped page-lost.
+    let t0 = Instant::now();
+    let page = loop {
+        if let Ok(p) = Page::open(&s.page_path) {
+            if p.reason() == Some(Reason::PageLost) {
+                break p;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no page-lost page");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(page.is_tripped());
+    assert_all_off_from_next_frame(&frames_after(&s.sim, t), t);
+}
+
+#[test]
+fn sigterm_trips_shutdown_and_the_last_frame_is_all_off() {
+    let mut s = setup();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.rt.0.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = s.rt.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "nao-rs run did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status:?}");
+    assert_eq!(s.page.reason(), Some(Reason::Shutdown));
+    let frames: Vec<_> = s
+        .sim
+        .trace()
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.is_cycle_frame())
+        .collect();
+    let n = frames.len();
+    assert!(
+        frames[n - 1].all_off && frames[n - 2].all_off,
+        "{:?}",
+        &frames[n - 3..]
+    );
+    let snap = s.page.snapshot();
+    assert_eq!(
+        snap.all_off_confirmed_cycle, snap.last_cycle,
+        "the last frame was confirmed all-off"
+    );
+}
+
+#[test]
+fn busy_board_is_retried_every_50_ms() {
+    use nao_wire::link::Link;
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let page_path = sim.dir().join("deathswitch");
+    // Another process (this test) holds the board for 500 ms.
+    let mut holder = sim.link();
+    holder.open(0xffff, 0x0006).unwrap();
+    holder.set_configuration(1).unwrap();
+    holder.claim_interface(0).unwrap();
+    let rt = start_runtime(&sim, &page_path, free_udp_port(), &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    holder.close();
+    let mut tail = sim.tail();
+    let frame = tail
+        .wait_for(Duration::from_secs(8), |l| l.is_cycle_frame())
+        .unwrap();
+    assert!(
+        frame.is_some(),
+        "the runtime got the board once it was free"
+    );
+    drop(rt);
+}
+
+#[test]
+fn busy_board_for_5_s_fails_with_a_clear_error() {
+    use nao_wire::link::Link;
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let page_path = sim.dir().join("deathswitch");
+    let mut holder = sim.link();
+    holder.open(0xffff, 0x0006).unwrap();
+    holder.set_configuration(1).unwrap();
+    holder.claim_interface(0).unwrap();
+    let t0 = Instant::now();
+    let out = Command::new(testkit::bin("nao-rs"))
+        .args([
+            "run",
+            "--link",
+            &sim.link_arg(),
+            "--no-udp",
+            "--priority",
+            "0",
+            "--page",
+        ])
+        .arg(&page_path)
+        .output()
+        .unwrap();
+    let waited = t0.elapsed();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("busy"), "{err}");
+    assert!(
+        waited >= Duration::from_secs(5),
+        "retried for 5 s: {waited:?}"
+    );
+    assert!(sim.trace().unwrap().is_empty(), "no frame sent");
+}

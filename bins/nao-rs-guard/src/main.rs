@@ -1,3 +1,156 @@
-//! The guard: takes the chest board over when the runtime hangs, crashes or does not obey a trip.
+//! The guard: takes the chest board over when the runtime hangs, crashes or
+//! does not obey a trip. See `docs/guard.md`.
 
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::Parser;
+use deathswitch::rules::Settings;
+use deathswitch::{Page, Reason};
+use nao_actors::kit;
+use nao_rs_guard::board::WireBoard;
+use nao_rs_guard::log::{stderr_logger, Event, LogHub};
+use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
+use nao_rs_guard::rt::GUARD_PRIORITY;
+use nao_rs_guard::{link, udp};
+
+/// nao-rs-guard: the second layer of the death switch.
+#[derive(Parser, Debug)]
+#[command(name = "nao-rs-guard", version, about)]
+struct Args {
+    /// The death switch page (default: $NAO_RS_DEATHSWITCH or /run/nao-rs/deathswitch).
+    #[arg(long)]
+    page: Option<PathBuf>,
+    /// The chest board: `usb`, or `sim:PATH` for the virtual robot's socket.
+    #[arg(long, default_value = "usb")]
+    link: String,
+    /// The UDP stop port; 0 turns the guard's UDP stop off.
+    #[arg(long, default_value_t = 7701)]
+    udp_port: u16,
+    /// Guard rule 2: take over when the runtime's last beat is older than this.
+    #[arg(long, default_value_t = 60)]
+    beat_timeout_ms: u64,
+    /// Guard rule 3: take over when a trip stays unconfirmed for longer than this.
+    #[arg(long, default_value_t = 40)]
+    confirm_window_ms: u64,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Release: pairs with the Acquire load in the loop.
+    STOP.store(true, Ordering::Release);
+}
+
+fn install_signals() -> Result<(), nix::errno::Errno> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_stop_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is
+        // async-signal-safe; no other handler for these signals exists.
+        unsafe { sigaction(sig, &act) }?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("nao-rs-guard: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    if args.beat_timeout_ms == 0 || args.confirm_window_ms == 0 {
+        return Err(format!(
+            "--beat-timeout-ms {} / --confirm-window-ms {}: both must be at least 1 (defaults 60 and 40)",
+            args.beat_timeout_ms, args.confirm_window_ms
+        ));
+    }
+    let page_path = args.page.clone().unwrap_or_else(deathswitch::default_path);
+    let page = Arc::new(Page::open(&page_path).map_err(|e| format!("cannot open the page: {e}"))?);
+    let link = link::from_arg(&args.link)?;
+    let settings = Settings {
+        beat_timeout_ns: args.beat_timeout_ms * 1_000_000,
+        confirmation_window_ns: args.confirm_window_ms * 1_000_000,
+    };
+    install_signals().map_err(|e| format!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
+
+    let pid = std::process::id();
+    // Publish ourselves first: the runtime gives the UDP port up once it
+    // sees a live guard.
+    page.set_guard(pid, false);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hub = LogHub::new();
+    let mut loop_log = hub.sender();
+    let udp_log = hub.sender();
+    let log_thread = hub.spawn(stderr_logger(), stop.clone());
+    loop_log.send(Event::Started {
+        pid,
+        beat_timeout_ms: args.beat_timeout_ms,
+        confirm_window_ms: args.confirm_window_ms,
+    });
+
+    let udp_thread = if args.udp_port != 0 {
+        let p = page.clone();
+        let t = udp::spawn(args.udp_port, udp_log, stop.clone(), move || {
+            p.trip(Reason::Udp)
+        })
+        .map_err(|e| format!("cannot start the UDP thread: {e}"))?;
+        Some(t)
+    } else {
+        None
+    };
+
+    // Best effort: no page faults in the loop.
+    let _ = nix::sys::mman::mlockall(
+        nix::sys::mman::MlockAllFlags::MCL_CURRENT | nix::sys::mman::MlockAllFlags::MCL_FUTURE,
+    );
+
+    // The poll loop: an actor of the kit at SCHED_FIFO 40, on a 2 ms
+    // absolute-deadline ticker.
+    let mut poller = Poller::new(WireBoard::new(link), settings, pid, loop_log);
+    let loop_page = page.clone();
+    let actor = kit::spawn(
+        kit::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),
+        move || {
+            let mut ticker = kit::Ticker::new(POLL_PERIOD_NS);
+            // Acquire: pairs with the Release store in the signal handler.
+            while !STOP.load(Ordering::Acquire) {
+                ticker.wait();
+                poller.poll(&loop_page, deathswitch::now_ns());
+            }
+            poller.log_event(Event::Stopping);
+            poller.shutdown(&loop_page);
+        },
+    )
+    .map_err(|e| format!("cannot start the poll thread: {e}"))?;
+    let main_log = stderr_logger();
+    for problem in &actor.placement().problems {
+        // Once, at start, not on the 2 ms path.
+        slog::warn!(
+            main_log,
+            "{problem}; the guard runs on without real-time priority"
+        );
+    }
+    let _ = actor.join();
+
+    // Release: the UDP and logging threads see it with Acquire.
+    stop.store(true, Ordering::Release);
+    if let Some(t) = udp_thread {
+        let _ = t.join();
+    }
+    let _ = log_thread.join();
+    Ok(())
+}

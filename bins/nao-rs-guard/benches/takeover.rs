@@ -1,0 +1,202 @@
+//! The guard's take-over against the virtual robot, over many trials:
+//!
+//! - SIGSTOP to take-over: the runtime is frozen with SIGSTOP; the guard's
+//!   trip (the page's `tripped_at_ns`) follows. Design bound: the 60 ms beat
+//!   timeout plus one 2 ms poll, counted from the last beat; from the
+//!   SIGSTOP it is shorter by however much of a 12 ms cycle had passed since
+//!   that beat. Seed on the robot: 62 ms.
+//! - last beat to take-over: from the stopped runtime's last heartbeat in
+//!   the page (read once the kernel shows the process stopped).
+//! - SIGKILL to first all-off frame: from the guard's trip (its SIGKILL
+//!   follows within microseconds) to its first frame in the trace. Seed on
+//!   the robot: 9 ms; goal under 2 ms.
+//! - restart to first frame: a new runtime started while the guard holds
+//!   the board, to its first frame (hand-over plus the full start-up).
+//!
+//! `cargo bench -p nao-rs-guard --bench takeover` (TRIALS=N, default 50).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deathswitch::{now_ns, Page, Reason};
+use nao_rs_sim::{Spawned, TraceLine};
+
+const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
+const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > until {
+            if let Ok(d) = std::env::var("GUARD_BENCH_DEBUG") {
+                eprintln!("{}", std::fs::read_to_string(d).unwrap_or_default());
+            }
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn frames(sim: &Spawned) -> Vec<TraceLine> {
+    sim.trace()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l.is_cycle_frame())
+        .collect()
+}
+
+fn stats(name: &str, v: &mut [f64], reference: &str) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    };
+    let max = v.last().copied().unwrap_or(f64::NAN);
+    let min = v.first().copied().unwrap_or(f64::NAN);
+    println!(
+        "| {name:<34} | {:>3} | {min:>8.2} | {median:>8.2} | {max:>8.2} | {reference} |",
+        v.len()
+    );
+}
+
+fn main() {
+    let trials: usize = std::env::var("TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
+        .expect("start nao-rs-sim");
+    let page_path = sim.dir().join("deathswitch");
+    let page = Page::open(&page_path).expect("page");
+    let guard = Kill(
+        Command::new(GUARD)
+            .arg("--page")
+            .arg(&page_path)
+            .args(["--link", &sim.link_arg(), "--udp-port", "0"])
+            .stdin(Stdio::null())
+            .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap())
+            .spawn()
+            .expect("start the guard"),
+    );
+    let gpid = guard.0.id();
+    std::env::set_var("GUARD_BENCH_DEBUG", sim.dir().join("guard.log"));
+    wait("the guard", || {
+        (page.snapshot().guard_pid == Some(gpid)).then_some(())
+    });
+
+    let (mut stop_to_trip, mut beat_to_trip, mut kill_to_frame, mut restart_to_frame) =
+        (vec![], vec![], vec![], vec![]);
+    let started = Instant::now();
+    for _ in 0..trials {
+        page.rearm();
+        let t_start = now_ns();
+        let rt = Kill(
+            Command::new(RUNTIME)
+                .arg("--page")
+                .arg(&page_path)
+                .args(["--link", &sim.link_arg()])
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("start the test runtime"),
+        );
+        let pid = rt.0.id();
+        let first = wait("the runtime's frames", || {
+            let f = frames(&sim);
+            let mine: Vec<_> = f
+                .iter()
+                .filter(|l| l.peer_pid as u32 == pid)
+                .copied()
+                .collect();
+            (mine.len() >= 5).then(|| mine[0])
+        });
+        restart_to_frame.push((first.t_ns.saturating_sub(t_start)) as f64 / 1e6);
+        // Let it beat a few cycles, at a random phase of its cycle.
+        std::thread::sleep(Duration::from_micros(20_000 + (now_ns() % 12_000)));
+
+        let t_stop = now_ns();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGSTOP,
+        )
+        .unwrap();
+        // Once the kernel shows it stopped, its last beat is final.
+        wait("the runtime to stop", || {
+            let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = st
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or("");
+            (state == "T" || state == "t").then_some(())
+        });
+        let last_beat = page.snapshot().last_beat_ns.unwrap_or(0);
+        let tripped_at = wait("the take-over", || {
+            let s = page.snapshot();
+            (s.reason == Some(Reason::GuardHeartbeatLost)
+                && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING)
+                .then_some(s.tripped_at_ns)
+        });
+        let f = wait("the guard's first frame", || {
+            let f = frames(&sim);
+            f.iter()
+                .any(|l| l.peer_pid as u32 == gpid && l.t_ns >= tripped_at)
+                .then_some(f)
+        });
+        let first_guard = f
+            .iter()
+            .filter(|l| l.peer_pid as u32 == gpid && l.t_ns >= tripped_at)
+            .map(|l| l.t_ns)
+            .min()
+            .unwrap();
+        stop_to_trip.push(tripped_at.saturating_sub(t_stop) as f64 / 1e6);
+        beat_to_trip.push(tripped_at.saturating_sub(last_beat) as f64 / 1e6);
+        kill_to_frame.push(first_guard.saturating_sub(tripped_at) as f64 / 1e6);
+        drop(rt);
+    }
+    let took = started.elapsed();
+
+    println!(
+        "guard take-over against the virtual robot: {trials} trials in {:.1} s (ms)",
+        took.as_secs_f64()
+    );
+    println!(
+        "| {:<34} | {:>3} | {:>8} | {:>8} | {:>8} | reference |",
+        "measure", "n", "min", "median", "max"
+    );
+    println!(
+        "|{}|-----|----------|----------|----------|-----------|",
+        "-".repeat(36)
+    );
+    stats(
+        "SIGSTOP to take-over (trip)",
+        &mut stop_to_trip,
+        "bound 60 + 2 ms from the last beat; seed 62 ms",
+    );
+    stats("last beat to take-over", &mut beat_to_trip, "bound 62 ms");
+    stats(
+        "SIGKILL to first all-off frame",
+        &mut kill_to_frame,
+        "seed 9 ms; goal < 2 ms",
+    );
+    stats(
+        "restart to the runtime's 1st frame",
+        &mut restart_to_frame,
+        "hand-over + full start-up",
+    );
+}

@@ -1,0 +1,143 @@
+//! A test-only runtime for the guard's tests and benchmark: it does what the
+//! guard watches a runtime do, and nothing more. It opens the page, registers
+//! its pid as the driver, brings the board up with the protocol core's full
+//! start-up (retrying every 50 ms for up to 5 s while the board is busy, as
+//! the real runtime does), then runs the protocol core's cycle every 12 ms on
+//! absolute deadlines and writes its heartbeat after each frame.
+//!
+//! ```text
+//! nao-rs-guard-test-runtime --page PATH --link sim:PATH [--stiffness S] [--never-confirm]
+//! ```
+//!
+//! `--stiffness S` commands every joint at stiffness S (0..1) at its zero
+//! position. `--never-confirm` is the "test build that ignores the switch":
+//! it beats but never confirms an all-off frame, and its frames ignore a trip.
+//! On SIGTERM it trips `shutdown`, sends one all-off frame and exits.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use deathswitch::{Page, Reason};
+use nao_actors::kit::Ticker;
+use nao_wire::link::sim::SimLink;
+use nao_wire::protocol::cycle::{Cycle, CycleInput};
+use nao_wire::protocol::startup::{Startup, StartupError};
+use nao_wire::{Command, Link, LinkError, JOINTS};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: libc::c_int) {
+    // Release: pairs with the Acquire load in the cycle loop.
+    STOP.store(true, Ordering::Release);
+}
+
+struct Args {
+    page: PathBuf,
+    link: String,
+    stiffness: f32,
+    never_confirm: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let mut a = Args {
+        page: PathBuf::new(),
+        link: String::new(),
+        stiffness: 0.0,
+        never_confirm: false,
+    };
+    while let Some(k) = it.next() {
+        match k.as_str() {
+            "--page" => a.page = it.next().ok_or("--page needs a path")?.into(),
+            "--link" => a.link = it.next().ok_or("--link needs sim:PATH")?,
+            "--stiffness" => {
+                let v = it.next().ok_or("--stiffness needs a number")?;
+                a.stiffness = v
+                    .parse()
+                    .map_err(|_| format!("--stiffness {v:?}: not a number"))?;
+            }
+            "--never-confirm" => a.never_confirm = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if a.page.as_os_str().is_empty() || a.link.is_empty() {
+        return Err("usage: nao-rs-guard-test-runtime --page PATH --link sim:PATH [--stiffness S] [--never-confirm]".into());
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nao-rs-guard-test-runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let a = parse()?;
+    let act = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_term),
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &act) }
+        .map_err(|e| e.to_string())?;
+
+    let page = Page::open(&a.page).map_err(|e| e.to_string())?;
+    page.register_driver(std::process::id());
+    let path = nao_wire::link::sim::sim_path(&a.link)
+        .ok_or(format!("--link {:?}: use sim:PATH", a.link))?;
+    let mut link = SimLink::new(path);
+
+    // The board: retry every 50 ms for up to 5 s while it is busy.
+    let started = Instant::now();
+    let identity = loop {
+        match Startup::run(&mut link) {
+            Ok(id) => break id,
+            Err(StartupError::Link {
+                error: LinkError::Busy,
+                ..
+            })
+            | Err(StartupError::Link {
+                error: LinkError::NoDevice,
+                ..
+            }) if started.elapsed() < Duration::from_secs(5) => {
+                link.close();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("start-up: {e}")),
+        }
+    };
+    let mut cycle = Cycle::from_identity(&identity, &[10, 11]);
+    let cmd = Command {
+        stiffness: [a.stiffness; JOINTS],
+        ..Command::default()
+    };
+    let mut ticker = Ticker::new(12_000_000);
+    loop {
+        ticker.wait();
+        let stopping = STOP.load(Ordering::Acquire);
+        if stopping {
+            page.trip(Reason::Shutdown);
+        }
+        let tripped = !a.never_confirm && page.is_tripped();
+        let input = CycleInput {
+            command: Some(&cmd),
+            tripped,
+            page_lost: false,
+        };
+        let out = cycle.run(&mut link, &input, deathswitch::now_ns());
+        let all_off = out.all_off && !a.never_confirm;
+        page.write_heartbeat(out.k, deathswitch::now_ns(), all_off);
+        if stopping {
+            link.close();
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The guard's poll loop allocates nothing: a counting global allocator
+//! counts the allocations of the polling thread while it watches a runtime,
+//! takes over, holds the board (against a board that allocates nothing, and
+//! against the virtual robot over `SimLink`), hands over and releases.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use deathswitch::rules::Settings;
+use deathswitch::Page;
+use nao_rs_guard::board::{Board, WireBoard};
+use nao_rs_guard::core::State;
+use nao_rs_guard::log::LogHub;
+use nao_rs_guard::poller::Poller;
+use nao_wire::LinkError;
+
+struct Counting;
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.with(|c| c.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.with(|c| c.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCS.load(Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.load(Ordering::Relaxed) - before
+}
+
+/// A board that records frames and allocates nothing.
+#[derive(Default)]
+struct NullBoard {
+    open: bool,
+    frames: u64,
+}
+
+impl Board for NullBoard {
+    fn open(&mut self) -> Result<(), LinkError> {
+        self.open = true;
+        Ok(())
+    }
+    fn send_all_off(&mut self, _t_ns: u64) -> Result<(), LinkError> {
+        self.frames += 1;
+        Ok(())
+    }
+    fn close(&mut self) {
+        self.open = false;
+    }
+    fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = Page::open(&dir.path().join("deathswitch")).unwrap();
+    page.rearm();
+    // A process for the guard to kill, and one to hand over to.
+    let mut victim = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut next = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let mut hub = LogHub::new();
+    let log = hub.sender();
+    let mut p = Poller::new(
+        NullBoard::default(),
+        Settings::default(),
+        std::process::id(),
+        log,
+    );
+    let t0 = deathswitch::now_ns();
+    page.register_driver(victim.id());
+
+    // Watching: 1,000 polls, the runtime beating every 12 ms (time passed in).
+    let n = allocations(|| {
+        for i in 0..1000u64 {
+            let now = t0 + i * 2 * MS;
+            if i % 6 == 0 {
+                page.write_heartbeat(i / 6, now, false);
+            }
+            p.poll(&page, now);
+        }
+    });
+    assert_eq!(p.core().state(), State::Watching);
+    assert_eq!(n, 0, "allocations while watching");
+
+    // The beat stops: take-over, then 1,000 polls holding the board.
+    let t1 = t0 + 2000 * MS;
+    let n = allocations(|| {
+        for i in 0..1000u64 {
+            p.poll(&page, t1 + 100 * MS + i * 2 * MS);
+        }
+    });
+    assert!(matches!(p.core().state(), State::Holding { .. }));
+    assert!(p.board().frames >= 100, "{} frames", p.board().frames);
+    assert_eq!(n, 0, "allocations while taking over and holding");
+    victim.wait().unwrap();
+
+    // Hand-over to a new runtime, then a release after a take-over.
+    let n = allocations(|| {
+        page.register_driver(next.id());
+        p.poll(&page, deathswitch::now_ns());
+    });
+    assert_eq!(p.core().state(), State::Idle);
+    assert_eq!(n, 0, "allocations at the hand-over");
+
+    // The new runtime beats, hangs, is taken over; a re-arm releases.
+    let t2 = deathswitch::now_ns();
+    let n = allocations(|| {
+        page.write_heartbeat(1, t2, true);
+        p.poll(&page, t2 + 2 * MS);
+        p.poll(&page, t2 + 100 * MS);
+    });
+    assert!(matches!(p.core().state(), State::Holding { .. }));
+    next.wait().unwrap();
+    page.rearm();
+    let n2 = allocations(|| p.poll(&page, t2 + 102 * MS));
+    assert_eq!(p.core().state(), State::Idle);
+    assert!(!p.board().is_open());
+    assert_eq!(
+        n + n2,
+        0,
+        "allocations at the second take-over and the release"
+    );
+    drop(hub);
+}
+
+#[test]
+fn holding_the_virtual_robot_allocates_nothing_per_frame() {
+    let sim = nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &[]).unwrap();
+    let mut board = WireBoard::new(sim.link());
+    board.open().expect("link step");
+    let n = allocations(|| {
+        for i in 0..200u64 {
+            board.send_all_off(i * 12 * MS).expect("all-off frame");
+        }
+    });
+    assert_eq!(n, 0, "allocations over 200 guard-mode cycles on SimLink");
+    let frames = sim.trace().unwrap();
+    assert!(frames.iter().filter(|l| l.is_cycle_frame()).count() >= 200);
+    assert!(
+        frames.iter().all(|l| l.all_off),
+        "guard mode sends all-off only"
+    );
+}

@@ -1,0 +1,132 @@
+//! The guard with the real runtime, `nao-rs run --controller stand`, on the
+//! virtual robot: SIGSTOP, take-over, systemd-style restart, hand-over.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{wait_for, wait_for_opt, Proc};
+use deathswitch::{Page, Reason};
+use nao_rs_sim::{Spawned, TraceLine};
+use nix::sys::signal::Signal;
+
+const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
+
+fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
+    sim.trace()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l.is_cycle_frame())
+        .collect()
+}
+
+fn count_from(sim: &Spawned, pid: u32) -> usize {
+    cycle_frames(sim)
+        .iter()
+        .filter(|l| l.peer_pid as u32 == pid)
+        .count()
+}
+
+fn runs(frames: &[TraceLine]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for f in frames {
+        if out.last() != Some(&(f.peer_pid as u32)) {
+            out.push(f.peer_pid as u32);
+        }
+    }
+    out
+}
+
+#[test]
+fn real_runtime_sigstop_take_over_then_restart_hand_over_still_tripped() {
+    let nao_rs = testkit::bin("nao-rs");
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
+    let page_path = sim.dir().join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    let guard_log = sim.dir().join("guard.log");
+    let guard = Proc::spawn(
+        "nao-rs-guard",
+        Command::new(GUARD)
+            .arg("--page")
+            .arg(&page_path)
+            .args(["--link", &sim.link_arg(), "--udp-port", "0"])
+            .stderr(std::fs::File::create(&guard_log).unwrap()),
+    );
+    wait_for("the guard", Duration::from_secs(10), || {
+        (page.snapshot().guard_pid == Some(guard.pid())).then_some(())
+    });
+    let runtime = |name: &str| {
+        Proc::spawn(
+            "nao-rs run",
+            Command::new(&nao_rs)
+                .arg("run")
+                .arg("--page")
+                .arg(&page_path)
+                .args([
+                    "--link",
+                    &sim.link_arg(),
+                    "--controller",
+                    "stand",
+                    "--no-udp",
+                ])
+                .args(["--wake-socket"])
+                .arg(sim.dir().join(format!("{name}.wake.sock")))
+                .env("NAO_RS_DEATHSWITCH", &page_path)
+                .stderr(std::fs::File::create(sim.dir().join(format!("{name}.log"))).unwrap()),
+        )
+    };
+
+    page.rearm();
+    let mut rt1 = runtime("rt1");
+    wait_for("the runtime's frames", Duration::from_secs(20), || {
+        (count_from(&sim, rt1.pid()) >= 20).then_some(())
+    });
+    rt1.signal(Signal::SIGSTOP);
+    wait_for("the guard's frames", Duration::from_secs(5), || {
+        (count_from(&sim, guard.pid()) >= 3).then_some(())
+    });
+    assert_eq!(page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
+    assert!(
+        rt1.wait_exit(Duration::from_secs(2)).is_some(),
+        "the guard killed the stopped runtime"
+    );
+    let f = cycle_frames(&sim);
+    assert_eq!(runs(&f), vec![rt1.pid(), guard.pid()]);
+    assert!(f
+        .iter()
+        .filter(|l| l.peer_pid as u32 == guard.pid())
+        .all(|l| l.all_off));
+
+    // systemd restarts it: hand-over; the switch stays tripped, all-off.
+    let rt2 = runtime("rt2");
+    wait_for("the new runtime's frames", Duration::from_secs(20), || {
+        (count_from(&sim, rt2.pid()) >= 20).then_some(())
+    });
+    let s = page.snapshot();
+    assert!(!s.armed && !s.guard_holding);
+    assert_eq!(s.driver_pid, Some(rt2.pid()));
+    let f = cycle_frames(&sim);
+    assert_eq!(
+        runs(&f),
+        vec![rt1.pid(), guard.pid(), rt2.pid()],
+        "never both at once"
+    );
+    assert!(
+        f.iter()
+            .filter(|l| l.peer_pid as u32 == rt2.pid())
+            .all(|l| l.all_off),
+        "all-off while tripped"
+    );
+
+    // A re-arm: the healthy runtime confirms and beats; the guard stays out.
+    page.rearm();
+    let taken = wait_for_opt(Duration::from_millis(500), || {
+        page.snapshot().guard_holding.then_some(())
+    });
+    assert!(
+        taken.is_none(),
+        "the guard took a healthy runtime over:\n{}",
+        std::fs::read_to_string(&guard_log).unwrap_or_default()
+    );
+}

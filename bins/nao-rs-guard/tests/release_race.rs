@@ -1,0 +1,70 @@
+//! The release race: a runtime that registers while the guard lets the
+//! board go keeps its registration (found by the take-over benchmark).
+
+use std::sync::Arc;
+
+use deathswitch::rules::Settings;
+use deathswitch::{now_ns, Page};
+use nao_rs_guard::board::Board;
+use nao_rs_guard::core::State;
+use nao_rs_guard::log::LogHub;
+use nao_rs_guard::poller::Poller;
+use nao_wire::LinkError;
+
+/// A board whose `close` is where a restarting runtime registers.
+struct RegisterOnClose {
+    page: Arc<Page>,
+    pid: u32,
+    open: bool,
+}
+
+impl Board for RegisterOnClose {
+    fn open(&mut self) -> Result<(), LinkError> {
+        self.open = true;
+        Ok(())
+    }
+    fn send_all_off(&mut self, _t_ns: u64) -> Result<(), LinkError> {
+        Ok(())
+    }
+    fn close(&mut self) {
+        self.page.register_driver(self.pid);
+        self.open = false;
+    }
+    fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
+#[test]
+fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = Arc::new(Page::open(&dir.path().join("deathswitch")).unwrap());
+    page.rearm();
+    let mut victim = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let board = RegisterOnClose {
+        page: page.clone(),
+        pid: 4_000_000,
+        open: false,
+    };
+    let mut hub = LogHub::new();
+    let mut p = Poller::new(board, Settings::default(), std::process::id(), hub.sender());
+    page.register_driver(victim.id());
+    let t = now_ns();
+    page.write_heartbeat(1, t, false);
+    p.poll(&page, t + 1_000_000);
+    p.poll(&page, t + 100_000_000);
+    assert!(matches!(p.core().state(), State::Holding { .. }));
+    victim.wait().unwrap();
+
+    page.rearm();
+    p.poll(&page, now_ns());
+    assert_eq!(p.core().state(), State::Idle, "released");
+    assert_eq!(
+        page.snapshot().driver_pid,
+        Some(4_000_000),
+        "the registration made during the release survives"
+    );
+}

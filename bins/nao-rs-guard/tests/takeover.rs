@@ -1,0 +1,318 @@
+//! The guard against the virtual robot: real processes, real signals.
+//!
+//! Each test starts `nao-rs-sim` (its trace shows who sent each frame, by
+//! `peer_pid`), the guard and the test runtime `nao-rs-guard-test-runtime`
+//! on private paths, and kills them all at the end, also on failure.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{wait_for, wait_for_opt, Proc};
+use deathswitch::{Page, Reason};
+use nao_rs_sim::{Spawned, TraceLine};
+use nix::sys::signal::Signal;
+
+const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
+const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
+
+struct Rig {
+    sim: Spawned,
+    page_path: std::path::PathBuf,
+    page: Page,
+    guard: Proc,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
+            .expect("start nao-rs-sim");
+        let page_path = sim.dir().join("deathswitch");
+        let page = Page::open(&page_path).expect("page");
+        let log = std::fs::File::create(sim.dir().join("guard.log")).unwrap();
+        let guard = Proc::spawn(
+            "nao-rs-guard",
+            Command::new(GUARD)
+                .arg("--page")
+                .arg(&page_path)
+                .args(["--link", &sim.link_arg(), "--udp-port", "0"])
+                .env("NAO_RS_DEATHSWITCH", &page_path)
+                .stderr(log),
+        );
+        wait_for(
+            "the guard to publish itself",
+            Duration::from_secs(10),
+            || (page.snapshot().guard_pid == Some(guard.pid())).then_some(()),
+        );
+        Rig {
+            sim,
+            page_path,
+            page,
+            guard,
+        }
+    }
+
+    fn runtime(&self, extra: &[&str]) -> Proc {
+        Proc::spawn(
+            "test runtime",
+            Command::new(RUNTIME)
+                .arg("--page")
+                .arg(&self.page_path)
+                .args(["--link", &self.sim.link_arg()])
+                .args(extra)
+                .env("NAO_RS_DEATHSWITCH", &self.page_path),
+        )
+    }
+
+    fn frames(&self) -> Vec<TraceLine> {
+        self.sim
+            .trace()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|l| l.is_cycle_frame())
+            .collect()
+    }
+
+    /// Wait until `n` cycle frames from `pid` are in the trace.
+    fn wait_frames_from(&self, pid: u32, n: usize, timeout: Duration) -> Vec<TraceLine> {
+        wait_for(&format!("{n} frames from pid {pid}"), timeout, || {
+            let f = self.frames();
+            (f.iter().filter(|l| l.peer_pid as u32 == pid).count() >= n).then_some(f)
+        })
+    }
+
+    fn guard_log(&self) -> String {
+        std::fs::read_to_string(self.sim.dir().join("guard.log")).unwrap_or_default()
+    }
+
+    /// Wait until the guard's log (written by its logging thread) says `what`.
+    fn wait_log(&self, what: &str) {
+        let found = wait_for_opt(Duration::from_secs(3), || {
+            self.guard_log().contains(what).then_some(())
+        });
+        assert!(
+            found.is_some(),
+            "the guard's log lacks {what:?}:\n{}",
+            self.guard_log()
+        );
+    }
+}
+
+/// Senders in trace order, one entry per run of frames from the same pid.
+fn runs(frames: &[TraceLine]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    for f in frames {
+        if out.last() != Some(&(f.peer_pid as u32)) {
+            out.push(f.peer_pid as u32);
+        }
+    }
+    out
+}
+
+#[test]
+fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
+    let rig = Rig::new();
+    rig.page.rearm();
+    let mut rt = rig.runtime(&["--stiffness", "0.5"]);
+    rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+    assert!(!rig.page.is_tripped(), "healthy runtime: armed");
+
+    rt.signal(Signal::SIGSTOP);
+    let frames = rig.wait_frames_from(rig.guard.pid(), 12, Duration::from_secs(5));
+
+    let snap = rig.page.snapshot();
+    assert_eq!(snap.reason, Some(Reason::GuardHeartbeatLost));
+    assert!(
+        snap.guard_holding,
+        "the page says the guard holds the board"
+    );
+    let status = rt
+        .wait_exit(Duration::from_secs(2))
+        .expect("the guard killed the stopped runtime");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "killed with SIGKILL: {status:?}"
+    );
+
+    // The trace: the runtime's frames, then only the guard's, all all-off.
+    assert_eq!(
+        runs(&frames),
+        vec![rt.pid(), rig.guard.pid()],
+        "who sent each frame"
+    );
+    let guard_frames: Vec<_> = frames
+        .iter()
+        .filter(|l| l.peer_pid as u32 == rig.guard.pid())
+        .collect();
+    assert!(
+        guard_frames
+            .iter()
+            .all(|l| l.all_off && l.max_stiffness == 0),
+        "{guard_frames:?}"
+    );
+    // Frames every 12 ms: the mean gap is the cycle; single gaps carry the
+    // jitter of the exchange (the read of the previous answer comes first).
+    let gaps: Vec<u64> = guard_frames
+        .windows(2)
+        .map(|w| w[1].t_ns - w[0].t_ns)
+        .collect();
+    let span = guard_frames.last().unwrap().t_ns - guard_frames[0].t_ns;
+    let mean = span as f64 / gaps.len() as f64 / 1e6;
+    assert!(
+        (10.0..=14.0).contains(&mean),
+        "mean gap between guard frames {mean:.2} ms: {gaps:?}"
+    );
+    assert!(
+        gaps.iter().all(|&g| g > 2_000_000),
+        "two guard frames in one poll: {gaps:?}"
+    );
+    rig.wait_log("GuardHeartbeatLost");
+}
+
+#[test]
+fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
+    let rig = Rig::new();
+    rig.page.rearm();
+    let mut rt = rig.runtime(&["--stiffness", "0.5", "--never-confirm"]);
+    rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+    assert!(rig.page.trip(Reason::Naoctl));
+    let tripped_at = rig.page.snapshot().tripped_at_ns;
+
+    let frames = rig.wait_frames_from(rig.guard.pid(), 1, Duration::from_secs(5));
+    rt.wait_exit(Duration::from_secs(2))
+        .expect("the guard killed the runtime");
+    // The first reason stays; the guard's own reason is in its log.
+    assert_eq!(rig.page.snapshot().reason, Some(Reason::Naoctl));
+    rig.wait_log("GuardNoConfirmation");
+    // Within the 40 ms window, one 2 ms poll, and the kernel's release of
+    // the board (generous bound: the machine is shared).
+    let first = frames
+        .iter()
+        .find(|l| l.peer_pid as u32 == rig.guard.pid())
+        .unwrap();
+    let ms = (first.t_ns - tripped_at) as f64 / 1e6;
+    assert!(
+        ms >= 40.0,
+        "taken over {ms:.1} ms after the trip: before the window ended"
+    );
+    assert!(ms < 250.0, "taken over {ms:.1} ms after the trip");
+}
+
+#[test]
+fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
+    let rig = Rig::new();
+    rig.page.rearm();
+    let mut rt1 = rig.runtime(&["--stiffness", "0.5"]);
+    rig.wait_frames_from(rt1.pid(), 10, Duration::from_secs(10));
+    rt1.signal(Signal::SIGKILL);
+    rt1.wait_exit(Duration::from_secs(2)).unwrap();
+    rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
+    assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
+
+    // The restart: hand-over, the switch stays tripped.
+    let rt2 = rig.runtime(&["--stiffness", "0.5"]);
+    rig.wait_frames_from(rt2.pid(), 20, Duration::from_secs(10));
+    let snap = rig.page.snapshot();
+    assert!(!snap.armed, "still tripped after the hand-over");
+    assert_eq!(snap.driver_pid, Some(rt2.pid()));
+    assert!(!snap.guard_holding);
+    rig.wait_log("handed over");
+    let frames = rig.frames();
+    assert!(
+        frames
+            .iter()
+            .filter(|l| l.peer_pid as u32 == rt2.pid())
+            .all(|l| l.all_off),
+        "new runtime all-off while tripped"
+    );
+
+    // A re-arm: the new runtime is no longer held all-off; the guard stays out.
+    let before = frames.len();
+    rig.page.rearm();
+    let after = wait_for(
+        "stiff frames after the re-arm",
+        Duration::from_secs(5),
+        || {
+            let f = rig.frames();
+            f[before..]
+                .iter()
+                .any(|l| l.peer_pid as u32 == rt2.pid() && !l.all_off)
+                .then_some(f)
+        },
+    );
+    assert_eq!(runs(&after), vec![rt1.pid(), rig.guard.pid(), rt2.pid()]);
+}
+
+#[test]
+fn rearm_with_no_runtime_guard_releases_the_board() {
+    let rig = Rig::new();
+    rig.page.rearm();
+    let mut rt = rig.runtime(&[]);
+    rig.wait_frames_from(rt.pid(), 5, Duration::from_secs(10));
+    rt.signal(Signal::SIGKILL);
+    rt.wait_exit(Duration::from_secs(2)).unwrap();
+    rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
+
+    rig.page.rearm();
+    wait_for("the guard to release", Duration::from_secs(2), || {
+        (!rig.page.snapshot().guard_holding).then_some(())
+    });
+    let snap = rig.page.snapshot();
+    assert_eq!(snap.driver_pid, None, "driver fields cleared");
+    assert_eq!(snap.last_cycle, None);
+    // No guard frames any more, and the board is free for the next runtime.
+    std::thread::sleep(Duration::from_millis(50));
+    let n = rig.frames().len();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(rig.frames().len(), n, "frames after the release");
+    let mut link = rig.sim.link();
+    nao_wire::protocol::startup::link_up(&mut link).expect("the board is free after the release");
+    rig.wait_log("released");
+}
+
+#[test]
+fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
+    let rig = Rig::new();
+    rig.page.rearm();
+    let mut pids = Vec::new();
+    // Three crash-restart rounds; each restart starts the moment the guard
+    // has taken over, racing its first frames and the hand-over.
+    for round in 0..3 {
+        let rt = rig.runtime(&["--stiffness", "0.3"]);
+        pids.push(rt.pid());
+        rig.wait_frames_from(rt.pid(), 8, Duration::from_secs(10));
+        rig.page.rearm();
+        rt.signal(if round % 2 == 0 {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGKILL
+        });
+        wait_for("the take-over", Duration::from_secs(5), || {
+            rig.page.snapshot().guard_holding.then_some(())
+        });
+        drop(rt);
+    }
+    let last = rig.runtime(&[]);
+    pids.push(last.pid());
+    let frames = rig.wait_frames_from(last.pid(), 10, Duration::from_secs(10));
+    let g = rig.guard.pid();
+    let want: Vec<u32> = pids
+        .iter()
+        .flat_map(|&p| [p, g])
+        .take(pids.len() * 2 - 1)
+        .collect();
+    assert_eq!(
+        runs(&frames),
+        want,
+        "each runtime's frames, then the guard's, never interleaved"
+    );
+    for w in frames.windows(2) {
+        assert!(w[1].t_ns >= w[0].t_ns, "trace in time order");
+        if w[0].peer_pid != w[1].peer_pid {
+            assert!(w[1].t_ns > w[0].t_ns, "two senders in the same instant");
+        }
+    }
+}

@@ -1,13 +1,606 @@
-//! `nao-rs bench`.
+//! `nao-rs bench`: every safety and timing figure in one run, against the
+//! virtual robot (issue 7; `docs/performance.md`).
+//!
+//! It starts `nao-rs-sim` (with its trace), `nao-rs-guard` and `nao-rs run
+//! --controller stand` on a private folder and a free UDP port, measures
+//! each figure (median, p99, max), prints a Markdown table and with `--out
+//! DIR` writes `DIR/report.md`, `DIR/samples.csv` and SVG plots.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+#[path = "bench/plot.rs"]
+mod plot;
+#[path = "bench/report.rs"]
+pub mod report;
+#[path = "bench/rig.rs"]
+mod rig;
+#[path = "bench/stats.rs"]
+pub mod stats;
+#[path = "bench/trace.rs"]
+mod trace;
+#[path = "bench/trials.rs"]
+mod trials;
+
+use report::{Bound, Figure, Unit};
+use rig::{Bins, Rig};
+use trials::{GuardSample, StopSample, Trigger};
+
+const MS: u64 = 1_000_000;
 
 /// Options of `nao-rs bench`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Trials per stop figure (the guard's figures get half, each); at least 100 for the report.
+    #[arg(long)]
+    pub trials: Option<u32>,
+    /// Write report.md, samples.csv and the SVG plots into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// A short run for tests: 5 trials, 300 cycles per cycle phase, short ramps.
+    #[arg(long)]
+    pub quick: bool,
+    /// Cycles per cycle phase (quiet, loaded); default 10,000 (--quick: 300).
+    #[arg(long)]
+    pub cycles: Option<u64>,
+    /// The folder with nao-rs-sim, nao-rs-guard and naoctl (default: next to this program).
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// The recordings to replay (default: ./recordings, else the workspace's).
+    #[arg(long, value_name = "DIR")]
+    pub recordings: Option<PathBuf>,
+}
+
+/// The run's settings after defaults.
+struct Plan {
+    trials: u32,
+    guard_trials: u32,
+    cycles: u64,
+    full_ramps: bool,
+    lost_hold: Duration,
+    lost_after: Duration,
+    replay_runs: u32,
+}
+
+impl Plan {
+    fn of(a: &Args) -> Plan {
+        let trials = a.trials.unwrap_or(if a.quick { 5 } else { 100 }).max(1);
+        Plan {
+            trials,
+            guard_trials: (trials / 2).max(1),
+            cycles: a
+                .cycles
+                .unwrap_or(if a.quick { 300 } else { 10_000 })
+                .max(10),
+            full_ramps: !a.quick,
+            // 25 cycles until "lost", 500 down: 6.3 s; 200 up: 2.4 s.
+            lost_hold: Duration::from_millis(if a.quick { 1000 } else { 6800 }),
+            lost_after: Duration::from_millis(if a.quick { 500 } else { 3000 }),
+            replay_runs: if a.quick { 2 } else { 10 },
+        }
+    }
+}
 
 /// Runs `nao-rs bench`.
-pub fn main(_args: Args) -> ExitCode {
-    eprintln!("nao-rs bench: not built yet");
-    ExitCode::FAILURE
+pub fn main(args: Args) -> ExitCode {
+    match run(&args) {
+        Ok(all_pass) => {
+            if all_pass {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("nao-rs bench: some figures failed their bound (see the table)");
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("nao-rs bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn say(t0: Instant, what: &str) {
+    eprintln!("[{:6.1} s] {what}", t0.elapsed().as_secs_f64());
+}
+
+/// Every figure of the run, in table order.
+struct Figures {
+    naoctl_trip: Figure,
+    naoctl_cmd: Figure,
+    udp_frame: Figure,
+    udp_trip: Figure,
+    button_trip: Figure,
+    button_cmd: Figure,
+    stop_takeover: Figure,
+    takeover_frame: Figure,
+    stop_frame: Figure,
+    kill_frame: Figure,
+    period_quiet: Figure,
+    late_quiet: Figure,
+    period_loaded: Figure,
+    late_loaded: Figure,
+    rt_cpu: Figure,
+    cycle_cpu: Figure,
+    guard_cpu: Figure,
+    rt_rss: Figure,
+    guard_rss: Figure,
+    allocs: Figure,
+    replay: Figure,
+}
+
+fn cycle_bound() -> Bound {
+    Bound::MaxAtMost(12 * MS, "one 12 ms cycle".into())
+}
+
+impl Figures {
+    fn new() -> Figures {
+        let f = Figure::new;
+        let takeover = "60 ms beat timeout + 2 ms poll";
+        let chain = "60 ms beat timeout + 2 ms poll + one 12 ms cycle";
+        Figures {
+            naoctl_trip: f("stop_naoctl", "`naoctl stop`: page trip -> first all-off frame", Unit::Ms, cycle_bound()),
+            naoctl_cmd: f("stop_naoctl_cmd", "`naoctl stop`: command started -> first all-off frame", Unit::Ms, Bound::Reference("includes starting naoctl".into())),
+            udp_frame: f("stop_udp", "UDP stop: datagram sent -> first all-off frame", Unit::Ms, cycle_bound()),
+            udp_trip: f("udp_trip", "UDP stop: datagram sent -> switch tripped", Unit::Ms, Bound::Reference("part of the line above".into())),
+            button_trip: f("stop_button", "chest button: page trip -> first all-off frame", Unit::Ms, cycle_bound()),
+            button_cmd: f("stop_button_cmd", "chest button: sim `button` command -> first all-off frame", Unit::Ms, Bound::Reference("2 to 3 cycles by the protocol: an answer is handed over one cycle after its frame".into())),
+            stop_takeover: f("guard_sigstop_takeover", "SIGSTOP of the runtime -> guard's take-over (page trip)", Unit::Ms, Bound::MaxAtMost(62 * MS, format!("{takeover}; seed on the robot: 62 ms"))),
+            takeover_frame: f("guard_takeover_frame", "guard's take-over (page trip) -> its first all-off frame", Unit::Ms, Bound::MaxAtMost(12 * MS, "one 12 ms cycle; seed on the robot: 9 ms after the kill".into())),
+            stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; seed 62 + 9 ms"))),
+            kill_frame: f("guard_sigkill_frame", "SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; seed 62 + 9 ms"))),
+            period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
+            late_quiet: f("lateness_quiet", "cycle lateness at the board, quiet", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
+            period_loaded: f("period_loaded", "cycle period, busy loop on every core", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
+            late_loaded: f("lateness_loaded", "cycle lateness at the board, busy loop on every core", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
+            rt_cpu: f("runtime_cpu_per_cycle", "runtime CPU time per cycle, all threads (1 s windows)", Unit::Ms, Bound::Reference("-".into())),
+            cycle_cpu: f("cycle_thread_cpu_per_cycle", "cycle thread CPU time per cycle (1 s windows)", Unit::Ms, Bound::MaxAtMost(12 * MS, "fits in one cycle".into())),
+            guard_cpu: f("guard_cpu_per_poll", "guard CPU time per 2 ms poll (1 s windows)", Unit::Ms, Bound::MaxAtMost(2 * MS, "fits in one poll".into())),
+            rt_rss: f("runtime_rss", "runtime resident memory (VmRSS)", Unit::MiB, Bound::Reference("-".into())),
+            guard_rss: f("guard_rss", "guard resident memory (VmRSS)", Unit::MiB, Bound::Reference("-".into())),
+            allocs: {
+                let mut a = f("allocations_per_cycle", "allocations per cycle after start-up", Unit::PerCycle, Bound::Reference("goal: 0".into()));
+                a.note = "the runtime process exposes no allocation count; counted by `cargo test -p nao-actors --test alloc_free_cycle` (see docs/performance.md)".into();
+                a
+            },
+            replay: f("replay_speed", "replay of recordings/ (start-up and cycles)", Unit::PerSecond, Bound::Reference("the robot runs 83 cycles/s".into())),
+        }
+    }
+
+    fn all(&self) -> Vec<Figure> {
+        [
+            &self.naoctl_trip,
+            &self.naoctl_cmd,
+            &self.udp_frame,
+            &self.udp_trip,
+            &self.button_trip,
+            &self.button_cmd,
+            &self.stop_takeover,
+            &self.takeover_frame,
+            &self.stop_frame,
+            &self.kill_frame,
+            &self.period_quiet,
+            &self.late_quiet,
+            &self.period_loaded,
+            &self.late_loaded,
+            &self.rt_cpu,
+            &self.cycle_cpu,
+            &self.guard_cpu,
+            &self.rt_rss,
+            &self.guard_rss,
+            &self.allocs,
+            &self.replay,
+        ]
+        .into_iter()
+        .cloned()
+        .collect()
+    }
+}
+
+fn recordings_dir(a: &Args) -> PathBuf {
+    if let Some(d) = &a.recordings {
+        return d.clone();
+    }
+    let here = PathBuf::from("recordings");
+    if here.is_dir() {
+        return here;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings")
+}
+
+/// Text about the machine: CPUs, model, kernel.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    format!("{cpus} CPUs ({model}), Linux {kernel}")
+}
+
+/// Records a failed trial: counted in the figure's note.
+fn failed(fig: &mut Figure, e: &str) {
+    eprintln!("nao-rs bench: {}: trial failed: {e}", fig.key);
+    let n = fig
+        .note
+        .split(' ')
+        .next()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(0)
+        + 1;
+    fig.note = format!("{n} trial(s) failed, last: {e}");
+}
+
+fn run(a: &Args) -> Result<bool, String> {
+    let t_start = Instant::now();
+    let plan = Plan::of(a);
+    let bins = Bins::find(a.bin_dir.as_deref())?;
+    if let Some(out) = &a.out {
+        std::fs::create_dir_all(out)
+            .map_err(|e| format!("--out {}: cannot create it: {e}", out.display()))?;
+    }
+    let mut figs = Figures::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut plots: Vec<(String, String)> = Vec::new();
+    say(
+        t_start,
+        "starting the virtual robot, the guard and the runtime",
+    );
+    let mut rig = Rig::start(bins)?;
+    rig.start_runtime()?;
+    let naoctl = trials::naoctl_works(&mut rig);
+    if !naoctl {
+        notes.push(
+            "`naoctl stop` did not trip the page: the naoctl figures trip in-process with \
+             `deathswitch::Page::trip(Reason::Naoctl)` (what naoctl does), so they measure the \
+             trip to the frame, not naoctl's start-up."
+                .into(),
+        );
+    }
+
+    // The UDP stop plot: a full ramp into the pose, then one stop.
+    say(t_start, "UDP stop plot");
+    trials::make_stiff(&mut rig, plan.full_ramps)?;
+    let t_ramp = deathswitch::now_ns();
+    let s = trials::stop_now(&mut rig, Trigger::Udp, naoctl)?;
+    rig.collect_for(Duration::from_millis(500))?;
+    push_stop(&mut figs.udp_frame, &mut figs.udp_trip, &s, s.t0_ns);
+    let udp_plot = trials::window(
+        &rig.frames,
+        rig.runtime_pid(),
+        t_ramp.saturating_sub(3_500 * MS),
+        s.t0_ns + 500 * MS,
+        s.t0_ns,
+    );
+
+    say(
+        t_start,
+        &format!(
+            "stop trials: {} each of naoctl, UDP, chest button",
+            plan.trials
+        ),
+    );
+    for _ in 0..plan.trials {
+        match trials::stop_trial(&mut rig, Trigger::Naoctl, naoctl) {
+            Ok(s) => {
+                figs.naoctl_trip
+                    .samples
+                    .push(s.all_off_ns.saturating_sub(s.trip_ns));
+                figs.naoctl_cmd
+                    .samples
+                    .push(s.all_off_ns.saturating_sub(s.t0_ns));
+            }
+            Err(e) => failed(&mut figs.naoctl_trip, &e),
+        }
+        match trials::stop_trial(&mut rig, Trigger::Udp, naoctl) {
+            Ok(s) => push_stop(&mut figs.udp_frame, &mut figs.udp_trip, &s, s.t0_ns),
+            Err(e) => failed(&mut figs.udp_frame, &e),
+        }
+        match trials::stop_trial(&mut rig, Trigger::Button, naoctl) {
+            Ok(s) => {
+                figs.button_trip
+                    .samples
+                    .push(s.all_off_ns.saturating_sub(s.trip_ns));
+                figs.button_cmd
+                    .samples
+                    .push(s.all_off_ns.saturating_sub(s.t0_ns));
+            }
+            Err(e) => failed(&mut figs.button_trip, &e),
+        }
+    }
+
+    say(
+        t_start,
+        "controller-lost ramp (the controller thread held with ptrace)",
+    );
+    let mut lost_plot = None;
+    trials::make_stiff(&mut rig, plan.full_ramps)?;
+    match trials::controller_lost(&mut rig, plan.lost_hold, plan.lost_after) {
+        Ok((t_stop, t_resume)) => {
+            let pts = trials::window(
+                &rig.frames,
+                rig.runtime_pid(),
+                t_stop.saturating_sub(500 * MS),
+                t_resume + plan.lost_after.as_nanos() as u64,
+                t_stop,
+            );
+            lost_plot = Some((pts, (t_resume - t_stop) as f64 / 1e6));
+        }
+        Err(e) => notes.push(format!("controller-lost ramp not plotted: {e}")),
+    }
+
+    say(
+        t_start,
+        &format!("cycle timing, quiet: {} cycles", plan.cycles),
+    );
+    trials::make_stiff(&mut rig, false)?;
+    let quiet = trials::cycle_phase(&mut rig, plan.cycles, false)?;
+    say(
+        t_start,
+        &format!("cycle timing, loaded: {} cycles", plan.cycles),
+    );
+    let loaded = trials::cycle_phase(&mut rig, plan.cycles, true)?;
+    for (p, period, late) in [
+        (&quiet, &mut figs.period_quiet, &mut figs.late_quiet),
+        (&loaded, &mut figs.period_loaded, &mut figs.late_loaded),
+    ] {
+        period.samples = p.timing.periods_ns.clone();
+        late.samples = p.timing.lateness_ns.clone();
+        figs.rt_cpu.samples.extend(&p.rt_cpu_per_cycle);
+        figs.cycle_cpu.samples.extend(&p.cycle_cpu_per_cycle);
+        figs.guard_cpu.samples.extend(&p.guard_cpu_per_poll);
+        figs.rt_rss.samples.extend(&p.rt_rss_kb);
+        figs.guard_rss.samples.extend(&p.guard_rss_kb);
+    }
+    let policy = |p: &trials::CyclePhase| match p.cycle_policy {
+        Some((pol, prio)) => format!("{} {prio}", rig::policy_name(pol)),
+        None => "unknown".into(),
+    };
+    let guard_poll = rig::thread_named(rig.guard_pid(), "guard-poll")
+        .and_then(|t| rig::policy(rig.guard_pid(), Some(t)))
+        .map_or("unknown".into(), |(p, q)| {
+            format!("{} {q}", rig::policy_name(p))
+        });
+    notes.push(format!(
+        "Cycle thread (nao-rs-cycle): {} (quiet), {} (loaded); guard poll thread: {guard_poll}; \
+         the sim: {}. Loaded: {} busy-loop threads at SCHED_OTHER. Seq gaps in the trace: {} \
+         quiet, {} loaded.",
+        policy(&quiet),
+        policy(&loaded),
+        if rig.sim_fifo {
+            format!("SCHED_FIFO {}", rig::SIM_PRIORITY)
+        } else {
+            "SCHED_OTHER (SCHED_FIFO refused)".into()
+        },
+        loaded.load_threads,
+        quiet.timing.seq_gaps,
+        loaded.timing.seq_gaps,
+    ));
+    notes.push(format!(
+        "The runtime's own status file at the end of the quiet / loaded phase: `{}` / `{}`.",
+        quiet.status, loaded.status
+    ));
+
+    say(
+        t_start,
+        &format!(
+            "guard trials: {} SIGSTOP and {} SIGKILL",
+            plan.guard_trials, plan.guard_trials
+        ),
+    );
+    let mut guard_plot = None;
+    for i in 0..plan.guard_trials {
+        let full = i == 0 && plan.full_ramps;
+        match trials::guard_trial(&mut rig, Signal::SIGSTOP, full) {
+            Ok(g) => {
+                push_guard_stop(&mut figs, &g);
+                if i == 0 {
+                    guard_plot = Some(g);
+                }
+            }
+            Err(e) => failed(&mut figs.stop_takeover, &e),
+        }
+        match trials::guard_trial(&mut rig, Signal::SIGKILL, false) {
+            Ok(g) => figs
+                .kill_frame
+                .samples
+                .push(g.guard_frame_ns.saturating_sub(g.t0_ns)),
+            Err(e) => failed(&mut figs.kill_frame, &e),
+        }
+    }
+    let guard_pts = guard_plot.map(|g| {
+        // The runtime that was stopped is the one whose frames end at t0.
+        let before: Vec<_> = rig
+            .frames
+            .iter()
+            .filter(|f| f.t_ns < g.t0_ns && f.is_cycle() && f.peer_pid != rig.guard_pid())
+            .rev()
+            .take(1)
+            .map(|f| f.peer_pid)
+            .collect();
+        let rt = before.first().copied().unwrap_or(0);
+        let w0 = g.t0_ns.saturating_sub(300 * MS);
+        (
+            trials::window(&rig.frames, rt, w0, g.t0_ns + 300 * MS, g.t0_ns),
+            trials::window(
+                &rig.frames,
+                rig.guard_pid(),
+                g.t0_ns,
+                g.t0_ns + 300 * MS,
+                g.t0_ns,
+            ),
+            (g.trip_ns as i128 - g.t0_ns as i128) as f64 / 1e6,
+        )
+    });
+
+    say(t_start, "replay speed");
+    replay_speed(&recordings_dir(a), plan.replay_runs, &mut figs.replay);
+    drop(rig);
+
+    let all = figs.all();
+    let table = report::table(&all);
+    let header = format!(
+        "nao-rs bench on {}; {} trials per stop figure, {} per guard figure, {} cycles per cycle \
+         phase; {:.0} s in all.\n",
+        machine(),
+        plan.trials,
+        plan.guard_trials,
+        plan.cycles,
+        t_start.elapsed().as_secs_f64()
+    );
+    println!("{header}\n{table}");
+    for n in &notes {
+        println!("- {n}");
+    }
+    if let Some(out) = &a.out {
+        let w = |name: &str, text: &str| {
+            let p = out.join(name);
+            std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        };
+        w("samples.csv", &report::csv(&all))?;
+        plot::histogram(
+            &out.join("lateness.svg"),
+            "Cycle lateness at the board (12 ms grid)",
+            "lateness (ms)",
+            &[
+                ("quiet", &figs.late_quiet.samples),
+                ("busy loop on every core", &figs.late_loaded.samples),
+            ],
+            100_000,
+        )?;
+        plots.push(("lateness.svg".into(), "the lateness histogram".into()));
+        plot::stiffness(
+            &out.join("stop_udp.svg"),
+            "Stiffness around a UDP stop (stand ramp, then the stop at 0 ms)",
+            &[plot::Line {
+                name: "runtime",
+                points: udp_plot,
+            }],
+            &[(0.0, "UDP datagram sent")],
+        )?;
+        plots.push(("stop_udp.svg".into(), "stiffness around a UDP stop".into()));
+        if let Some((pts, resume)) = lost_plot {
+            plot::stiffness(
+                &out.join("controller_lost.svg"),
+                "Controller lost: no command from 0 ms until resumed",
+                &[plot::Line {
+                    name: "runtime",
+                    points: pts,
+                }],
+                &[(0.0, "controller stopped"), (resume, "controller resumed")],
+            )?;
+            plots.push((
+                "controller_lost.svg".into(),
+                "the controller-lost ramp".into(),
+            ));
+        }
+        if let Some((rt, guard, trip)) = guard_pts {
+            plot::stiffness(
+                &out.join("guard_takeover.svg"),
+                "Guard take-over: SIGSTOP of the runtime at 0 ms",
+                &[
+                    plot::Line {
+                        name: "runtime",
+                        points: rt,
+                    },
+                    plot::Line {
+                        name: "guard",
+                        points: guard,
+                    },
+                ],
+                &[(0.0, "SIGSTOP"), (trip, "guard's take-over (trip)")],
+            )?;
+            plots.push(("guard_takeover.svg".into(), "a guard take-over".into()));
+        }
+        let mut md = format!("# nao-rs bench\n\n{header}\n{table}\n");
+        for n in &notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+        md.push_str("\nRaw samples: `samples.csv` (figure, unit, index, value).\n\n");
+        for (file, what) in &plots {
+            md.push_str(&format!("![{what}]({file})\n\n"));
+        }
+        w("report.md", &md)?;
+        say(
+            t_start,
+            &format!("wrote {}", out.join("report.md").display()),
+        );
+    }
+    Ok(all.iter().all(|f| f.verdict() != Some(false)))
+}
+
+fn push_stop(frame: &mut Figure, trip: &mut Figure, s: &StopSample, t0: u64) {
+    frame.samples.push(s.all_off_ns.saturating_sub(t0));
+    trip.samples.push(s.trip_ns.saturating_sub(t0));
+}
+
+fn push_guard_stop(figs: &mut Figures, g: &GuardSample) {
+    if g.reason != Some(deathswitch::Reason::GuardHeartbeatLost) {
+        failed(
+            &mut figs.stop_takeover,
+            &format!(
+                "trip reason {:?}, expected guard-heartbeat-lost",
+                g.reason.map(|r| r.name())
+            ),
+        );
+        return;
+    }
+    figs.stop_takeover
+        .samples
+        .push(g.trip_ns.saturating_sub(g.t0_ns));
+    figs.takeover_frame
+        .samples
+        .push(g.guard_frame_ns.saturating_sub(g.trip_ns));
+    figs.stop_frame
+        .samples
+        .push(g.guard_frame_ns.saturating_sub(g.t0_ns));
+}
+
+fn replay_speed(dir: &Path, runs: u32, fig: &mut Figure) {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rec"))
+            .collect(),
+        Err(e) => {
+            fig.note = format!("cannot read {}: {e}; give --recordings DIR", dir.display());
+            return;
+        }
+    };
+    files.sort();
+    for p in &files {
+        for _ in 0..runs {
+            match nao_wire::replay::replay_file(p) {
+                Ok(r) => {
+                    let ns = r.elapsed.as_nanos().max(1);
+                    fig.samples
+                        .push((u128::from(r.cycles) * 1_000_000_000 / ns) as u64);
+                }
+                Err(e) => {
+                    fig.note = format!("{} did not replay: {e}", p.display());
+                    return;
+                }
+            }
+        }
+    }
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    fig.name = format!(
+        "replay of {} ({} runs each), cycles a second",
+        names.join(", "),
+        runs
+    );
 }

@@ -7,8 +7,11 @@
 //! - [`log`]: events through a ring to a logging actor, repeats counted.
 //! - [`notify`]: wake a waiting thread without a lock (a futex).
 //! - rings: `rtrb` SPSC rings, preallocated ([`ring`]).
+//! - [`alloc`]: a counting allocator, so a running process shows that its
+//!   real-time loops allocate nothing.
 
 pub mod actor;
+pub mod alloc;
 pub mod log;
 pub mod notify;
 pub mod ticker;

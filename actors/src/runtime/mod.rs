@@ -150,6 +150,10 @@ pub struct Status {
     pub flags: AtomicU32,
     /// 1 while the last frame was built with the switch tripped.
     pub tripped: AtomicU32,
+    /// Allocations made by the cycle thread from its first cycle on, as
+    /// counted by [`crate::kit::alloc::CountingAlloc`] (0 without it; see
+    /// [`crate::kit::alloc::installed`]). Goal: 0.
+    pub cycle_allocations: AtomicU64,
 }
 
 /// Trip and stop from any thread; cheap to clone.
@@ -516,6 +520,7 @@ impl CycleActor {
         let mut panicked = false;
         // The stop request seen: this many all-off frames are still to go.
         let mut last_frames: Option<u8> = None;
+        let allocations_at_start = crate::kit::alloc::thread_allocations();
         loop {
             let tick = ticker.wait();
             // Acquire: pairs with the Release in Handle::request_stop.
@@ -530,6 +535,11 @@ impl CycleActor {
             }
             let step =
                 std::panic::catch_unwind(AssertUnwindSafe(|| self.one_cycle(link, hook, &tick)));
+            // Relaxed: display-only status.
+            self.handle.status.cycle_allocations.store(
+                crate::kit::alloc::thread_allocations() - allocations_at_start,
+                Ordering::Relaxed,
+            );
             if step.is_err() {
                 panicked = true;
                 self.board.trip(Reason::Fault);

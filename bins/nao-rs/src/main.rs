@@ -52,6 +52,11 @@ struct ImportUsbmonArgs {
     args: Vec<String>,
 }
 
+/// Counts allocations per thread, so the runtime's status shows that its
+/// cycle thread allocates nothing after start-up (`cycle_allocations`).
+#[global_allocator]
+static ALLOCATOR: nao_actors::kit::alloc::CountingAlloc = nao_actors::kit::alloc::CountingAlloc;
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Cmd::Run(a) => run::main(a),

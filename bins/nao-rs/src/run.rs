@@ -127,6 +127,8 @@ fn status_line(h: &Handle) -> String {
         "tripped": sw.tripped,
         "reason": sw.reason.map(Reason::name),
         "flags": deathswitch::flags::names(s.flags.load(Ordering::Relaxed)).collect::<Vec<_>>(),
+        "cycle_allocations": nao_actors::kit::alloc::installed()
+            .then(|| s.cycle_allocations.load(Ordering::Relaxed)),
     })
     .to_string()
 }

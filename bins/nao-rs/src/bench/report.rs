@@ -14,8 +14,8 @@ pub enum Unit {
     MiB,
     /// Samples in cycles a second, printed as integers.
     PerSecond,
-    /// A count per cycle, printed as an integer.
-    PerCycle,
+    /// A plain count, printed as an integer.
+    Count,
 }
 
 impl Unit {
@@ -25,7 +25,7 @@ impl Unit {
             Unit::Ms => "ms",
             Unit::MiB => "MiB",
             Unit::PerSecond => "cycles/s",
-            Unit::PerCycle => "per cycle",
+            Unit::Count => "count",
         }
     }
 
@@ -35,7 +35,7 @@ impl Unit {
             Unit::Ms => "ns",
             Unit::MiB => "kB",
             Unit::PerSecond => "cycles/s",
-            Unit::PerCycle => "count",
+            Unit::Count => "count",
         }
     }
 
@@ -47,7 +47,7 @@ impl Unit {
                 format!("{}.{:03}", us / 1000, us % 1000)
             }
             Unit::MiB => format!("{:.1}", v as f64 / 1024.0),
-            Unit::PerSecond | Unit::PerCycle => format!("{v}"),
+            Unit::PerSecond | Unit::Count => format!("{v}"),
         }
     }
 }

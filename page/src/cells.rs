@@ -15,8 +15,9 @@ use crate::{Reason, Snapshot};
 /// The magic value at offset 0 and offset 120 (ASCII "NAORS-DS", little
 /// endian). A page without both counts as tripped.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NAORS-DS");
-/// The layout version this crate reads and writes.
-pub const VERSION: u32 = 1;
+/// The layout version this crate reads and writes (2: `trip_count` at
+/// offset 72 is the armed -> tripped transition count every holder reads).
+pub const VERSION: u32 = 2;
 /// The size of the layout and of the page file, in bytes.
 pub const LEN: usize = 128;
 /// `tripped_at_ns` while armed, and while a trip is being stored.
@@ -38,7 +39,7 @@ pub struct Cells {
     all_off_cycle: AtomicU64,
     guard_pid: AtomicU32,
     guard_holding: AtomicU32,
-    trips: AtomicU64,
+    trip_count: AtomicU64,
     armed_at_unix_ns: AtomicU64,
     reserved: [AtomicU64; 4],
     magic_tail: AtomicU64,
@@ -60,7 +61,7 @@ const _: () = {
     assert!(std::mem::offset_of!(Cells, all_off_cycle) == 56);
     assert!(std::mem::offset_of!(Cells, guard_pid) == 64);
     assert!(std::mem::offset_of!(Cells, guard_holding) == 68);
-    assert!(std::mem::offset_of!(Cells, trips) == 72);
+    assert!(std::mem::offset_of!(Cells, trip_count) == 72);
     assert!(std::mem::offset_of!(Cells, armed_at_unix_ns) == 80);
     assert!(std::mem::offset_of!(Cells, magic_tail) == 120);
 };
@@ -90,7 +91,7 @@ impl Cells {
             all_off_cycle: AtomicU64::new(0),
             guard_pid: AtomicU32::new(0),
             guard_holding: AtomicU32::new(0),
-            trips: AtomicU64::new(0),
+            trip_count: AtomicU64::new(0),
             armed_at_unix_ns: AtomicU64::new(0),
             reserved: std::array::from_fn(|_| AtomicU64::new(0)),
             magic_tail: AtomicU64::new(0),
@@ -115,7 +116,7 @@ impl Cells {
         self.all_off_cycle.store(0, Ordering::Release);
         self.guard_pid.store(0, Ordering::Release);
         self.guard_holding.store(0, Ordering::Release);
-        self.trips.store(1, Ordering::Release);
+        self.trip_count.store(1, Ordering::Release);
         self.armed_at_unix_ns.store(0, Ordering::Release);
         for r in &self.reserved {
             r.store(0, Ordering::Release);
@@ -156,7 +157,7 @@ impl Cells {
         if won {
             self.tripped_at_ns.store(now_ns, Ordering::Release);
             self.tripped_at_unix_ns.store(unix_ns, Ordering::Release);
-            self.trips.fetch_add(1, Ordering::AcqRel);
+            self.trip_count.fetch_add(1, Ordering::AcqRel);
         }
         won
     }
@@ -167,7 +168,7 @@ impl Cells {
         self.reason.store(reason.code(), Ordering::Release);
         self.tripped_at_ns.store(now_ns, Ordering::Release);
         self.tripped_at_unix_ns.store(unix_ns, Ordering::Release);
-        self.trips.fetch_add(1, Ordering::AcqRel);
+        self.trip_count.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Re-arms: a person's act, for `naoctl rearm` only. The trip time is
@@ -181,6 +182,15 @@ impl Cells {
         self.armed_at_unix_ns.store(unix_ns, Ordering::Release);
         // Release: the pending time above is visible to whoever sees armed.
         self.reason.store(0, Ordering::Release);
+    }
+
+    /// How many times the switch went from armed to tripped since the page
+    /// was made whole (a repair or a fresh page counts its own trip: 1).
+    /// A holder that sees this number change since its last frame knows a
+    /// trip happened in between, even if a re-arm came before it looked.
+    pub fn trip_count(&self) -> u64 {
+        // Acquire: pairs with the AcqRel increment in `trip`/`force_trip`.
+        self.trip_count.load(Ordering::Acquire)
     }
 
     /// The raw `reason` word (0: armed, if the magic is present).
@@ -303,7 +313,7 @@ impl Cells {
             guard_holding: self.guard_holding.load(Ordering::Acquire) != 0,
             magic_ok,
             version: self.version(),
-            trips: self.trips.load(Ordering::Acquire),
+            trip_count: self.trip_count.load(Ordering::Acquire),
             armed_at_unix_ns: self.armed_at_unix_ns.load(Ordering::Acquire),
         }
     }

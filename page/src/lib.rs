@@ -56,8 +56,10 @@ pub struct Snapshot {
     pub magic_ok: bool,
     /// The stored layout version.
     pub version: u32,
-    /// Successful trips since the page was made whole (a count, display only).
-    pub trips: u64,
+    /// Armed -> tripped transitions since the page was made whole
+    /// (`trip_count`, `naoctl status --json`): no trip is missed between two
+    /// reads that compare it.
+    pub trip_count: u64,
     /// When the switch was last re-armed, ns since the Unix epoch (0: never).
     pub armed_at_unix_ns: u64,
 }

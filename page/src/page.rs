@@ -359,6 +359,12 @@ impl Page {
         self.cells().is_tripped()
     }
 
+    /// Armed -> tripped transitions since the page was made whole
+    /// ([`Cells::trip_count`]).
+    pub fn trip_count(&self) -> u64 {
+        self.cells().trip_count()
+    }
+
     /// The reason (page-lost for a page without its magic), `None` while armed.
     pub fn reason(&self) -> Option<Reason> {
         self.cells().reason()

@@ -29,11 +29,14 @@ pub enum Reason {
     GuardHeartbeatLost,
     /// Guard rule 3: a trip was not confirmed in time.
     GuardNoConfirmation,
+    /// The guard saw the registered runtime's process end (its pidfd),
+    /// before any beat timeout.
+    GuardRuntimeExited,
 }
 
 impl Reason {
     /// Every reason, in code order.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::Boot,
         Reason::Naoctl,
         Reason::Udp,
@@ -46,6 +49,7 @@ impl Reason {
         Reason::PageLost,
         Reason::GuardHeartbeatLost,
         Reason::GuardNoConfirmation,
+        Reason::GuardRuntimeExited,
     ];
 
     /// The spec's name, as `naoctl` prints it (`"chest-button"`, ...).
@@ -63,6 +67,7 @@ impl Reason {
             Reason::PageLost => "page-lost",
             Reason::GuardHeartbeatLost => "guard-heartbeat-lost",
             Reason::GuardNoConfirmation => "guard-no-confirmation",
+            Reason::GuardRuntimeExited => "guard-runtime-exited",
         }
     }
 
@@ -71,14 +76,14 @@ impl Reason {
         Reason::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// The reason stored as `code` in the page (1..=12), if any.
+    /// The reason stored as `code` in the page (1..=13), if any.
     pub fn from_code(code: u32) -> Option<Reason> {
         (code as usize)
             .checked_sub(1)
             .and_then(|i| Reason::ALL.get(i).copied())
     }
 
-    /// The code stored in the page (1..=12).
+    /// The code stored in the page (1..=13).
     pub fn code(self) -> u32 {
         self as u32
     }
@@ -102,7 +107,7 @@ mod tests {
             assert_eq!(Reason::from_name(r.name()), Some(r));
         }
         assert_eq!(Reason::from_code(0), None);
-        assert_eq!(Reason::from_code(13), None);
+        assert_eq!(Reason::from_code(14), None);
         assert_eq!(Reason::from_name("Boot"), None);
         assert_eq!(Reason::ChestButton.name(), "chest-button");
         assert_eq!(Reason::GuardNoConfirmation.name(), "guard-no-confirmation");

@@ -68,6 +68,7 @@ fn main() {
             command: Some(&cmd),
             tripped: false,
             page_lost: false,
+            trip_count: 0,
         };
         let t0 = Instant::now();
         let frame_len = cycle.build(&input, k * 12_000_000).len();

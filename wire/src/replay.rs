@@ -3,6 +3,12 @@
 //! recording's clock (its `cycle` lines), applying the inputs (`command`,
 //! `silence`, `trip`, `rearm`, `accepted`, `switch`) where they stand, and
 //! checks that every call matches and none is left over.
+//!
+//! The replay's switch is virtual: `switch` sets it, `trip` trips it,
+//! `rearm` re-arms it, and a trip raised by an answer trips it (as the
+//! runtime trips the page). Like the page it counts its armed -> tripped
+//! transitions, and the cycle is given that count, so a `trip` and a
+//! `rearm` among one cycle's inputs make that cycle's frame tripped.
 
 use core::fmt;
 use std::path::{Path, PathBuf};
@@ -94,10 +100,20 @@ const NS_PER_MS: u64 = 1_000_000;
 struct Inputs {
     accepted: Vec<u8>,
     armed: bool,
+    /// The virtual switch's armed -> tripped transitions.
+    trip_count: u64,
     command: Option<Command>,
 }
 
 impl Inputs {
+    /// Trips the virtual switch; counts the trip when it finds it armed.
+    fn trip(&mut self) {
+        if self.armed {
+            self.trip_count = self.trip_count.wrapping_add(1);
+        }
+        self.armed = false;
+    }
+
     /// Applies an input or setting line; false for a call or cycle line.
     fn apply(&mut self, item: &Item) -> bool {
         match item {
@@ -105,7 +121,7 @@ impl Inputs {
             Item::SwitchArmed(a) => self.armed = *a,
             Item::Command(c) => self.command = Some(**c),
             Item::Silence => self.command = None,
-            Item::Trip(_) => self.armed = false,
+            Item::Trip(_) => self.trip(),
             Item::Rearm => self.armed = true,
             Item::Cycle { .. } | Item::Call(_) => return false,
         }
@@ -120,6 +136,7 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
     let mut inputs = Inputs {
         accepted: DEFAULT_ACCEPTED.to_vec(),
         armed: true,
+        trip_count: 0,
         command: None,
     };
     let mismatch = |link: &ReplayLink| ReplayFailure::Mismatch {
@@ -146,6 +163,7 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
         Err(e) => startup_error = Some(e),
         Ok(identity) => {
             let mut cycle = Cycle::from_identity(&identity, &inputs.accepted);
+            cycle.set_initial_trip_count(inputs.trip_count);
             // (k, t_ms) of a cycle line whose calls have not run yet.
             let mut pending: Option<(u64, u64)> = None;
             loop {
@@ -187,13 +205,8 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
                     Some(_) | None => break,
                 }
             }
-            if let Some((_, t)) = pending.take() {
-                run_one(&mut cycle, &mut link, &mut inputs, t);
-                cycles += 1;
-                if link.mismatch().is_some() {
-                    return Err(mismatch(&link));
-                }
-            }
+            // A `cycle` line with no call after it follows the runtime's
+            // last call: an input line, not run.
         }
     }
     // The runtime's stop: after its last cycle it closes the board. A
@@ -210,7 +223,14 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
             }
         }
     }
-    // Anything left is a call the runtime did not make.
+    // Input lines after the runtime's last call are not calls; a call line
+    // left is one the runtime did not make.
+    while link
+        .peek()
+        .is_some_and(|l| !matches!(l.item, Item::Call(_)))
+    {
+        link.advance();
+    }
     if let Some(l) = link.peek() {
         let m = Mismatch {
             line: l.number,
@@ -241,10 +261,11 @@ fn run_one(cycle: &mut Cycle, link: &mut ReplayLink, inputs: &mut Inputs, t_ms: 
         command: inputs.command.as_ref(),
         tripped: !inputs.armed,
         page_lost: false,
+        trip_count: inputs.trip_count,
     };
     let out = cycle.run(link, &input, t_ms.saturating_mul(NS_PER_MS));
     if out.trips.any() {
-        inputs.armed = false;
+        inputs.trip();
     }
 }
 

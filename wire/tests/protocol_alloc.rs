@@ -91,6 +91,7 @@ fn cycle_path_allocates_nothing_over_1000_cycles() {
             command,
             tripped: (300..320).contains(&k),
             page_lost: false,
+            trip_count: 0,
         };
         let t = k * 12_000_000 + if k >= 650 { 200_000_000 } else { 0 };
         let out = cycle.run(&mut *board, &input, t);

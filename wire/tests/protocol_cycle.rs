@@ -42,6 +42,7 @@ fn run(
             command: cmd,
             tripped,
             page_lost: false,
+            trip_count: 0,
         },
         t,
     )
@@ -376,6 +377,7 @@ fn tripped_or_page_lost_frame_is_all_off_but_leds_and_sonar_are_sent() {
             command: Some(&c),
             tripped: false,
             page_lost: true,
+            trip_count: 0,
         },
         100 * 12 * MS,
     );
@@ -410,6 +412,7 @@ fn split_steps_make_the_same_frames_as_run() {
             command: Some(&c),
             tripped: false,
             page_lost: false,
+            trip_count: 0,
         };
         run(&mut board, &mut a, Some(&c), false);
         let frame_a = board.frame();

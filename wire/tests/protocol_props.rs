@@ -18,7 +18,7 @@ proptest! {
     ) {
         let mut c = Cycle::with_default_accepted([2048; JOINTS]);
         let cmd = Command { stiffness: [stiffness; JOINTS], position: [position; JOINTS], ..Command::default() };
-        let input = CycleInput { command: Some(&cmd), tripped: false, page_lost: false };
+        let input = CycleInput { command: Some(&cmd), tripped: false, page_lost: false, trip_count: 0 };
         c.build(&input, 0);
         c.complete(ReadResult::Skipped, Ok(()));
         c.build(&input, 12_000_000);

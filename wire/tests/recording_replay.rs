@@ -55,6 +55,8 @@ fn record_again(path: &std::path::Path) -> String {
     let identity =
         Startup::run(&mut rec).unwrap_or_else(|e| panic!("{}: start-up: {e}", path.display()));
     let mut cycle = Cycle::from_identity(&identity, &accepted);
+    let mut trip_count = 0u64;
+    cycle.set_initial_trip_count(trip_count);
     while let Some(Item::Cycle { k, t_ms }) = peek(&rec) {
         assert_eq!(k, cycle.k(), "{}", path.display());
         rec.inner_mut().advance();
@@ -72,6 +74,7 @@ fn record_again(path: &std::path::Path) -> String {
                 }
                 Some(Item::Trip(r)) => {
                     rec.trip(&r).expect("trip");
+                    trip_count += u64::from(armed);
                     armed = false;
                 }
                 Some(Item::Rearm) => {
@@ -86,9 +89,11 @@ fn record_again(path: &std::path::Path) -> String {
             command: command.as_ref(),
             tripped: !armed,
             page_lost: false,
+            trip_count,
         };
         let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
         if out.trips.any() {
+            trip_count += u64::from(armed);
             armed = false;
         }
         if let Some(m) = rec.inner().mismatch() {

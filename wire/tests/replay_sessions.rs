@@ -30,6 +30,7 @@ fn session() -> String {
         ..Command::default()
     };
     let mut armed = true;
+    let mut trip_count = 0u64;
     let mut reconnects = 0;
     for k in 0..120u64 {
         let t_ms = k * 12 + if k >= 90 { 150 } else { 0 };
@@ -39,6 +40,7 @@ fn session() -> String {
         }
         if k == 60 {
             rec.trip("udp").unwrap();
+            trip_count += u64::from(armed);
             armed = false;
         }
         if k == 70 || k == 100 {
@@ -55,10 +57,12 @@ fn session() -> String {
             command,
             tripped: !armed,
             page_lost: false,
+            trip_count,
         };
         let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
         reconnects += (out.reconnect == Reconnect::Done) as u32;
         if out.trips.any() {
+            trip_count += u64::from(armed);
             armed = false;
         }
     }
@@ -202,6 +206,7 @@ fn recording_that_starts_tripped_replays_all_off_frames() {
             command: Some(&stand),
             tripped: true,
             page_lost: false,
+            trip_count: 0,
         };
         assert!(cycle.run(&mut rec, &input, k * 12_000_000).all_off);
     }
@@ -211,4 +216,113 @@ fn recording_that_starts_tripped_replays_all_off_frames() {
     // The same recording with the switch armed expects other frames.
     let armed = text.replace("switch tripped", "switch armed");
     assert!(replay_text(&armed).is_err());
+}
+
+/// A scripted session against the fake board: the controller commands
+/// stiffness 0.5 in every cycle; `inputs` are `(k, "trip" | "rearm")` among
+/// cycle k's inputs, in order; the answers handed over in the cycles of
+/// `faults` report a joint fault (status bit 0). The switch is modelled as
+/// the runtime's page: a trip that finds it armed counts; an answer trip
+/// trips it. `count_trips: false` gives the cycle a constant trip count (a
+/// runtime blind to a trip and re-arm between two frames). Returns the text
+/// and each cycle's stiffness of joint 0.
+fn scripted(
+    cycles: u64,
+    inputs: &[(u64, &str)],
+    faults: std::ops::Range<u64>,
+    count_trips: bool,
+) -> (String, Vec<u16>) {
+    let board = FakeBoard::new();
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    rec.switch(true).unwrap();
+    let id = Startup::run(&mut rec).unwrap();
+    let mut cycle = Cycle::from_identity(&id, &[10]);
+    cycle.set_initial_trip_count(0);
+    let stand = Command {
+        stiffness: [0.5; JOINTS],
+        position: [0.25; JOINTS],
+        ..Command::default()
+    };
+    let (mut armed, mut trip_count) = (true, 0u64);
+    let mut stiffness = Vec::new();
+    for k in 0..cycles {
+        rec.cycle(k, k * 12).unwrap();
+        if k == 0 {
+            rec.command(&stand).unwrap();
+        }
+        for &(_, what) in inputs.iter().filter(|(at, _)| *at == k) {
+            if what == "trip" {
+                rec.trip("naoctl").unwrap();
+                trip_count += u64::from(armed);
+                armed = false;
+            } else {
+                rec.rearm().unwrap();
+                armed = true;
+            }
+        }
+        // The answer read in cycle k+1 is made by this cycle's write.
+        rec.inner_mut().status[3] = u8::from(faults.contains(&(k + 1)));
+        let input = CycleInput {
+            command: Some(&stand),
+            tripped: !armed,
+            page_lost: false,
+            trip_count: if count_trips { trip_count } else { 0 },
+        };
+        let out = cycle.run(&mut rec, &input, k * 12_000_000);
+        stiffness.push(out.stiffness[0]);
+        if out.trips.any() {
+            trip_count += u64::from(armed);
+            armed = false;
+        }
+    }
+    let (_, bytes) = rec.finish().unwrap();
+    (String::from_utf8(bytes).unwrap(), stiffness)
+}
+
+#[test]
+fn replay_of_a_trip_and_a_rearm_among_one_cycles_inputs_expects_that_frame_all_off() {
+    let (text, s) = scripted(20, &[(10, "trip"), (10, "rearm")], 0..0, true);
+    assert_eq!(s[9], 500);
+    assert_eq!(s[10], 0, "the frame after the trip is all-off");
+    assert_eq!(s[11], 500, "the frame after it follows the switch");
+    let r = replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.cycles, 20);
+    // The same inputs with cycle 10's frame stiff (a trip unseen) fail at
+    // that frame.
+    let (unseen, s) = scripted(20, &[(10, "trip"), (10, "rearm")], 0..0, false);
+    assert_eq!(s[10], 500);
+    match replay_text(&unseen) {
+        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
+            let line = unseen.lines().nth(mismatch.line - 1).unwrap();
+            let cycle_10 = unseen.lines().position(|l| l == "cycle 10 120").unwrap();
+            assert!(mismatch.line > cycle_10, "{mismatch}");
+            assert!(line.starts_with("bulk_out 02 "), "{mismatch}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn replay_of_an_answer_trip_then_a_rearm_expects_all_off_until_the_rearm_then_the_command() {
+    // The example: stiffness 0.5 every cycle, a joint fault in the
+    // answers that trips the switch in cycle 24, `rearm` in cycle 28.
+    let (text, s) = scripted(40, &[(28, "rearm")], 24..27, true);
+    assert_eq!(&s[3..25], &[500; 22]);
+    assert_eq!(&s[25..28], &[0, 0, 0], "all-off in cycles 25-27");
+    assert_eq!(&s[28..], &[500; 12], "the command again from cycle 28");
+    assert!(text.contains("\nrearm\n"));
+    let r = replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.cycles, 40);
+}
+
+#[test]
+fn replay_of_an_answer_trip_and_a_rearm_in_the_next_cycle_expects_one_all_off_frame() {
+    // The fault in one answer only (handed over in cycle 24); re-armed among
+    // cycle 25's inputs, before cycle 25's frame: that frame is still
+    // tripped, cycle 26's carries the command.
+    let (text, s) = scripted(30, &[(25, "rearm")], 24..25, true);
+    assert_eq!(s[24], 500);
+    assert_eq!(s[25], 0);
+    assert_eq!(&s[26..], &[500; 4]);
+    replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
 }

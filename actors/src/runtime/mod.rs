@@ -620,6 +620,7 @@ impl CycleActor {
             command: command.as_ref(),
             tripped,
             page_lost: self.page_lost,
+            trip_count: 0, // TODO(runtime): the page's trip_count, read with `tripped`
         };
         let out = self.cycle.run(link, &input, t_ms.saturating_mul(1_000_000));
         // The heartbeat after the frame: confirmation, time, cycle.

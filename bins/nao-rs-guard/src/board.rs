@@ -73,6 +73,7 @@ impl<L: Link> Board for WireBoard<L> {
             command: None,
             tripped: true,
             page_lost: false,
+            trip_count: 0,
         };
         let out = self.cycle.run(&mut self.link, &input, t_ns);
         match out.failure {

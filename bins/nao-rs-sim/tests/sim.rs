@@ -48,6 +48,7 @@ impl Runtime {
             command,
             tripped: false,
             page_lost: false,
+            trip_count: 0,
         };
         (0..n)
             .map(|_| {
@@ -381,6 +382,7 @@ fn a_recording_made_against_the_simulator_replays() {
             command,
             tripped: false,
             page_lost: false,
+            trip_count: 0,
         };
         let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
         reconnects += usize::from(out.reconnect == Reconnect::Done);

@@ -22,6 +22,7 @@ use super::joints::{joint_values, Hold};
 use super::safety::{Levels, Safety};
 use super::startup::{link_up, Identity};
 use super::tables::*;
+use super::trip_latch::{SwitchView, TripLatch};
 use crate::command::{Command, JOINTS};
 use crate::link::{Link, LinkError};
 
@@ -43,6 +44,11 @@ pub struct CycleInput<'a> {
     pub tripped: bool,
     /// The death switch page is lost.
     pub page_lost: bool,
+    /// The switch's trip count (armed -> tripped transitions), read with
+    /// `tripped`. A count that differs from the one read for the last frame
+    /// built makes this frame tripped even when the switch is armed again
+    /// (a trip and a re-arm between two frames): see [`TripLatch`].
+    pub trip_count: u64,
 }
 
 /// A link error without its message (so the output stays `Copy`).
@@ -168,10 +174,9 @@ struct Core {
     /// The previous cycle's write on this link succeeded.
     prev_write_ok: bool,
     failures: u32,
-    /// A trip raised by an answer, held until the input shows the switch
-    /// tripped (so the very next frame is all-off even before the runtime
-    /// has tripped the page).
-    latched_trip: bool,
+    /// No trip unseen: trips since the last frame built (a trip count that
+    /// moved, a trip raised by an answer), cleared by the next frame built.
+    trip_latch: TripLatch,
 }
 
 /// One cycle after another, with every buffer made in the constructor.
@@ -225,12 +230,21 @@ impl Cycle {
                 client_result: None,
                 prev_write_ok: false,
                 failures: 0,
-                latched_trip: false,
+                trip_latch: TripLatch::new(),
             },
             frame: [0; MAX_FRAME_LEN],
             frame_len: 0,
             answer: [0; BULK_IN_LEN],
         }
+    }
+
+    /// The switch's trip count before the first frame (replay: the virtual
+    /// switch's count as the session starts), so that a trip and a re-arm
+    /// among cycle 0's inputs make cycle 0's frame tripped. Without it the
+    /// first frame's count is the baseline. Call before the first
+    /// [`Cycle::build`].
+    pub fn set_initial_trip_count(&mut self, count: u64) {
+        self.core.trip_latch = TripLatch::with_count(count);
     }
 
     /// The number of the next cycle.
@@ -268,9 +282,6 @@ impl Cycle {
         if let Some(cmd) = input.command {
             c.command = *cmd;
         }
-        if input.tripped {
-            c.latched_trip = false;
-        }
         c.levels = c.safety.step(
             now_ns,
             input.command.is_some(),
@@ -280,8 +291,15 @@ impl Cycle {
         for (b, a) in accepted.iter_mut().enumerate() {
             *a = c.handshake.is_accepted(b);
         }
+        // No trip unseen: the latch decides whether this frame counts as
+        // tripped and is cleared by this frame being built.
+        let frame_tripped = c.trip_latch.frame(SwitchView {
+            tripped: input.tripped,
+            page_lost: input.page_lost,
+            trip_count: input.trip_count,
+        });
         let hold = Hold {
-            tripped: input.tripped || c.latched_trip,
+            tripped: frame_tripped,
             page_lost: input.page_lost,
         };
         if hold.tripped || hold.page_lost {
@@ -476,7 +494,7 @@ impl Core {
         if let Some(frame) = answer {
             trips = hand_answer(&frame, &self.zero, &mut self.sensors, &mut self.handshake);
             if trips.any() {
-                self.latched_trip = true;
+                self.trip_latch.answer_tripped();
             }
         }
         self.handshake.end_of_cycle(self.k);

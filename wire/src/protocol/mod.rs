@@ -12,3 +12,4 @@ pub mod prefs;
 pub mod safety;
 pub mod startup;
 pub mod tables;
+pub mod trip_latch;

@@ -131,6 +131,11 @@ fn run() -> Result<(), String> {
             command: Some(&cmd),
             tripped,
             page_lost: false,
+            trip_count: if a.never_confirm {
+                0
+            } else {
+                page.trip_count()
+            },
         };
         let out = cycle.run(&mut link, &input, deathswitch::now_ns());
         let all_off = out.all_off && !a.never_confirm;

@@ -1003,15 +1003,10 @@ fn parse_args(args: &[String]) -> Result<(String, String, ImportOptions), String
                 let v = it
                     .next()
                     .ok_or("--accepted needs versions, e.g. 10 or 10,11")?;
-                let mut list = Vec::new();
-                for x in v.split(',') {
-                    list.push(
-                        x.parse::<u8>().map_err(|_| {
-                            format!("--accepted {v:?}: {x:?} is not a version 0..255")
-                        })?,
-                    );
-                }
-                opts.accepted = Some(list);
+                opts.accepted = Some(
+                    crate::protocol::handshake::parse_accepted(v)
+                        .map_err(|e| format!("--accepted {v:?}: {e}"))?,
+                );
             }
             "--switch" => {
                 opts.switch_armed = Some(match it.next().map(String::as_str) {

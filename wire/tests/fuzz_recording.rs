@@ -214,7 +214,10 @@ fn body() -> impl Strategy<Value = Body> {
 
 fn recording() -> impl Strategy<Value = Vec<Item>> {
     (
-        prop::option::of(prop::collection::vec(any::<u8>(), 1..4)),
+        prop::option::of(
+            prop::collection::btree_set(any::<u8>(), 1..17)
+                .prop_map(|v| v.into_iter().collect::<Vec<u8>>()),
+        ),
         prop::option::of(any::<bool>()),
         prop::collection::vec(body(), 0..20),
     )
@@ -223,14 +226,24 @@ fn recording() -> impl Strategy<Value = Vec<Item>> {
             items.extend(accepted.map(Item::Accepted));
             items.extend(switch.map(Item::SwitchArmed));
             let (mut k, mut t) = (0u64, 0u64);
+            // At most one command or silence a cycle (inputs before the
+            // first cycle line are the first cycle's).
+            let mut commanded = false;
+            let mut cycle_seen = false;
             for b in body {
                 match b {
                     Body::Cycle(dk, dt) => {
                         k += dk;
                         t += dt;
                         items.push(Item::Cycle { k, t_ms: t });
+                        commanded &= !cycle_seen;
+                        cycle_seen = true;
                     }
-                    Body::Item(i) => items.push(i),
+                    Body::Item(Item::Command(_) | Item::Silence) if commanded => {}
+                    Body::Item(i) => {
+                        commanded |= matches!(i, Item::Command(_) | Item::Silence);
+                        items.push(i);
+                    }
                 }
             }
             items

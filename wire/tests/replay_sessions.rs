@@ -326,3 +326,77 @@ fn replay_of_an_answer_trip_and_a_rearm_in_the_next_cycle_expects_one_all_off_fr
     assert_eq!(&s[26..], &[500; 4]);
     replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A start-up recorded against the fake board whose answer to the request
+/// on `line` (1-based, a `control_in`) is cut to `len` bytes; every call
+/// after it removed, and input lines (a cycle, a command, a trip) added
+/// after it.
+fn short_answer(request: &str, len: usize) -> (String, usize) {
+    let mut rec = RecordingLink::new(FakeBoard::new(), Vec::new()).unwrap();
+    Startup::run(&mut rec).unwrap();
+    let (_, bytes) = rec.finish().unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with(request)).unwrap();
+    let mut out: Vec<String> = lines[..at].iter().map(|s| s.to_string()).collect();
+    let fields: Vec<&str> = lines[at].split(' ').collect();
+    let answer = &fields[6][..2 * len];
+    out.push(format!("{} {}", fields[..6].join(" "), answer));
+    out.push("cycle 0 0".into());
+    out.push("silence".into());
+    out.push("trip naoctl".into());
+    out.push("cycle 1 12".into());
+    (out.join("\n") + "\n", at + 1)
+}
+
+#[test]
+fn short_version_prefs_or_boot_id_answer_ends_the_start_up_naming_the_request() {
+    for (request, len, names) in [
+        (
+            "control_in c0 02 0000 0000 4 ",
+            3,
+            "VERSION request: expected 4 bytes",
+        ),
+        (
+            "control_in c0 03 0000 0800 1024 ",
+            1000,
+            "PREFS request at offset 2048: expected 1024 bytes",
+        ),
+        (
+            "control_in c0 04 0001 0000 8 ",
+            7,
+            "BOOT_ID request 1: expected 8 bytes",
+        ),
+    ] {
+        let (text, line) = short_answer(request, len);
+        let r = replay_text(&text).unwrap_or_else(|e| panic!("{request}: {e}\n{text}"));
+        assert_eq!(r.cycles, 0);
+        assert_eq!(r.calls, line - 1, "the short request is the last call");
+        let e = r.startup_error.expect("a start-up error");
+        assert!(e.contains(names), "{e}");
+        // A further call after it is one the runtime did not make.
+        let more = text.clone() + "close\n";
+        assert!(matches!(
+            replay_text(&more),
+            Err(ReplayFailure::Mismatch { .. })
+        ));
+    }
+}
+
+#[test]
+fn input_lines_after_the_last_call_of_a_failed_start_up_are_not_calls() {
+    let mut board = FakeBoard::new();
+    board.prefs[0] = b'X';
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    assert!(Startup::run(&mut rec).is_err());
+    let (_, bytes) = rec.finish().unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let c = format!(
+        "command {} 000000 000000 000000 00\n",
+        vec!["0.5"; 50].join(" ")
+    );
+    let trailing = format!("{text}cycle 0 0\n{c}trip udp\nrearm\ncycle 1 12\nsilence\n");
+    let r = replay_text(&trailing).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.cycles, 0);
+    assert!(r.startup_error.is_some());
+}

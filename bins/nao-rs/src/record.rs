@@ -99,6 +99,8 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 fn record(args: Args) -> Result<String, String> {
+    nao_wire::protocol::handshake::check_accepted(&args.accepted)
+        .map_err(|e| format!("--accepted: {e}"))?;
     let signals = block_stop_signals()?;
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
     let page_path = args

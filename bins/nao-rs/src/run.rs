@@ -187,6 +187,8 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    nao_wire::protocol::handshake::check_accepted(&args.accepted)
+        .map_err(|e| format!("--accepted: {e}"))?;
     let signals = block_stop_signals()?;
     let (page, page_path) = open_page(args.page.as_deref())?;
     let board: Arc<dyn Blackboard> = page;

@@ -104,3 +104,86 @@ fn replay_of_a_missing_file_fails_naming_it() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout.contains("nope.rec"), "{stdout}");
 }
+
+#[test]
+fn replay_of_a_malformed_recording_fails_naming_the_line() {
+    // Two of command/silence in one cycle, a 17-entry accepted list, a t_ms
+    // above 18446744073709: each rejected with its file and line.
+    let dir = tempfile::tempdir().unwrap();
+    let seventeen: Vec<String> = (0..17).map(|v| v.to_string()).collect();
+    let cases = [
+        (
+            "two-commands.rec",
+            "nao-rs recording 1\ncycle 0 0\nsilence\nsilence\n".to_string(),
+            4,
+            "at most one",
+        ),
+        (
+            "long-accepted.rec",
+            format!("nao-rs recording 1\naccepted {}\n", seventeen.join(",")),
+            2,
+            "at most 16",
+        ),
+        (
+            "twice-accepted.rec",
+            "nao-rs recording 1\naccepted 10,11,10\n".to_string(),
+            2,
+            "given twice",
+        ),
+        (
+            "late.rec",
+            "nao-rs recording 1\ncycle 0 18446744073710\n".to_string(),
+            2,
+            "above 18446744073709",
+        ),
+    ];
+    for (name, text, line, why) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = replay(std::slice::from_ref(&path));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        assert!(
+            stdout.contains(&format!(
+                "FAIL {}: {}:{line}: ",
+                path.display(),
+                path.display()
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains(why), "{stdout}");
+    }
+}
+
+#[test]
+fn accepted_list_longer_than_16_or_repeated_is_refused_by_run_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let seventeen: Vec<String> = (0..17).map(|v| v.to_string()).collect();
+    let seventeen = seventeen.join(",");
+    for (list, why) in [
+        (seventeen.as_str(), "17 versions given, at most 16"),
+        ("10,11,10", "version 10 is given twice"),
+    ] {
+        for cmd in ["run", "record"] {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_nao-rs"));
+            c.arg(cmd)
+                .args(["--link", "sim:/nonexistent/sim.sock", "--accepted", list])
+                .arg("--page")
+                .arg(dir.path().join("deathswitch"))
+                .env("NAO_RS_DEATHSWITCH", dir.path().join("deathswitch"));
+            if cmd == "record" {
+                c.arg("--out").arg(dir.path().join("x.rec"));
+            }
+            let out = c.output().expect("run nao-rs");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{cmd} --accepted {list}: {stderr}");
+            assert!(
+                stderr.contains(&format!("--accepted: {why}")),
+                "{cmd}: {stderr}"
+            );
+            // Refused before anything was opened or written.
+            assert!(!dir.path().join("deathswitch").exists(), "{cmd}");
+            assert!(!dir.path().join("x.rec").exists(), "{cmd}");
+        }
+    }
+}

@@ -11,6 +11,73 @@ pub const LAST_REQUEST_CYCLE: u64 = 2;
 /// At most this many accepted versions.
 pub const MAX_ACCEPTED: usize = 16;
 
+/// Why an accepted list is refused: the list holds 1 to 16 versions, each
+/// 0..=255, none twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcceptedError {
+    /// No version at all.
+    Empty,
+    /// More than [`MAX_ACCEPTED`] versions (the count given).
+    TooMany(usize),
+    /// A version given twice.
+    Repeated(u8),
+    /// A field that is not a decimal version 0..=255.
+    NotAVersion(String),
+}
+
+impl core::fmt::Display for AcceptedError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            AcceptedError::Empty => write!(f, "no version given; give at least one, e.g. 10"),
+            AcceptedError::TooMany(n) => write!(
+                f,
+                "{n} versions given, at most {MAX_ACCEPTED} are allowed; drop {}",
+                n - MAX_ACCEPTED
+            ),
+            AcceptedError::Repeated(v) => {
+                write!(f, "version {v} is given twice; give each version once")
+            }
+            AcceptedError::NotAVersion(s) => {
+                write!(f, "{s:?} is not a version (a decimal number 0..255)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AcceptedError {}
+
+/// Checks an accepted list: 1 to [`MAX_ACCEPTED`] versions, none twice.
+pub fn check_accepted(versions: &[u8]) -> Result<(), AcceptedError> {
+    if versions.is_empty() {
+        return Err(AcceptedError::Empty);
+    }
+    if versions.len() > MAX_ACCEPTED {
+        return Err(AcceptedError::TooMany(versions.len()));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        if versions[..i].contains(v) {
+            return Err(AcceptedError::Repeated(*v));
+        }
+    }
+    Ok(())
+}
+
+/// Parses and checks an accepted list written `10` or `10,11` (decimal,
+/// comma separated), as the recording's `accepted` line and the command
+/// lines' `--accepted` give it.
+pub fn parse_accepted(text: &str) -> Result<Vec<u8>, AcceptedError> {
+    let mut versions = Vec::new();
+    for field in text.split(',') {
+        let ok = !field.is_empty() && field.bytes().all(|b| b.is_ascii_digit());
+        match field.parse::<u8>() {
+            Ok(v) if ok => versions.push(v),
+            _ => return Err(AcceptedError::NotAVersion(field.to_string())),
+        }
+    }
+    check_accepted(&versions)?;
+    Ok(versions)
+}
+
 /// One board's handshake state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoardState {
@@ -38,8 +105,9 @@ pub struct Handshake {
 }
 
 impl Handshake {
-    /// Every board pending; `accepted` are the versions to accept (at most
-    /// 16 are kept).
+    /// Every board pending; `accepted` are the versions to accept. A list
+    /// from outside is checked with [`check_accepted`] first (the runtime
+    /// refuses to start otherwise); here at most 16 are kept.
     pub fn new(accepted: &[u8]) -> Self {
         let mut list = [0u8; MAX_ACCEPTED];
         let n = accepted.len().min(MAX_ACCEPTED);
@@ -192,5 +260,32 @@ mod tests {
         let h = Handshake::none_accepted();
         assert!((0..15).all(|i| !h.asks(i, 0)));
         assert_eq!(h.accepted_mask(), 0);
+    }
+
+    #[test]
+    fn accepted_list_of_at_most_16_versions_none_twice() {
+        let sixteen: Vec<u8> = (0..16).collect();
+        assert_eq!(check_accepted(&sixteen), Ok(()));
+        let seventeen: Vec<u8> = (0..17).collect();
+        assert_eq!(check_accepted(&seventeen), Err(AcceptedError::TooMany(17)));
+        assert_eq!(
+            check_accepted(&[10, 11, 10]),
+            Err(AcceptedError::Repeated(10))
+        );
+        assert_eq!(check_accepted(&[]), Err(AcceptedError::Empty));
+        assert_eq!(parse_accepted("10,11"), Ok(vec![10, 11]));
+        assert_eq!(parse_accepted("255"), Ok(vec![255]));
+        for bad in ["256", "", "10,", "-1", "+1", "0x10", "10 ,11"] {
+            assert!(
+                matches!(parse_accepted(bad), Err(AcceptedError::NotAVersion(_))),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(parse_accepted("7,7"), Err(AcceptedError::Repeated(7)));
+        let e = parse_accepted("0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "17 versions given, at most 16 are allowed; drop 1"
+        );
     }
 }

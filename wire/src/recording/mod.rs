@@ -13,6 +13,10 @@ mod writer;
 pub use reader::{parse, parse_bytes, read_file, ParseError, HEADER};
 pub use writer::{to_text, RecordingWriter};
 
+/// The largest `t_ms` of a `cycle` line: `t_ms * 1_000_000`, the time in
+/// ns, fits a u64.
+pub const MAX_T_MS: u64 = u64::MAX / 1_000_000;
+
 /// The error of a failed `bulk_in` as a recording holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkError {

@@ -11,7 +11,12 @@
 //!   for none;
 //! - settings (`accepted`, `switch`) stand before the first call, each at most
 //!   once;
-//! - `cycle` numbers strictly increase and their times never go back;
+//! - `cycle` numbers strictly increase, their times never go back and stay
+//!   at most [`MAX_T_MS`] (so that the time in ns fits a u64);
+//! - `accepted` holds 1 to 16 versions 0..=255, none twice;
+//! - a cycle's inputs (the input lines after its `cycle` line, up to the
+//!   next; those before the first `cycle` line are the first cycle's) hold
+//!   at most one `command` or `silence`;
 //! - a `control_out`'s bmRequestType has the direction bit (0x80) clear, a
 //!   `control_in`'s has it set; a `bulk_out` endpoint has bit 7 clear, a
 //!   `bulk_in` endpoint has it set;
@@ -20,8 +25,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{BulkError, Call, Item, Line};
+use super::{BulkError, Call, Item, Line, MAX_T_MS};
 use crate::command::{Command, JOINTS};
+use crate::protocol::handshake::parse_accepted;
 
 /// The first line of every recording.
 pub const HEADER: &str = "nao-rs recording 1";
@@ -113,7 +119,9 @@ pub fn parse(text: &str) -> Result<Vec<Line>, ParseError> {
         if line.starts_with('#') || line.trim_matches(is_sep).is_empty() {
             continue;
         }
-        let item = parser.line(line).map_err(|r| ParseError::new(number, r))?;
+        let item = parser
+            .line(line, number)
+            .map_err(|r| ParseError::new(number, r))?;
         out.push(Line { number, item });
     }
     if !saw_header {
@@ -165,12 +173,27 @@ struct Parser {
     accepted_seen: bool,
     switch_seen: bool,
     last_cycle: Option<(u64, u64)>,
+    /// The `command` or `silence` line of the current cycle: its keyword
+    /// and line number.
+    cycle_command: Option<(&'static str, usize)>,
 }
 
 type R<T> = Result<T, String>;
 
 impl Parser {
-    fn line(&mut self, line: &str) -> R<Item> {
+    /// A cycle's second `command` or `silence` is malformed.
+    fn once_a_cycle(&mut self, key: &'static str, number: usize) -> R<()> {
+        if let Some((first, at)) = self.cycle_command {
+            return Err(format!(
+                "{key}: a second command or silence in one cycle (`{first}` on line {at}); \
+                 a cycle has at most one"
+            ));
+        }
+        self.cycle_command = Some((key, number));
+        Ok(())
+    }
+
+    fn line(&mut self, line: &str, number: usize) -> R<Item> {
         let mut fields = line.split(is_sep).filter(|f| !f.is_empty());
         // The line is not blank, so there is a first field.
         let key = fields.next().unwrap_or("");
@@ -179,11 +202,7 @@ impl Parser {
             "accepted" => {
                 setting(key, self.first_call_seen, &mut self.accepted_seen)?;
                 let list = f.next("the versions (decimal, comma separated)")?;
-                let mut versions = Vec::new();
-                for v in list.split(',') {
-                    versions.push(dec_u8(v).map_err(|e| format!("accepted: version {e}"))?);
-                }
-                Item::Accepted(versions)
+                Item::Accepted(parse_accepted(list).map_err(|e| format!("accepted: {e}"))?)
             }
             "switch" => {
                 setting(key, self.first_call_seen, &mut self.switch_seen)?;
@@ -196,6 +215,11 @@ impl Parser {
             "cycle" => {
                 let k = dec_u64(f.next("the cycle number k")?).map_err(|e| format!("cycle: k {e}"))?;
                 let t_ms = dec_u64(f.next("the time t_ms")?).map_err(|e| format!("cycle: t_ms {e}"))?;
+                if t_ms > MAX_T_MS {
+                    return Err(format!(
+                        "cycle: t_ms {t_ms} is above {MAX_T_MS}, the most whose time in ns fits 64 bits"
+                    ));
+                }
                 if let Some((pk, pt)) = self.last_cycle {
                     if k <= pk {
                         return Err(format!("cycle: k {k} does not follow the previous cycle {pk} (cycle numbers strictly increase)"));
@@ -204,11 +228,23 @@ impl Parser {
                         return Err(format!("cycle: t_ms {t_ms} is before the previous cycle's {pt} (time never goes back)"));
                     }
                 }
+                if self.last_cycle.is_some() {
+                    // Inputs before the first cycle line are the first
+                    // cycle's: only a later cycle line starts a new count.
+                    self.cycle_command = None;
+                }
                 self.last_cycle = Some((k, t_ms));
                 Item::Cycle { k, t_ms }
             }
-            "command" => Item::Command(Box::new(command(&mut f)?)),
-            "silence" => Item::Silence,
+            "command" => {
+                let c = command(&mut f)?;
+                self.once_a_cycle("command", number)?;
+                Item::Command(Box::new(c))
+            }
+            "silence" => {
+                self.once_a_cycle("silence", number)?;
+                Item::Silence
+            }
             "rearm" => Item::Rearm,
             "trip" => {
                 let reason = f.next("the reason (naoctl, udp, api, ...)")?;
@@ -624,6 +660,62 @@ mod tests {
             vals.join(" ")
         );
         assert!(err(&text).reason.contains("command"));
+    }
+
+    #[test]
+    fn two_of_command_or_silence_in_one_cycle_are_rejected_naming_the_line() {
+        let c = format!(
+            "command {} 000000 000000 000000 00",
+            vec!["0"; 50].join(" ")
+        );
+        for (body, line) in [
+            (format!("cycle 0 0\n{c}\nsilence\n"), 4),
+            (format!("cycle 0 0\nsilence\ntrip udp\n{c}\n"), 5),
+            (format!("silence\ncycle 0 0\n{c}\n"), 4),
+            (
+                format!("cycle 0 0\n{c}\nbulk_out 02 -\ncycle 1 12\nsilence\nsilence\n"),
+                7,
+            ),
+        ] {
+            let e = err(&format!("nao-rs recording 1\n{body}"));
+            assert_eq!(e.line, line, "{e}\n{body}");
+            assert!(e.reason.contains("at most one"), "{e}");
+        }
+        assert!(parse(&format!(
+            "nao-rs recording 1\n{c}\ncycle 0 0\nbulk_out 02 -\ncycle 1 12\nsilence\n"
+        ))
+        .is_ok());
+    }
+
+    #[test]
+    fn accepted_list_longer_than_16_or_repeated_or_above_255_is_rejected_naming_the_line() {
+        let sixteen: Vec<String> = (0..16).map(|v| v.to_string()).collect();
+        assert!(parse(&format!(
+            "nao-rs recording 1\naccepted {}\n",
+            sixteen.join(",")
+        ))
+        .is_ok());
+        let e = err(&format!(
+            "nao-rs recording 1\naccepted {},16\n",
+            sixteen.join(",")
+        ));
+        assert_eq!(e.line, 2);
+        assert!(e.reason.contains("at most 16"), "{e}");
+        let e = err("nao-rs recording 1\n# settings\naccepted 10,11,10\n");
+        assert_eq!(e.line, 3);
+        assert!(e.reason.contains("version 10 is given twice"), "{e}");
+        let e = err("nao-rs recording 1\naccepted 10,256\n");
+        assert_eq!(e.line, 2);
+        assert!(e.reason.contains("\"256\" is not a version"), "{e}");
+    }
+
+    #[test]
+    fn t_ms_above_18446744073709_is_rejected_naming_the_line() {
+        assert_eq!(MAX_T_MS, 18_446_744_073_709);
+        assert!(parse("nao-rs recording 1\ncycle 0 18446744073709\n").is_ok());
+        let e = err("nao-rs recording 1\ncycle 0 0\ncycle 1 18446744073710\n");
+        assert_eq!(e.line, 3);
+        assert!(e.reason.contains("above 18446744073709"), "{e}");
     }
 
     #[test]

@@ -9,8 +9,9 @@
 
 use std::io::{self, Write};
 
-use super::{BulkError, Call, Item, Line, HEADER};
+use super::{BulkError, Call, Item, Line, HEADER, MAX_T_MS};
 use crate::command::Command;
+use crate::protocol::handshake::check_accepted;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -33,6 +34,8 @@ pub struct RecordingWriter<W: Write> {
     accepted_written: bool,
     switch_written: bool,
     last_cycle: Option<(u64, u64)>,
+    /// A `command` or `silence` written in the current cycle.
+    cycle_command: bool,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -49,6 +52,7 @@ impl<W: Write> RecordingWriter<W> {
             accepted_written: false,
             switch_written: false,
             last_cycle: None,
+            cycle_command: false,
         };
         w.line.extend_from_slice(HEADER.as_bytes());
         w.flush_line()?;
@@ -137,11 +141,7 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `accepted <v>[,<v>...]`: a setting, before the first call.
     pub fn accepted(&mut self, versions: &[u8]) -> io::Result<()> {
-        if versions.is_empty() {
-            return Err(invalid(
-                "recording: `accepted` needs at least one version".into(),
-            ));
-        }
+        check_accepted(versions).map_err(|e| invalid(format!("recording: `accepted`: {e}")))?;
         self.setting("accepted", |w| &mut w.accepted_written)?;
         self.push_str("accepted ");
         for (i, &v) in versions.iter().enumerate() {
@@ -164,8 +164,14 @@ impl<W: Write> RecordingWriter<W> {
         self.flush_line()
     }
 
-    /// `cycle <k> <t_ms>`: k strictly above the last cycle's, t_ms not below.
+    /// `cycle <k> <t_ms>`: k strictly above the last cycle's, t_ms not below
+    /// and at most [`MAX_T_MS`].
     pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
+        if t_ms > MAX_T_MS {
+            return Err(invalid(format!(
+                "recording: cycle {k} at {t_ms} ms: t_ms is above {MAX_T_MS} (the time in ns must fit 64 bits)"
+            )));
+        }
         if let Some((pk, pt)) = self.last_cycle {
             if k <= pk || t_ms < pt {
                 return Err(invalid(format!(
@@ -173,6 +179,10 @@ impl<W: Write> RecordingWriter<W> {
                      (cycle numbers increase, time never goes back)"
                 )));
             }
+        }
+        if self.last_cycle.is_some() {
+            // Inputs before the first cycle line are the first cycle's.
+            self.cycle_command = false;
         }
         self.last_cycle = Some((k, t_ms));
         self.push_str("cycle ");
@@ -185,7 +195,9 @@ impl<W: Write> RecordingWriter<W> {
     /// `command ...`: 50 values in Rust's shortest round-trip form (`nan`,
     /// `inf`, `-inf` for the non-finite; every NaN is written `nan`), the LEDs
     /// and the sonar mode.
+    /// At most one `command` or `silence` a cycle.
     pub fn command(&mut self, c: &Command) -> io::Result<()> {
+        self.once_a_cycle("command")?;
         self.push_str("command");
         for &v in c.stiffness.iter().chain(c.position.iter()) {
             self.line.push(b' ');
@@ -208,10 +220,21 @@ impl<W: Write> RecordingWriter<W> {
         self.flush_line()
     }
 
-    /// `silence`
+    /// `silence`; at most one `command` or `silence` a cycle.
     pub fn silence(&mut self) -> io::Result<()> {
+        self.once_a_cycle("silence")?;
         self.push_str("silence");
         self.flush_line()
+    }
+
+    fn once_a_cycle(&mut self, key: &str) -> io::Result<()> {
+        if self.cycle_command {
+            return Err(invalid(format!(
+                "recording: `{key}`: a second command or silence in one cycle (a cycle has at most one)"
+            )));
+        }
+        self.cycle_command = true;
+        Ok(())
     }
 
     /// `trip <reason>`: the reason is one word (`naoctl`, `udp`, `api`, ...).
@@ -438,6 +461,29 @@ pub fn to_text(lines: &[Line]) -> io::Result<String> {
 mod tests {
     use super::*;
     use crate::recording::parse;
+
+    #[test]
+    fn writer_refuses_what_the_reader_rejects_as_malformed() {
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        let seventeen: Vec<u8> = (0..17).collect();
+        assert!(w.accepted(&seventeen).is_err());
+        assert!(w.accepted(&[10, 10]).is_err());
+        w.accepted(&[10, 11]).unwrap();
+        w.silence().unwrap();
+        w.cycle(0, 0).unwrap();
+        assert!(
+            w.command(&Command::default()).is_err(),
+            "silence before cycle 0 is cycle 0's"
+        );
+        w.cycle(1, 12).unwrap();
+        w.command(&Command::default()).unwrap();
+        assert!(w.silence().is_err());
+        assert!(w.cycle(2, MAX_T_MS + 1).is_err());
+        w.cycle(2, MAX_T_MS).unwrap();
+        w.silence().unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert_eq!(parse(&text).unwrap().len(), 7);
+    }
 
     #[test]
     fn settings_after_a_call_are_refused() {

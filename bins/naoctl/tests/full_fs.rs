@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use deathswitch::{Damage, Integrity, Page, Reason};
 
+mod common;
+
 const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
 const CHILD: &str = "NAOCTL_FULL_FS_CHILD";
 const STARTED: &str = "full-fs child started";
@@ -251,6 +253,61 @@ fn deleted_page_in_a_read_only_directory(dir: &Path) {
     assert_identity(&page);
 }
 
+/// The runtime's page on a full tmpfs, judged by the virtual robot's trace:
+/// truncated to 0, then (after a re-arm and a wake) deleted; each time
+/// every frame from then on is all-off and the runtime keeps cycling
+/// (before issue 11 its cycle thread faulted forever: no frames at all).
+fn runtime_on_a_full_tmpfs(dir: &Path) {
+    let path = dir.join("deathswitch");
+    let robot = common::Robot::start(Some(&path));
+    fill(dir, "filler");
+    let t = deathswitch::now_ns();
+    assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
+    fill(dir, "filler2");
+    let frames = robot.frames_from(t, 400);
+    common::assert_all_off_from_that_frame(&frames, t, "runtime: truncated on a full tmpfs");
+    naoctl_answers(&path, "runtime: truncated on a full tmpfs");
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+    // The runtime's check maps the file back: a whole page-lost page with
+    // its pid.
+    let t0 = Instant::now();
+    loop {
+        if let Ok(i) = deathswitch::inspect(&path) {
+            if i.damage.is_none() && i.snapshot.driver_pid == Some(robot.rt.0.id()) {
+                assert_eq!(i.snapshot.reason, Some(Reason::PageLost));
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the page was not made whole"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Re-arm, wake, stiff again; then the page is deleted on a full tmpfs.
+    Page::open(&path).unwrap().rearm();
+    let mut tail = robot.sim.tail();
+    let stiff = |l: &nao_rs_sim::TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
+    if tail
+        .wait_for(Duration::from_secs(2), stiff)
+        .unwrap()
+        .is_none()
+    {
+        robot.wake();
+        assert!(tail
+            .wait_for(Duration::from_secs(10), stiff)
+            .unwrap()
+            .is_some());
+    }
+    let t = deathswitch::now_ns();
+    assert!(sh("rm -f \"$1/deathswitch\"", dir));
+    fill(dir, "filler");
+    let frames = robot.frames_from(t, 400);
+    common::assert_all_off_from_that_frame(&frames, t, "runtime: page deleted on a full tmpfs");
+    naoctl_answers(&path, "runtime: page deleted on a full tmpfs");
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+}
+
 fn child() {
     println!("{STARTED}");
     let dir = tempfile::tempdir().unwrap();
@@ -275,6 +332,7 @@ fn child() {
     truncate_to_zero_on_a_full_tmpfs(dir.path());
     create_a_page_on_a_full_tmpfs(dir.path());
     deleted_page_in_a_read_only_directory(dir.path());
+    runtime_on_a_full_tmpfs(dir.path());
     let _ = Command::new("umount").arg(dir.path()).status();
 }
 

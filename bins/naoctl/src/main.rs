@@ -24,6 +24,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Armed or tripped, why, since when; the runtime's heartbeat, the driver and the guard.
+    /// Reads only: never creates, repairs or writes the page.
     Status {
         /// One JSON object on one line (the fields of spec/death-switch.md).
         #[arg(long)]

@@ -9,6 +9,7 @@
 //! - `tripped_at_ns`: [`TRIP_TIME_PENDING`] while armed and in the instant
 //!   between a trip's compare-and-swap and its time store.
 
+use crate::damage::{Damage, TimeField, FUTURE_TOLERANCE_NS, FUTURE_TOLERANCE_UNIX_NS};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::{Reason, Snapshot};
 
@@ -100,8 +101,23 @@ impl Cells {
 
     /// Makes the page whole: clears the magic first (readers see tripped
     /// meanwhile), zeroes every field, stores `reason` tripped at the given
-    /// times, then writes the magic back.
+    /// times, then writes the magic back. `trip_count` becomes one more than
+    /// the count it held (1 on a fresh, zeroed file).
     pub fn initialize(&self, reason: Reason, now_ns: u64, unix_ns: u64) {
+        self.initialize_after(reason, now_ns, unix_ns, 0)
+    }
+
+    /// [`Cells::initialize`], with `trip_count` one more than the larger of
+    /// the count the page held and `seen` (the highest count the repairing
+    /// holder read): a repair always changes the count every holder last
+    /// read, so none misses the `page-lost` trip even if a person re-arms
+    /// before it looks again.
+    pub fn initialize_after(&self, reason: Reason, now_ns: u64, unix_ns: u64, seen: u64) {
+        let count = self
+            .trip_count
+            .load(Ordering::Acquire)
+            .max(seen)
+            .saturating_add(1);
         // Release: the zeroed magic is ordered before every field below.
         self.magic_head.store(0, Ordering::Release);
         self.magic_tail.store(0, Ordering::Release);
@@ -116,7 +132,7 @@ impl Cells {
         self.all_off_cycle.store(0, Ordering::Release);
         self.guard_pid.store(0, Ordering::Release);
         self.guard_holding.store(0, Ordering::Release);
-        self.trip_count.store(1, Ordering::Release);
+        self.trip_count.store(count, Ordering::Release);
         self.armed_at_unix_ns.store(0, Ordering::Release);
         for r in &self.reserved {
             r.store(0, Ordering::Release);
@@ -234,6 +250,19 @@ impl Cells {
         self.driver_pid.store(pid, Ordering::Release);
     }
 
+    /// The stored `driver_pid` (0: none).
+    pub fn driver_pid(&self) -> u32 {
+        self.driver_pid.load(Ordering::Acquire)
+    }
+
+    /// The stored guard: (`guard_pid`, `guard_holding` != 0).
+    pub fn guard(&self) -> (u32, bool) {
+        (
+            self.guard_pid.load(Ordering::Acquire),
+            self.guard_holding.load(Ordering::Acquire) != 0,
+        )
+    }
+
     /// Clears the heartbeat (cycle first, so readers see "no heartbeat"),
     /// keeps `driver_pid`.
     pub fn clear_heartbeat(&self) {
@@ -281,6 +310,41 @@ impl Cells {
             .store(u32::from(holding_board), Ordering::Release);
     }
 
+    /// A reserved word is not zero, or `guard_holding` is neither 0 nor 1:
+    /// values no nao-rs writes.
+    pub fn garbage(&self) -> bool {
+        self.reserved.iter().any(|r| r.load(Ordering::Acquire) != 0)
+            || self.guard_holding.load(Ordering::Acquire) > 1
+    }
+
+    /// The page's own damage, judged from its values alone: a missing
+    /// magic, another version, garbage, or an impossible value
+    /// ([`impossible`]). `clock` gives (monotonic ns, Unix ns) and is read
+    /// after the fields are loaded, so a genuine time is never after it.
+    /// "Armed with a trip time" is confirmed by a second load of `reason`:
+    /// a trip that lands between the loads is a trip, not damage. Atomic
+    /// loads only, no allocation.
+    pub fn judge(&self, clock: impl FnOnce() -> (u64, u64)) -> Option<Damage> {
+        if !self.magic_present() {
+            return Some(Damage::NoMagic);
+        }
+        let version = self.version();
+        if version != VERSION {
+            return Some(Damage::OtherVersion { found: version });
+        }
+        if self.garbage() {
+            return Some(Damage::Garbage);
+        }
+        let s = self.snapshot();
+        let (now_ns, unix_ns) = clock();
+        match impossible(&s, now_ns, unix_ns) {
+            // Acquire: pairs with the trip's compare-and-swap; a trip that
+            // came after the snapshot's load of `reason` shows here.
+            Some(Damage::TripTimeWhileArmed) if self.reason_code() != 0 => None,
+            d => d,
+        }
+    }
+
     /// Every field. The heartbeat is loaded cycle, then time, then
     /// confirmation (Acquire), the opposite of the writer's order.
     pub fn snapshot(&self) -> Snapshot {
@@ -316,6 +380,78 @@ impl Cells {
             trip_count: self.trip_count.load(Ordering::Acquire),
             armed_at_unix_ns: self.armed_at_unix_ns.load(Ordering::Acquire),
         }
+    }
+}
+
+/// The impossible values of a snapshot taken before `now_ns`/`unix_ns`
+/// were read (`docs/page.md`, "Impossible values"): an unknown reason
+/// code; a trip time stored while armed; a monotonic time
+/// (`tripped_at_ns`, `beat_ns`) after `now_ns` +
+/// [`FUTURE_TOLERANCE_NS`]; a Unix time (`tripped_at_unix_ns`,
+/// `armed_at_unix_ns`) after `unix_ns` + [`FUTURE_TOLERANCE_UNIX_NS`].
+/// Pure: the time is passed in.
+pub fn impossible(s: &Snapshot, now_ns: u64, unix_ns: u64) -> Option<Damage> {
+    let code = s.reason_code;
+    if code != 0 && Reason::from_code(code).is_none() {
+        return Some(Damage::UnknownReason { code });
+    }
+    if code == 0 && (s.tripped_at_ns != TRIP_TIME_PENDING || s.tripped_at_unix_ns != 0) {
+        return Some(Damage::TripTimeWhileArmed);
+    }
+    let late = now_ns.saturating_add(FUTURE_TOLERANCE_NS);
+    let late_unix = unix_ns.saturating_add(FUTURE_TOLERANCE_UNIX_NS);
+    let future = |field| Some(Damage::FutureTime { field });
+    if s.tripped_at_ns != TRIP_TIME_PENDING && s.tripped_at_ns > late {
+        return future(TimeField::TrippedAt);
+    }
+    if s.last_beat_ns.is_some_and(|t| t > late) {
+        return future(TimeField::Beat);
+    }
+    if s.tripped_at_unix_ns > late_unix {
+        return future(TimeField::TrippedAtUnix);
+    }
+    if s.armed_at_unix_ns > late_unix {
+        return future(TimeField::ArmedAtUnix);
+    }
+    None
+}
+
+#[cfg(not(loom))]
+impl Cells {
+    /// A page in memory holding a copy of `bytes` (a page file read with
+    /// `pread`), for read-only inspection (`deathswitch::inspect`).
+    pub fn from_bytes(bytes: &[u8; LEN]) -> Cells {
+        let c = Cells::zeroed();
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[o..o + 8]);
+            u64::from_le_bytes(b)
+        };
+        let u32_at = |o: usize| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&bytes[o..o + 4]);
+            u32::from_le_bytes(b)
+        };
+        let r = Ordering::Relaxed;
+        c.magic_head.store(u64_at(0), r);
+        c.version.store(u32_at(8), r);
+        c.reason.store(u32_at(12), r);
+        c.tripped_at_ns.store(u64_at(16), r);
+        c.tripped_at_unix_ns.store(u64_at(24), r);
+        c.driver_pid.store(u32_at(32), r);
+        c.safety_flags.store(u32_at(36), r);
+        c.beat_cycle.store(u64_at(40), r);
+        c.beat_ns.store(u64_at(48), r);
+        c.all_off_cycle.store(u64_at(56), r);
+        c.guard_pid.store(u32_at(64), r);
+        c.guard_holding.store(u32_at(68), r);
+        c.trip_count.store(u64_at(72), r);
+        c.armed_at_unix_ns.store(u64_at(80), r);
+        for (i, w) in c.reserved.iter().enumerate() {
+            w.store(u64_at(88 + 8 * i), r);
+        }
+        c.magic_tail.store(u64_at(120), r);
+        c
     }
 }
 

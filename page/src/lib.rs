@@ -6,6 +6,7 @@
 //! `../shared/seeds/death-switch-in-detail.txt`.
 
 mod cells;
+mod damage;
 pub mod flags;
 mod reason;
 pub mod rules;
@@ -17,9 +18,13 @@ mod page;
 #[cfg(not(loom))]
 pub mod sigbus;
 
-pub use cells::{Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
+pub use cells::{impossible, Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
+pub use damage::{errno_text, Damage, TimeField, FUTURE_TOLERANCE_NS, FUTURE_TOLERANCE_UNIX_NS};
 #[cfg(not(loom))]
-pub use page::{default_path, Integrity, Opening, Page, PageError, ENV_PATH, ROBOT_PATH};
+pub use page::{
+    default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError, ENV_PATH,
+    ROBOT_PATH,
+};
 pub use reason::Reason;
 pub use time::{now_ns, unix_now_ns};
 

@@ -1,6 +1,7 @@
 //! Loom models of the page's orderings, on an in-memory [`Cells`] (no file):
 //! the heartbeat order (a reader that sees cycle N sees N's confirmation)
-//! and the trip compare-and-swap (the first reason wins).
+//! the trip compare-and-swap (the first reason wins), and the impossible
+//! values check racing a trip or a re-arm.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p deathswitch --release --test loom_heartbeat`.
 #![cfg(loom)]
@@ -89,6 +90,37 @@ fn loom_a_reader_never_pairs_a_new_trip_with_a_stale_time() {
             None => {}
             other => panic!("{other:?}"),
         }
+        t.join().unwrap();
+    });
+}
+
+/// The "armed with a trip time" rule (issue 11, impossible values) never
+/// calls a trip that lands while a holder judges the page damage: `judge`
+/// confirms with a second load of `reason`.
+#[test]
+fn loom_a_trip_racing_the_impossible_values_check_is_never_damage() {
+    loom::model(|| {
+        let cells = Arc::new(armed());
+        let t = {
+            let cells = cells.clone();
+            thread::spawn(move || cells.trip(Reason::Udp, 10, 10))
+        };
+        assert_eq!(cells.judge(|| (1_000, 1_000)), None);
+        t.join().unwrap();
+    });
+}
+
+/// Nor a re-arm (a person's) that lands while a holder judges the page.
+#[test]
+fn loom_a_rearm_racing_the_impossible_values_check_is_never_damage() {
+    loom::model(|| {
+        let cells = Arc::new(armed());
+        cells.trip(Reason::Udp, 10, 10);
+        let t = {
+            let cells = cells.clone();
+            thread::spawn(move || cells.rearm(20))
+        };
+        assert_eq!(cells.judge(|| (1_000, 1_000)), None);
         t.join().unwrap();
     });
 }

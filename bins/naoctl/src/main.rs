@@ -2,11 +2,11 @@
 //! `naoctl stop`, `naoctl rearm [--yes]`. See docs/naoctl.md.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use deathswitch::{flags, Integrity, Page, Reason, Snapshot, TRIP_TIME_PENDING};
+use deathswitch::{flags, Damage, Integrity, Page, PageError, Reason, Snapshot, TRIP_TIME_PENDING};
 
 mod show;
 
@@ -24,6 +24,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Armed or tripped, why, since when; the runtime's heartbeat, the driver and the guard.
+    /// Reads only: never creates, repairs or writes the page.
     Status {
         /// One JSON object on one line (the fields of spec/death-switch.md).
         #[arg(long)]
@@ -42,34 +43,83 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let path = cli.page.clone().unwrap_or_else(deathswitch::default_path);
-    let page = match Page::open(&path) {
-        Ok(p) => p,
+    match cli.command {
+        Command::Status { json } => status(&path, json),
+        Command::Stop => stop(&path),
+        Command::Rearm { yes } => rearm(&path, yes),
+    }
+}
+
+/// Read only: `inspect` opens the file `O_RDONLY` and reads it with one
+/// `pread`; nothing is created, mapped, repaired or written.
+fn status(path: &Path, json: bool) -> ExitCode {
+    let ins = match deathswitch::inspect(path) {
+        Ok(i) => i,
         Err(e) => {
             eprintln!("naoctl: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let integrity = page.check();
-    match cli.command {
-        Command::Status { json } => status(&page, integrity, json),
-        Command::Stop => stop(&page),
-        Command::Rearm { yes } => rearm(&page, yes),
-    }
-}
-
-fn status(page: &Page, integrity: Integrity, json: bool) -> ExitCode {
-    let s = page.snapshot();
     let now = deathswitch::now_ns();
     let unix = deathswitch::unix_now_ns();
     if json {
-        println!("{}", show::json(page, &s, integrity, now));
+        println!("{}", show::json(path, &ins, now));
     } else {
-        print!("{}", show::human(page, &s, integrity, now, unix));
+        print!("{}", show::human(path, &ins, now, unix));
     }
-    ExitCode::SUCCESS
+    match ins.damage {
+        None => ExitCode::SUCCESS,
+        Some(d) => {
+            eprintln!("naoctl: {}", damage_message(path, d));
+            ExitCode::FAILURE
+        }
+    }
 }
 
-fn stop(page: &Page) -> ExitCode {
+/// What is wrong with the file at `path`, what it means and the fix.
+fn damage_message(path: &Path, d: Damage) -> String {
+    let p = path.display();
+    let what = match d {
+        Damage::OtherVersion { found } => PageError::Version {
+            path: path.to_path_buf(),
+            found,
+        }
+        .to_string(),
+        Damage::Short { .. } | Damage::NoMagic => {
+            format!("the file at {p} is not a death switch page ({d})")
+        }
+        _ => format!("the death switch page {p} is damaged ({d})"),
+    };
+    format!(
+        "{what}. Every nao-rs holder counts it as lost (tripped page-lost) and makes it whole at \
+         its next check; `naoctl stop` makes it a tripped page now. `naoctl status` changed \
+         nothing"
+    )
+}
+
+fn stop(path: &Path) -> ExitCode {
+    let page = match Page::open_to_trip(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("naoctl: {e}");
+            // Say whether what is at the path reads tripped anyway.
+            if let Ok(ins) = deathswitch::inspect(path) {
+                if !ins.snapshot.armed || ins.damage.is_some() {
+                    eprintln!(
+                        "naoctl: the file at {} reads as tripped ({}) for every holder, but \
+                         naoctl could not make it a page: fix the error above, then run \
+                         `naoctl stop` again",
+                        path.display(),
+                        ins.snapshot.reason.map_or("page-lost", Reason::name)
+                    );
+                }
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    // Damage the opening rules let through (impossible values) is made
+    // whole, tripped page-lost, before the trip.
+    page.check();
     if page.trip(Reason::Naoctl) {
         println!(
             "naoctl: tripped the death switch {} (reason naoctl): every frame is all-off now",
@@ -85,7 +135,29 @@ fn stop(page: &Page) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn rearm(page: &Page, yes: bool) -> ExitCode {
+fn rearm(path: &Path, yes: bool) -> ExitCode {
+    let page = match Page::open(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("naoctl: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if page.check() != Integrity::Intact {
+        if let Some(d @ (Damage::Path { .. } | Damage::Unbacked { .. })) = page.damage() {
+            let fix = match d {
+                Damage::Path { errno } | Damage::Unbacked { errno } if errno != 0 => {
+                    deathswitch::fix(path, errno)
+                }
+                _ => format!("remove what is at {} (`rm -r` it)", path.display()),
+            };
+            eprintln!(
+                "naoctl rearm: not re-armed: the death switch page {}: {d}. {fix}",
+                path.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    }
     if !yes {
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {

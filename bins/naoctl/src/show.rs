@@ -1,25 +1,27 @@
 //! Formatting `naoctl status`: the human text and the JSON object.
 
-use deathswitch::{Integrity, Opening, Page, Reason, Snapshot};
+use std::path::Path;
+
+use deathswitch::{Inspection, Reason};
 use serde_json::json;
 
 use crate::{age_ms, flag_names, since_unix_ns};
 
-fn integrity_name(i: Integrity) -> &'static str {
-    match i {
-        Integrity::Intact => "intact",
-        Integrity::Repaired => "repaired",
-        Integrity::Replaced => "replaced",
-    }
-}
-
 /// The JSON object of `naoctl status --json` (spec/death-switch.md fields,
 /// plus extras).
-pub fn json(page: &Page, s: &Snapshot, integrity: Integrity, now: u64) -> serde_json::Value {
+pub fn json(path: &Path, ins: &Inspection, now: u64) -> serde_json::Value {
+    let s = &ins.snapshot;
     let since_ns = since_unix_ns(s);
+    // Any damage counts as tripped page-lost, whatever the fields say.
+    let armed = s.armed && ins.damage.is_none();
+    let reason = if ins.damage.is_some() {
+        Some(Reason::PageLost)
+    } else {
+        s.reason
+    };
     json!({
-        "state": if s.armed { "armed" } else { "tripped" },
-        "reason": s.reason.map(Reason::name),
+        "state": if armed { "armed" } else { "tripped" },
+        "reason": reason.map(Reason::name),
         "since": (since_ns != 0).then_some(since_ns / 1_000_000_000),
         "since_unix_ns": (since_ns != 0).then_some(since_ns),
         "tripped_ms_ago": if s.armed { None } else { age_ms(now, s.tripped_at_ns) },
@@ -27,18 +29,17 @@ pub fn json(page: &Page, s: &Snapshot, integrity: Integrity, now: u64) -> serde_
         "cycle": s.last_cycle,
         "heartbeat_age_ms": s.last_beat_ns.map(|t| now.saturating_sub(t) / 1_000_000),
         "all_off_confirmed_cycle": s.all_off_confirmed_cycle,
+        "trip_count": s.trip_count,
         "guard": { "pid": s.guard_pid, "holding_board": s.guard_holding },
         "safety_flags": flag_names(s),
         "safety_flags_bits": s.safety_flags,
         "magic_ok": s.magic_ok,
-        "integrity": integrity_name(integrity),
-        "opened": match page.opening() {
-            Opening::Existing => "existing",
-            Opening::Created => "created",
-            Opening::MadeWhole => "made-whole",
-        },
+        "integrity": if ins.damage.is_none() { "intact" } else { "damaged" },
+        "damage": ins.damage.map(|d| d.name()),
+        "damage_text": ins.damage.map(|d| d.to_string()),
+        "file_len": ins.len,
         "layout_version": s.version,
-        "path": page.path().display().to_string(),
+        "path": path.display().to_string(),
     })
 }
 
@@ -76,7 +77,8 @@ fn ago(ms: u64) -> String {
 }
 
 /// The human text of `naoctl status`.
-pub fn human(page: &Page, s: &Snapshot, integrity: Integrity, now: u64, unix: u64) -> String {
+pub fn human(path: &Path, ins: &Inspection, now: u64, unix: u64) -> String {
+    let s = &ins.snapshot;
     let mut out = String::new();
     let since_ns = since_unix_ns(s);
     let since = if since_ns == 0 {
@@ -85,22 +87,23 @@ pub fn human(page: &Page, s: &Snapshot, integrity: Integrity, now: u64, unix: u6
         let ms = unix.saturating_sub(since_ns) / 1_000_000;
         format!(" since {} ({})", utc(since_ns), ago(ms))
     };
-    if s.armed {
+    if s.armed && ins.damage.is_none() {
         out += &format!("death switch: ARMED{since}\n");
+    } else if ins.damage.is_some() {
+        out += "death switch: TRIPPED (page-lost: the page is damaged)\n";
     } else {
         let why = s.reason.map_or("unknown", Reason::name);
         out += &format!("death switch: TRIPPED ({why}){since}\n");
     }
-    out += &format!("  page: {}", page.path().display());
-    match (integrity, page.opening()) {
-        (Integrity::Intact, Opening::MadeWhole) => {
-            out += " (was damaged: made whole, tripped page-lost)\n"
-        }
-        (Integrity::Intact, Opening::Created) => out += " (created: a new page starts tripped)\n",
-        (Integrity::Intact, Opening::Existing) => out += "\n",
-        (Integrity::Repaired, _) => out += " (was damaged: made whole, tripped page-lost)\n",
-        (Integrity::Replaced, _) => out += " (was deleted or replaced: tripped page-lost)\n",
+    out += &format!("  page: {}", path.display());
+    match ins.damage {
+        None => out += "\n",
+        Some(d) => out += &format!(" (damaged: {d})\n"),
     }
+    out += &format!(
+        "  trip count: {} (armed -> tripped since the page was made whole)\n",
+        s.trip_count
+    );
     match (s.last_cycle, s.last_beat_ns) {
         (Some(c), Some(t)) => {
             let conf = s

@@ -30,6 +30,14 @@ fn naoctl(page: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `naoctl status --json` whatever its exit code: the object and the code.
+fn status_json_any(page: &Path) -> (Value, Option<i32>) {
+    let out = naoctl(page, &["status", "--json"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+    (v, out.status.code())
+}
+
 fn status_json(page: &Path) -> Value {
     let out = naoctl(page, &["status", "--json"]);
     assert!(out.status.success(), "{out:?}");
@@ -51,20 +59,22 @@ fn file_len(p: &Path) -> u64 {
 }
 
 #[test]
-fn done_when_status_creates_a_0660_page_tripped_boot_under_umask_077() {
+fn done_when_stop_creates_a_0660_page_tripped_boot_under_umask_077() {
     let e = env();
     let out = Command::new("sh")
         .arg("-c")
-        .arg("umask 077; exec \"$0\" status --json")
+        .arg("umask 077; exec \"$0\" stop")
         .arg(NAOCTL)
         .env("NAO_RS_DEATHSWITCH", &e.page)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = status_json(&e.page);
     assert_eq!(v["state"], "tripped");
-    assert_eq!(v["reason"], "boot");
-    assert_eq!(v["opened"], "created");
+    assert_eq!(
+        v["reason"], "boot",
+        "a new page starts tripped boot; the first reason stays"
+    );
     let mode = std::fs::metadata(&e.page).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o660);
 }
@@ -72,6 +82,7 @@ fn done_when_status_creates_a_0660_page_tripped_boot_under_umask_077() {
 #[test]
 fn done_when_rearm_yes_arms_and_stop_trips_with_naoctl() {
     let e = env();
+    drop(Page::open(&e.page).unwrap());
     assert_eq!(status_json(&e.page)["reason"], "boot");
     let out = naoctl(&e.page, &["rearm", "--yes"]);
     assert!(out.status.success(), "{out:?}");
@@ -88,7 +99,7 @@ fn done_when_rearm_yes_arms_and_stop_trips_with_naoctl() {
 }
 
 #[test]
-fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_the_file_is_whole() {
+fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_whole() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     let f = std::fs::OpenOptions::new()
@@ -97,29 +108,41 @@ fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_the_file_is_whole
         .unwrap();
     f.set_len(8).unwrap();
     drop(f);
-    let v = status_json(&e.page);
+    // status reads it as what it is (not a page: tripped page-lost) and
+    // changes nothing.
+    let (v, code) = status_json_any(&e.page);
+    assert_eq!(code, Some(1));
     assert_eq!(v["state"], "tripped");
     assert_eq!(v["reason"], "page-lost");
+    assert_eq!(v["damage"], "short");
+    assert_eq!(file_len(&e.page), 8);
+    // A stop lands: the file becomes a whole page, tripped page-lost.
+    assert!(naoctl(&e.page, &["stop"]).status.success());
     assert_eq!(file_len(&e.page), deathswitch::LEN as u64);
     assert_eq!(status_json(&e.page)["reason"], "page-lost");
 }
 
 #[test]
-fn done_when_zeroing_reads_tripped_page_lost_and_the_file_is_whole() {
+fn done_when_zeroing_reads_tripped_page_lost_and_stop_makes_it_whole() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     std::fs::write(&e.page, [0u8; deathswitch::LEN]).unwrap();
-    let v = status_json(&e.page);
+    let (v, code) = status_json_any(&e.page);
+    assert_eq!(code, Some(1));
     assert_eq!(v["state"], "tripped");
     assert_eq!(v["reason"], "page-lost");
-    assert_eq!(v["opened"], "made-whole");
-    assert_eq!(file_len(&e.page), deathswitch::LEN as u64);
+    assert_eq!(v["damage"], "no-magic");
+    assert_eq!(std::fs::read(&e.page).unwrap(), [0u8; deathswitch::LEN]);
+    assert!(naoctl(&e.page, &["stop"]).status.success());
+    let v = status_json(&e.page);
+    assert_eq!(v["reason"], "page-lost");
+    assert_eq!(v["integrity"], "intact");
 }
 
 #[test]
 fn rearm_without_a_terminal_and_without_yes_refuses() {
     let e = env();
-    naoctl(&e.page, &["status"]);
+    naoctl(&e.page, &["stop"]);
     let out = naoctl(&e.page, &["rearm"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let t = text(&out);
@@ -177,6 +200,7 @@ fn status_json_has_every_field_of_the_spec() {
 #[test]
 fn status_json_of_a_fresh_page_has_nulls_for_the_heartbeat() {
     let e = env();
+    drop(Page::open(&e.page).unwrap());
     let v = status_json(&e.page);
     for k in [
         "driver_pid",
@@ -309,7 +333,7 @@ fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
 #[test]
 fn rearm_on_a_terminal_asks_and_says_to_check_the_robot() {
     let e = env();
-    naoctl(&e.page, &["status"]);
+    naoctl(&e.page, &["stop"]);
     let Some((ok, t)) = on_a_terminal(&e.page, "n\n") else {
         return;
     };

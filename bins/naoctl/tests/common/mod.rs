@@ -1,0 +1,171 @@
+//! The runtime against the virtual robot, for the compound-fault tests
+//! judged by the simulator's trace ("stiff" = a frame with any stiffness
+//! above 0).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deathswitch::Page;
+use nao_rs_sim::{Spawned, TraceLine};
+
+/// A child process killed on drop (also when the test fails).
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The simulator and `nao-rs run --controller stand` on the page at
+/// `page_path`, re-armed (the test is the person at the robot), woken, and
+/// ramped up until a frame is stiff.
+pub struct Robot {
+    pub sim: Spawned,
+    pub page_path: PathBuf,
+    pub rt: Proc,
+}
+
+pub fn sh(script: &str, arg: &Path) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(arg)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+impl Robot {
+    /// Starts the robot with its page at `page_path` (`None`: `run/deathswitch`
+    /// in the simulator's folder).
+    pub fn start(page_path: Option<&Path>) -> Robot {
+        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+        let page_path = match page_path {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let run = sim.dir().join("run");
+                std::fs::create_dir_all(&run).unwrap();
+                run.join("deathswitch")
+            }
+        };
+        Page::open(&page_path).unwrap().rearm();
+        let rt = Command::new(testkit::bin("nao-rs"))
+            .args([
+                "run",
+                "--link",
+                &sim.link_arg(),
+                "--controller",
+                "stand",
+                "--priority",
+                "0",
+                "--no-udp",
+            ])
+            .arg("--page")
+            .arg(&page_path)
+            .arg("--wake-socket")
+            .arg(sim.dir().join("wake.sock"))
+            .env("NAO_RS_DEATHSWITCH", &page_path)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nao-rs run");
+        let robot = Robot {
+            sim,
+            page_path,
+            rt: Proc(rt),
+        };
+        let mut tail = robot.sim.tail();
+        let stiff = |l: &TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
+        let mut got = tail.wait_for(Duration::from_secs(5), stiff).unwrap();
+        if got.is_none() {
+            // A runtime that stays limp until woken after a re-arm.
+            robot.wake();
+            got = tail.wait_for(Duration::from_secs(15), stiff).unwrap();
+        }
+        assert!(got.is_some(), "the stand controller stiffens the joints");
+        robot
+    }
+
+    /// `nao-rs wake` through the robot's wake socket.
+    pub fn wake(&self) {
+        let _ = Command::new(testkit::bin("nao-rs"))
+            .arg("wake")
+            .arg("--socket")
+            .arg(self.sim.dir().join("wake.sock"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// The cycle frames received from `t_ns` on, over the next `ms`.
+    pub fn frames_from(&self, t_ns: u64, ms: u64) -> Vec<TraceLine> {
+        std::thread::sleep(Duration::from_millis(ms));
+        self.sim
+            .trace()
+            .unwrap()
+            .into_iter()
+            .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns)
+            .collect()
+    }
+}
+
+/// Judged by the trace: the runtime keeps sending frames (nothing hangs or
+/// spins instead of cycling), and every frame after the fault is all-off;
+/// only the one already on its way when the fault landed (received within
+/// one 12 ms period) may still be stiff.
+pub fn assert_all_off_from_that_frame(frames: &[TraceLine], fault_ns: u64, what: &str) {
+    assert!(
+        frames.len() >= 10,
+        "{what}: the runtime stopped sending frames: {frames:?}"
+    );
+    for (i, l) in frames.iter().enumerate() {
+        let in_flight = i == 0 && l.t_ns < fault_ns + 12_000_000;
+        assert!(
+            l.all_off || in_flight,
+            "{what}: stiff frame {i} after the fault: {l:?} (fault at {fault_ns})"
+        );
+    }
+}
+
+/// Runs naoctl with a bound (a hung naoctl fails the test).
+pub fn naoctl_bounded(
+    naoctl: &str,
+    page: &Path,
+    args: &[&str],
+) -> (std::process::Output, Duration) {
+    let t0 = Instant::now();
+    let mut child = Command::new(naoctl)
+        .args(args)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = t0 + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("naoctl {args:?} did not answer within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out, t0.elapsed())
+}
+
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}

@@ -1,0 +1,386 @@
+//! A full filesystem under the page (issue 11, "Full filesystem"): a small
+//! tmpfs is mounted in a private mount namespace (`unshare -m`, the test
+//! re-runs itself inside it, so the mount vanishes with the child whatever
+//! happens). Skipped, with the reason printed, where mounting is refused.
+//!
+//! Truncating the page to 0 on a full tmpfs, and creating a page on a full
+//! tmpfs: no thread spins (the read returns: the SIGBUS handler maps
+//! zeroed memory over the page when the file cannot hold it), the next read
+//! is tripped `page-lost`, `check` allocates nothing while the filesystem
+//! stays full, `naoctl status` and `naoctl stop` answer (bounded waits),
+//! and once space is freed the page is whole again with the identity.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use deathswitch::{Damage, Integrity, Page, Reason};
+
+mod common;
+
+const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
+const CHILD: &str = "NAOCTL_FULL_FS_CHILD";
+const STARTED: &str = "full-fs child started";
+const SKIP: i32 = 77;
+
+struct Counting;
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    if COUNTING.with(Cell::get) {
+        ALLOCS.with(|a| a.set(a.get() + 1));
+    }
+}
+
+// SAFETY: forwards to the system allocator; only counts (const thread-locals
+// without destructors: counting never allocates).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCS.with(Cell::get);
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.with(Cell::get) - before
+}
+
+fn sh(script: &str, dir: &Path) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(dir)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// Fills the filesystem at `dir` until it refuses a block.
+fn fill(dir: &Path, name: &str) {
+    // dd fails with ENOSPC once full: that is the point.
+    sh(
+        &format!("dd if=/dev/zero of=\"$1/{name}\" bs=4096 status=none"),
+        dir,
+    );
+    assert!(
+        !sh(
+            &format!("dd if=/dev/zero of=\"$1/{name}.more\" bs=4096 count=1 status=none"),
+            dir
+        ),
+        "the filesystem is not full"
+    );
+}
+
+/// Runs naoctl with a bound (a hung naoctl fails the test); the output and
+/// how long it took.
+fn naoctl_bounded(page: &Path, args: &[&str]) -> (Output, Duration) {
+    let t0 = Instant::now();
+    let mut child = Command::new(NAOCTL)
+        .args(args)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = t0 + Duration::from_secs(10);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("naoctl {args:?} did not answer within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out, t0.elapsed())
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Both naoctl commands answer on the full filesystem and say what is
+/// wrong; neither claims the stop landed when it could not write.
+fn naoctl_answers(page: &Path, what: &str) {
+    let (out, took) = naoctl_bounded(page, &["status"]);
+    println!("{what}: naoctl status answered in {} ms", took.as_millis());
+    assert_eq!(out.status.code(), Some(1), "{what}: {}", text(&out));
+    assert!(text(&out).contains("TRIPPED"), "{what}: {}", text(&out));
+    let (out, took) = naoctl_bounded(page, &["stop"]);
+    println!("{what}: naoctl stop answered in {} ms", took.as_millis());
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{what}: {t}");
+    assert!(
+        t.contains("No space left on device") && t.contains("is full") && t.contains("df "),
+        "{what}: {t}"
+    );
+    assert!(t.contains("reads as tripped"), "{what}: {t}");
+}
+
+fn registered(page: &Page) {
+    page.rearm();
+    page.register_driver(std::process::id());
+    page.set_guard(77, true);
+    assert!(!page.is_tripped());
+}
+
+fn assert_identity(page: &Page) {
+    let s = page.snapshot();
+    assert_eq!(s.driver_pid, Some(std::process::id()), "{s:?}");
+    assert_eq!((s.guard_pid, s.guard_holding), (Some(77), true), "{s:?}");
+}
+
+/// 100 checks while full: each says lost, none allocates.
+fn checks_while_full(page: &Page, want: Integrity) {
+    let n = allocations(|| {
+        for _ in 0..100 {
+            assert_eq!(page.check(), want);
+            assert!(page.is_tripped());
+        }
+    });
+    assert_eq!(n, 0, "allocations in 100 checks on a full filesystem");
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_eq!(
+        page.damage(),
+        Some(Damage::Unbacked {
+            errno: libc::ENOSPC
+        })
+    );
+}
+
+fn truncate_to_zero_on_a_full_tmpfs(dir: &Path) {
+    let path = dir.join("deathswitch");
+    let page = Page::open(&path).unwrap();
+    registered(&page);
+    fill(dir, "filler");
+    assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
+    fill(dir, "filler2"); // takes the page's freed block
+    let detached = deathswitch::sigbus::detachments();
+    // The read faults; the file cannot hold the page; the handler maps
+    // zeroed memory over it and the read returns: tripped page-lost.
+    assert!(page.is_tripped());
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert!(deathswitch::sigbus::detachments() > detached);
+    page.write_heartbeat(3, deathswitch::now_ns(), true); // no fault
+    checks_while_full(&page, Integrity::Repaired);
+    naoctl_answers(&path, "truncated to 0 on a full tmpfs");
+    // Space again: the next check maps the file back, whole, page-lost.
+    assert!(sh("rm -f \"$1/filler2\"", dir));
+    assert_eq!(page.check(), Integrity::Repaired);
+    assert_eq!(page.check(), Integrity::Intact, "{:?}", page.damage());
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_identity(&page);
+    let other = Page::open(&path).unwrap();
+    assert_eq!(other.reason(), Some(Reason::PageLost));
+    assert_eq!(other.snapshot().driver_pid, Some(std::process::id()));
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+}
+
+fn create_a_page_on_a_full_tmpfs(dir: &Path) {
+    let path = dir.join("deathswitch");
+    let page = Page::open(&path).unwrap();
+    registered(&page);
+    assert!(sh("rm -f \"$1/deathswitch\"", dir));
+    fill(dir, "filler");
+    checks_while_full(&page, Integrity::Replaced);
+    // A fresh open fails at once with the fix, rather than faulting.
+    let err = Page::open(&path).expect_err("no page on a full filesystem");
+    assert!(err.to_string().contains("is full"), "{err}");
+    naoctl_answers(&path, "created on a full tmpfs");
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+    assert_eq!(page.check(), Integrity::Replaced);
+    assert_eq!(page.check(), Integrity::Intact, "{:?}", page.damage());
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_identity(&page);
+}
+
+fn deleted_page_in_a_read_only_directory(dir: &Path) {
+    let ro = dir.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let path = ro.join("deathswitch");
+    let page = Page::open(&path).unwrap();
+    registered(&page);
+    // A read-only bind mount of the directory over itself: the page's open
+    // descriptor belongs to the tmpfs mount, the path now to a read-only one.
+    assert!(sh(
+        "rm -f \"$1/ro/deathswitch\" && mount --bind \"$1/ro\" \"$1/ro\" && \
+         mount -o remount,bind,ro \"$1/ro\"",
+        dir
+    ));
+    let n = allocations(|| {
+        for _ in 0..100 {
+            assert_eq!(page.check(), Integrity::Replaced);
+        }
+    });
+    assert_eq!(n, 0, "allocations in 100 checks in a read-only directory");
+    assert_eq!(page.damage(), Some(Damage::Path { errno: libc::EROFS }));
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert!(sh("umount \"$1/ro\"", dir));
+    assert_eq!(page.check(), Integrity::Replaced);
+    assert_eq!(page.check(), Integrity::Intact);
+    assert_identity(&page);
+}
+
+/// The runtime's page on a full tmpfs, judged by the virtual robot's trace:
+/// truncated to 0, then (after a re-arm and a wake) deleted; each time
+/// every frame from then on is all-off and the runtime keeps cycling
+/// (before issue 11 its cycle thread faulted forever: no frames at all).
+fn runtime_on_a_full_tmpfs(dir: &Path) {
+    let path = dir.join("deathswitch");
+    let robot = common::Robot::start(Some(&path));
+    fill(dir, "filler");
+    let t = deathswitch::now_ns();
+    assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
+    fill(dir, "filler2");
+    let frames = robot.frames_from(t, 400);
+    common::assert_all_off_from_that_frame(&frames, t, "runtime: truncated on a full tmpfs");
+    naoctl_answers(&path, "runtime: truncated on a full tmpfs");
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+    // The runtime's check maps the file back: a whole page-lost page with
+    // its pid.
+    let t0 = Instant::now();
+    loop {
+        if let Ok(i) = deathswitch::inspect(&path) {
+            if i.damage.is_none() && i.snapshot.driver_pid == Some(robot.rt.0.id()) {
+                assert_eq!(i.snapshot.reason, Some(Reason::PageLost));
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the page was not made whole"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Re-arm, wake, stiff again; then the page is deleted on a full tmpfs.
+    Page::open(&path).unwrap().rearm();
+    let mut tail = robot.sim.tail();
+    let stiff = |l: &nao_rs_sim::TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
+    if tail
+        .wait_for(Duration::from_secs(2), stiff)
+        .unwrap()
+        .is_none()
+    {
+        robot.wake();
+        assert!(tail
+            .wait_for(Duration::from_secs(10), stiff)
+            .unwrap()
+            .is_some());
+    }
+    let t = deathswitch::now_ns();
+    assert!(sh("rm -f \"$1/deathswitch\"", dir));
+    fill(dir, "filler");
+    let frames = robot.frames_from(t, 400);
+    common::assert_all_off_from_that_frame(&frames, t, "runtime: page deleted on a full tmpfs");
+    naoctl_answers(&path, "runtime: page deleted on a full tmpfs");
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+}
+
+fn child() {
+    println!("{STARTED}");
+    let dir = tempfile::tempdir().unwrap();
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16k", "nao-rs-full-fs-test"])
+        .arg(dir.path())
+        .output();
+    match mount {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            println!(
+                "skipped: mounting a tmpfs was refused: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            std::process::exit(SKIP);
+        }
+        Err(e) => {
+            println!("skipped: `mount` could not run: {e}");
+            std::process::exit(SKIP);
+        }
+    }
+    truncate_to_zero_on_a_full_tmpfs(dir.path());
+    create_a_page_on_a_full_tmpfs(dir.path());
+    deleted_page_in_a_read_only_directory(dir.path());
+    runtime_on_a_full_tmpfs(dir.path());
+    let _ = Command::new("umount").arg(dir.path()).status();
+}
+
+#[test]
+fn full_filesystem_no_thread_spins_the_next_read_is_page_lost_and_naoctl_answers() {
+    const NAME: &str =
+        "full_filesystem_no_thread_spins_the_next_read_is_page_lost_and_naoctl_answers";
+    if std::env::var_os(CHILD).is_some() {
+        child();
+        return;
+    }
+    let mut c = match Command::new("unshare")
+        .args(["-m", "--propagation", "private"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            println!("skipped: `unshare` (util-linux) could not run: {e}");
+            return;
+        }
+    };
+    // A bound, not a timing assertion: a faulting-forever child fails here.
+    let until = Instant::now() + Duration::from_secs(60);
+    while c.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = c.kill();
+            let out = c.wait_with_output().unwrap();
+            panic!(
+                "the full-filesystem child hung (a thread faulting or spinning):\n{}",
+                text(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = c.wait_with_output().unwrap();
+    let t = text(&out);
+    print!("{t}");
+    if !t.contains(STARTED) {
+        println!("skipped: a private mount namespace was refused (`unshare -m`): {t}");
+        return;
+    }
+    if out.status.code() == Some(SKIP) {
+        return; // the child printed the reason
+    }
+    assert!(out.status.success(), "the child failed:\n{t}");
+}

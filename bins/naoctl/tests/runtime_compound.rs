@@ -1,0 +1,108 @@
+//! Compound faults of the page against a running runtime (issue 11), from a
+//! second process, judged by the virtual robot's trace: path damage and
+//! impossible values give all-off `page-lost` from that frame on, the
+//! runtime keeps cycling, and naoctl says what is wrong with the path.
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_all_off_from_that_frame, naoctl_bounded, sh, text, Robot};
+use deathswitch::{Page, Reason};
+
+const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
+
+/// Writes `bytes` at `offset` of the page from a second process (`dd`).
+fn poke(path: &Path, offset: usize, bytes: &[u8]) {
+    let src = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(src.path(), bytes).unwrap();
+    let st = std::process::Command::new("dd")
+        .arg(format!("if={}", src.path().display()))
+        .arg(format!("of={}", path.display()))
+        .args([
+            "bs=1",
+            &format!("seek={offset}"),
+            "conv=notrunc",
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
+    let r = Robot::start(None);
+    let t = deathswitch::now_ns();
+    assert!(sh("rm -f \"$1\" && ln -s deathswitch \"$1\"", &r.page_path));
+    let frames = r.frames_from(t, 300);
+    assert_all_off_from_that_frame(&frames, t, "symlink loop");
+    let (out, took) = naoctl_bounded(NAOCTL, &r.page_path, &["status"]);
+    println!("naoctl status answered in {} ms", took.as_millis());
+    let s = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(
+        s.contains("Too many levels of symbolic links") && s.contains("rm "),
+        "{s}"
+    );
+    // Fixed: the runtime maps a new page there, tripped page-lost.
+    assert!(sh("rm -f \"$1\"", &r.page_path));
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Ok(i) = deathswitch::inspect(&r.page_path) {
+            if i.damage.is_none() && i.snapshot.reason == Some(Reason::PageLost) {
+                assert!(i.snapshot.driver_pid.is_some(), "the runtime re-registered");
+                break;
+            }
+        }
+        assert!(t0.elapsed().as_secs() < 5, "no new page-lost page");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let t = deathswitch::now_ns();
+    assert_all_off_from_that_frame(&r.frames_from(t, 200), t, "after the fix");
+}
+
+#[test]
+fn runtime_path_damage_directory_replaced_by_a_file_gives_all_off_page_lost() {
+    let r = Robot::start(None);
+    let run = r.page_path.parent().unwrap().to_path_buf();
+    let t = deathswitch::now_ns();
+    assert!(sh("mv \"$1\" \"$1.old\" && echo file > \"$1\"", &run));
+    assert_all_off_from_that_frame(&r.frames_from(t, 300), t, "directory replaced");
+    let (out, _) = naoctl_bounded(NAOCTL, &r.page_path, &["stop"]);
+    let s = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{s}");
+    assert!(
+        s.contains("Not a directory") && s.contains("recreate the directory"),
+        "{s}"
+    );
+    // The runtime trips the page it maps (the old directory's file).
+    let old = Page::open(&run.with_extension("old").join("deathswitch")).unwrap();
+    assert_eq!(old.reason(), Some(Reason::PageLost));
+}
+
+#[test]
+fn runtime_impossible_values_give_all_off_page_lost() {
+    // Armed with a trip time (a reason while armed), and a driver pid that
+    // is not the registered runtime: before issue 11 both stayed stiff.
+    for (what, offset, bytes) in [
+        (
+            "trip time while armed",
+            16usize,
+            1_000u64.to_le_bytes().to_vec(),
+        ),
+        ("foreign driver pid", 32, 1u32.to_le_bytes().to_vec()),
+    ] {
+        let r = Robot::start(None);
+        let t = deathswitch::now_ns();
+        poke(&r.page_path, offset, &bytes);
+        assert_all_off_from_that_frame(&r.frames_from(t, 300), t, what);
+        let page = Page::open(&r.page_path).unwrap();
+        assert_eq!(page.reason(), Some(Reason::PageLost), "{what}");
+        assert_eq!(
+            page.snapshot().driver_pid,
+            Some(r.rt.0.id()),
+            "{what}: the runtime's identity is back"
+        );
+    }
+}

@@ -7,7 +7,6 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use nao_actors::runtime::controller::{self, Controller, Idle, Stand};
@@ -16,7 +15,7 @@ use nao_wire::link::record::RecordingLink;
 use nao_wire::link::Link;
 use nao_wire::Command;
 
-use crate::run::{block_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};
+use crate::run::{catch_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};
 
 /// Options of `nao-rs record`.
 #[derive(clap::Args, Debug)]
@@ -99,7 +98,7 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 fn record(args: Args) -> Result<String, String> {
-    let signals = block_stop_signals()?;
+    let signals = catch_stop_signals()?;
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
     let page_path = args
         .page
@@ -124,11 +123,10 @@ fn record(args: Args) -> Result<String, String> {
     let (rt, mut io) = Runtime::start_with_hook(link, board, config, InputRecorder::default())
         .map_err(|e| e.to_string())?;
     stop_on_signals(signals, rt.handle());
-    let wake = Arc::new(AtomicBool::new(false));
     let kind = args.controller;
     let ctl = std::thread::spawn(move || {
         let mut c: Box<dyn Controller> = match kind {
-            ControllerKind::Stand => Box::new(Stand::new(wake)),
+            ControllerKind::Stand => Box::new(Stand::new()),
             _ => Box::new(Idle),
         };
         controller::run(&mut io, c.as_mut());

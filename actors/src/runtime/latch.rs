@@ -9,6 +9,9 @@
 //! - the page's trip count changed since the last cycle (any change, also
 //!   a decrease: a repaired or replaced page starts again at 1), so a trip
 //!   that was re-armed before the cycle read the page still counts;
+//! - the page's re-arm stamp changed: a re-arm means a trip came before
+//!   it (this covers a page another process repaired, its count back at
+//!   1 which may be the value seen before, and re-armed between two reads);
 //! - a trip from the last answer (chest button, heat, fault).
 //!
 //! A wake counts only if it came after the cycle that first saw the switch
@@ -32,6 +35,8 @@ pub struct Observation {
     pub now_ns: u64,
     /// The page's trip count as read for this frame.
     pub trip_count: u64,
+    /// The page's re-arm stamp as read for this frame.
+    pub rearm_stamp: u64,
     /// The switch is tripped or the page is lost.
     pub tripped: bool,
     /// The last answer tripped the switch (chest button, heat, fault).
@@ -75,6 +80,7 @@ pub enum Change {
 pub struct WakeLatch {
     state: LatchState,
     trip_count: u64,
+    rearm_stamp: u64,
     /// The last command handed to the core (the core keeps using it
     /// through a controller's silence).
     last: Command,
@@ -89,11 +95,12 @@ fn is_stiff(c: &Command) -> bool {
 
 impl WakeLatch {
     /// The latch for a runtime that found the switch `tripped` (or armed)
-    /// with `trip_count` when it started. Armed at start counts as awake:
+    /// with `trip_count` and `rearm_stamp` when it started. Armed at start
+    /// counts as awake:
     /// starting the runtime on an armed switch is a person's action; a
     /// fresh page starts tripped (`boot`), so a fresh boot needs a re-arm
     /// and a wake.
-    pub fn new(tripped: bool, trip_count: u64) -> Self {
+    pub fn new(tripped: bool, trip_count: u64, rearm_stamp: u64) -> Self {
         WakeLatch {
             state: if tripped {
                 LatchState::Tripped
@@ -101,6 +108,7 @@ impl WakeLatch {
                 LatchState::Awake
             },
             trip_count,
+            rearm_stamp,
             last: Command::default(),
             last_stiff: false,
         }
@@ -118,9 +126,10 @@ impl WakeLatch {
 
     /// One cycle's observation, before its command is taken.
     pub fn observe(&mut self, o: &Observation) -> Change {
-        let count_changed = o.trip_count != self.trip_count;
+        let changed = o.trip_count != self.trip_count || o.rearm_stamp != self.rearm_stamp;
         self.trip_count = o.trip_count;
-        if o.tripped || o.answer_trip || count_changed {
+        self.rearm_stamp = o.rearm_stamp;
+        if o.tripped || o.answer_trip || changed {
             let was = self.state;
             self.state = LatchState::Tripped;
             return if was != LatchState::Tripped {
@@ -200,6 +209,7 @@ mod tests {
     struct Row {
         tripped: bool,
         count: u64,
+        stamp: u64,
         answer_trip: bool,
         wake: Option<u64>,
         change: Change,
@@ -217,6 +227,7 @@ mod tests {
         Row {
             tripped,
             count,
+            stamp: 0,
             answer_trip,
             wake,
             change,
@@ -228,12 +239,13 @@ mod tests {
     /// trip count 1; checks each change and that a stiff command comes out
     /// limp exactly while limp.
     fn table(rows: &[Row]) {
-        let mut l = WakeLatch::new(false, 1);
+        let mut l = WakeLatch::new(false, 1, 0);
         for (i, r) in rows.iter().enumerate() {
             let now = T + i as u64 * 12_000_000;
             let o = Observation {
                 now_ns: now,
                 trip_count: r.count,
+                rearm_stamp: r.stamp,
                 tripped: r.tripped,
                 answer_trip: r.answer_trip,
                 wake_ns: r.wake,
@@ -301,6 +313,28 @@ mod tests {
     }
 
     #[test]
+    fn a_page_repaired_and_re_armed_unseen_with_the_same_count_counts_by_its_rearm_stamp() {
+        use Change::*;
+        table(&[
+            row(false, 1, false, None, Unchanged, false),
+            // Repaired by another process (count 1 again, as before) and
+            // re-armed between two reads: only the re-arm stamp moved.
+            Row {
+                stamp: 7,
+                ..row(false, 1, false, None, Tripped, true)
+            },
+            Row {
+                stamp: 7,
+                ..row(false, 1, false, None, Rearmed, true)
+            },
+            Row {
+                stamp: 7,
+                ..row(false, 1, false, at(3, 1), Woken, false)
+            },
+        ]);
+    }
+
+    #[test]
     fn an_answer_trip_latches_even_if_the_page_is_re_armed_at_once() {
         use Change::*;
         table(&[
@@ -348,29 +382,31 @@ mod tests {
 
     #[test]
     fn tripped_at_start_needs_a_re_arm_and_a_wake_armed_at_start_does_not() {
-        let mut l = WakeLatch::new(true, 1);
+        let mut l = WakeLatch::new(true, 1, 0);
         assert!(l.is_limp());
         let o = |now_ns, wake_ns| Observation {
             now_ns,
             trip_count: 1,
+            rearm_stamp: 0,
             tripped: false,
             answer_trip: false,
             wake_ns,
         };
         assert_eq!(l.observe(&o(T, None)), Change::Rearmed);
         assert_eq!(l.observe(&o(T + 1, Some(T + 1))), Change::Woken);
-        assert!(!WakeLatch::new(false, 7).is_limp());
+        assert!(!WakeLatch::new(false, 7, 9).is_limp());
     }
 
     #[test]
     fn a_silent_controller_never_leaves_a_stiff_command_held() {
-        let mut l = WakeLatch::new(false, 1);
+        let mut l = WakeLatch::new(false, 1, 0);
         let mut c = Some(stiff());
         l.apply(&mut c);
         assert_eq!(c.unwrap().stiffness, [0.6; JOINTS]);
         l.observe(&Observation {
             now_ns: T,
             trip_count: 2,
+            rearm_stamp: 0,
             tripped: false,
             answer_trip: false,
             wake_ns: None,
@@ -388,7 +424,7 @@ mod tests {
 
     #[test]
     fn non_finite_stiffness_counts_as_stiff_for_the_held_command() {
-        let mut l = WakeLatch::new(false, 1);
+        let mut l = WakeLatch::new(false, 1, 0);
         let mut c = Some(Command {
             stiffness: [f32::NAN; JOINTS],
             ..Command::default()
@@ -397,6 +433,7 @@ mod tests {
         l.observe(&Observation {
             now_ns: T,
             trip_count: 1,
+            rearm_stamp: 0,
             tripped: true,
             answer_trip: false,
             wake_ns: None,
@@ -408,7 +445,7 @@ mod tests {
 
     #[test]
     fn awake_commands_and_silence_pass_unchanged() {
-        let mut l = WakeLatch::new(false, 1);
+        let mut l = WakeLatch::new(false, 1, 0);
         let mut c = Some(stiff());
         l.apply(&mut c);
         assert_eq!(c, Some(stiff()));

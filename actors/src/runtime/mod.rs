@@ -322,7 +322,8 @@ impl<L: Link + 'static> Runtime<L> {
         board.register_driver(std::process::id());
         // The latch starts from the switch as found now, before the
         // start-up: a trip during the start-up is a change it sees.
-        let latch = latch::WakeLatch::new(board.is_tripped(), board.trip_count());
+        let latch =
+            latch::WakeLatch::new(board.is_tripped(), board.trip_count(), board.rearm_stamp());
         hook.before_startup(&mut link, &config.accepted, !board.is_tripped());
         let identity = open_with_retry(&mut link, &config)?;
         slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),
@@ -641,6 +642,7 @@ impl CycleActor {
         let change = self.latch.observe(&latch::Observation {
             now_ns: crate::kit::monotonic_ns(),
             trip_count,
+            rearm_stamp: self.board.rearm_stamp(),
             tripped,
             answer_trip: std::mem::take(&mut self.answer_trip),
             wake_ns: self.handle.wake.take(),

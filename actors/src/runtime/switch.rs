@@ -30,6 +30,12 @@ pub trait Blackboard: Send + Sync + 'static {
     /// replaced page starts again at 1): the cycle's wake latch treats any
     /// change as a trip, so no trip is missed between two reads.
     fn trip_count(&self) -> u64;
+    /// A value that changes at every re-arm (the page's re-arm time). A
+    /// re-arm means a trip came before it: the wake latch treats a change
+    /// as a trip too, which covers a page repaired by another process
+    /// (its trip count starts again at 1, maybe the value seen before) and
+    /// re-armed between two reads.
+    fn rearm_stamp(&self) -> u64;
     /// One integrity check (one `fstat`/`stat`), once a cycle.
     fn check(&self) -> Integrity;
     /// The heartbeat after a frame, in the seed's order: the all-off
@@ -85,6 +91,8 @@ pub struct MemoryBoard {
     pub beats: AtomicU64,
     /// Armed -> tripped transitions.
     pub trips: AtomicU64,
+    /// Re-arms.
+    pub rearms: AtomicU64,
 }
 
 impl MemoryBoard {
@@ -95,6 +103,7 @@ impl MemoryBoard {
 
     /// Re-arms (what only `naoctl rearm` does on a real page).
     pub fn rearm(&self) {
+        self.rearms.fetch_add(1, Ordering::SeqCst);
         self.reason.store(0, Ordering::SeqCst);
     }
 
@@ -122,6 +131,9 @@ impl Blackboard for MemoryBoard {
     }
     fn trip_count(&self) -> u64 {
         self.trips.load(Ordering::SeqCst)
+    }
+    fn rearm_stamp(&self) -> u64 {
+        self.rearms.load(Ordering::SeqCst)
     }
     fn check(&self) -> Integrity {
         if self.lost.load(Ordering::SeqCst) {
@@ -165,6 +177,9 @@ impl Blackboard for deathswitch::Page {
     }
     fn trip_count(&self) -> u64 {
         deathswitch::Page::trip_count(self)
+    }
+    fn rearm_stamp(&self) -> u64 {
+        self.snapshot().armed_at_unix_ns
     }
     fn check(&self) -> Integrity {
         match deathswitch::Page::check(self) {

@@ -20,6 +20,31 @@ use common::{
 use deathswitch::Reason;
 use nix::sys::signal::Signal;
 
+/// `naoctl stop`, then the page's trip time (monotonic ns), read before
+/// anything re-arms: the judge's start (frames built before it may be
+/// stiff).
+fn naoctl_stop(s: &common::Setup) -> u64 {
+    naoctl(&s.page_path, &["stop"]);
+    let snap = s.page.snapshot();
+    assert!(!snap.armed, "naoctl stop tripped the switch");
+    snap.tripped_at_ns
+}
+
+/// Relative times (ms after `t0`) and stiffness of `frames`, for messages.
+fn show(frames: &[nao_rs_sim::TraceLine], t0: u64) -> String {
+    frames
+        .iter()
+        .map(|l| {
+            format!(
+                "{:+.1}ms:{}",
+                (l.t_ns as f64 - t0 as f64) / 1e6,
+                l.max_stiffness
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The frames after `t_ns` for the next `ms` milliseconds (waited for).
 fn settle(sim: &nao_rs_sim::Spawned, t_ns: u64, ms: u64) {
     wait_frame_after(sim, t_ns + ms * 1_000_000, Duration::from_secs(5));
@@ -32,8 +57,7 @@ fn trip_re_armed_within_one_cycle() {
     // (stop, re-arm done, wake) times of each round.
     let mut rounds = Vec::new();
     for _ in 0..20 {
-        let stop = deathswitch::now_ns();
-        naoctl(&s.page_path, &["stop"]);
+        let stop = naoctl_stop(&s);
         naoctl(&s.page_path, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
         // Limp for as long as we look (100 ms), though re-armed.
@@ -56,14 +80,15 @@ fn trip_re_armed_within_one_cycle() {
         let stiff = stiff_after(&w, stop);
         assert!(
             stiff.is_empty(),
-            "round {i}: stiff frames after the trip before the wake: {stiff:?}"
+            "round {i}: stiff frames after the trip before the wake: {}",
+            show(&w, stop)
         );
     }
     let stops = rounds
         .iter()
         .map(|r| (r.1 - r.0) / 1000)
         .collect::<Vec<_>>();
-    eprintln!("stop -> re-arm done, us: {stops:?}");
+    eprintln!("trip -> re-arm done, us: {stops:?}");
 }
 
 #[test]
@@ -221,8 +246,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
     // then (to start the next round stiff) the wake. Ten rounds.
     let mut rounds = Vec::new();
     for _ in 0..10 {
-        let stop = deathswitch::now_ns();
-        naoctl(&s.page_path, &["stop"]);
+        let stop = naoctl_stop(&s);
         naoctl(&s.page_path, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
         settle(&s.sim, rearmed, 300);
@@ -240,11 +264,10 @@ fn lola_bridge_stalled_by_monitor_clients() {
         let stiff = stiff_after(&w, stop);
         assert!(
             stiff.is_empty(),
-            "round {i}: {} stiff frames after the stop (re-armed {} us later, no wake): \
-             first {:?}",
+            "round {i}: {} stiff frames after the trip (re-armed {} us later, no wake): {}",
             stiff.len(),
             (rearmed - stop) / 1000,
-            stiff.first()
+            show(&w, stop)
         );
         assert!(w.len() >= 20, "round {i}: the runtime went on: {}", w.len());
     }

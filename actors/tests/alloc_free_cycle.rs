@@ -1,14 +1,17 @@
 //! The cycle loop allocates nothing: a counting global allocator counts the
 //! allocations made on the cycle thread over 1,000 cycles of the runtime
 //! against the virtual robot (`SimLink`, whose socket I/O reuses its
-//! buffers).
+//! buffers), through every state of the wake latch: stiff, a trip, the
+//! re-arm (limp, a silent controller), a wake, stiff again.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nao_actors::runtime::{Config, CycleHook, CycleInputs, MemoryBoard, Runtime};
+use nao_actors::runtime::{
+    Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime,
+};
 use nao_wire::link::sim::SimLink;
 
 struct Counting;
@@ -82,7 +85,7 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
     let board = Arc::new(MemoryBoard::armed());
     let (rt, mut io) = Runtime::start_with_hook(
         SimLink::new(sim.socket()),
-        board,
+        board.clone(),
         config,
         Meter { done: done.clone() },
     )
@@ -92,12 +95,41 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
         stiffness: [0.3; 25],
         ..Default::default()
     };
+    let handle = rt.handle();
     let t0 = std::time::Instant::now();
+    let mut limp_seen = false;
+    let mut stiff_after_wake = false;
+    let mut step = 0;
     while done.load(Ordering::SeqCst) == 0 {
-        let _ = io.push_command(c);
-        let _ = io.next_sensors(100_000_000);
+        let k = io.latest_sensors().cycle;
+        // Silent for a while once re-armed: the latch's limp copy of the
+        // held command is made on the cycle thread too.
+        if !(WARM_UP + 400..WARM_UP + 500).contains(&k) {
+            let _ = io.push_command(c);
+        }
+        let Some(f) = io.next_sensors(100_000_000) else {
+            continue;
+        };
+        // Each step once, at the first frame at or past its cycle (frames
+        // may be skipped).
+        if f.cycle >= WARM_UP + 200 && step == 0 {
+            board.trip(Reason::Api);
+            step = 1;
+        } else if f.cycle >= WARM_UP + 300 && step == 1 {
+            board.rearm();
+            step = 2;
+        } else if f.cycle >= WARM_UP + 600 && step == 2 {
+            handle.wake();
+            step = 3;
+        }
+        if (WARM_UP + 320..WARM_UP + 600).contains(&f.cycle) {
+            limp_seen |= f.switch.limp && !f.switch.tripped && f.all_off;
+        }
+        stiff_after_wake |= step == 3 && f.cycle > WARM_UP + 610 && f.stiffness_sent[0] > 0;
         assert!(t0.elapsed().as_secs() < 30, "1,000 cycles within 30 s");
     }
+    assert!(limp_seen, "re-armed and limp, awaiting the wake");
+    assert!(stiff_after_wake, "stiff again after the wake");
     let (_, summary) = rt.stop();
     assert!(summary.cycles >= WARM_UP + MEASURED);
     assert_eq!(

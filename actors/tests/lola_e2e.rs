@@ -6,7 +6,6 @@
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,11 +121,8 @@ fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
     let path = dir.path().join("robocup");
     let mut lola = LolaConfig::from_identity(rt.identity(), Some("P0000073A07S8AF00019"), quiet());
     lola.socket = path.clone();
-    let wake = Arc::new(AtomicBool::new(false));
-    let server = {
-        let wake = wake.clone();
-        std::thread::spawn(move || serve_runtime(io, wake, lola))
-    };
+    let handle = rt.handle();
+    let server = std::thread::spawn(move || serve_runtime(io, lola));
     let mut s = connect(&path);
 
     // Drive HeadYaw to 0.3 rad at stiffness 0.5.
@@ -154,7 +150,7 @@ fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
     }
 
     // Wake: the client's stiffness comes back.
-    wake.store(true, Ordering::Relaxed);
+    handle.wake();
     drive(&mut s, 100, &head_yaw_stiff, &|f| f.stiffness[0] == 0.5);
 
     // Silence: after 25 cycles the controller-lost ramp lowers it.

@@ -301,63 +301,102 @@ fn second_client_gets_sensor_frames_only() {
 }
 
 #[test]
-fn trip_then_rearm_without_wake_keeps_stiffness_zero() {
+fn monitors_streaming_as_fast_as_they_can_never_starve_the_controller() {
     let mut t = setup();
     let mut c = Client::connect(&t.path);
-    let mut stiffness = Vec::new();
-    for k in 0..200 {
-        match k {
-            50 => t.body.trip(),
-            100 => t.body.rearm(),
-            150 => t.body.wake(),
-            _ => {}
-        }
-        let before = t.body.pushed.len();
+    t.cycle(0);
+    c.frame();
+    // Two monitors write valid messages as fast as they can, never reading.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let sent = std::sync::Arc::new(AtomicUsize::new(0));
+    let monitors: Vec<_> = (0..2)
+        .map(|_| {
+            let mut s = UnixStream::connect(&t.path).unwrap();
+            let (stop, sent) = (stop.clone(), sent.clone());
+            std::thread::spawn(move || {
+                let m = answer(0.9, 1.0);
+                // Relaxed: a plain stop flag and a counter.
+                while !stop.load(Ordering::Relaxed) && s.write_all(&m).is_ok() {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    while sent.load(Ordering::Relaxed) < 200 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "monitors streaming");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pushed = t.body.pushed.len();
+    for k in 1..200 {
+        c.send(&answer(0.1, 0.5));
         t.cycle(k);
         c.frame();
-        c.send(&answer(0.1, 1.0));
-        if t.body.pushed.len() > before {
-            stiffness.push((k, t.body.pushed.last().unwrap().stiffness[0]));
-        }
     }
-    for (k, s) in stiffness {
-        let want = if (50..150).contains(&k) { 0.0 } else { 1.0 };
-        assert_eq!(s, want, "cycle {k}");
+    stop.store(true, Ordering::Relaxed);
+    // The server kept serving cycles; the controller's every answer went in.
+    assert_eq!(t.body.pushed.len(), pushed + 199);
+    assert!(t.body.pushed[pushed..]
+        .iter()
+        .all(|c| c.stiffness == [0.5; JOINTS] && c.position == [0.1; JOINTS]));
+    assert_eq!(t.server.stats().clients, 3);
+    drop(t);
+    for m in monitors {
+        m.join().unwrap();
     }
-    assert!(!t.server.held());
 }
 
 #[test]
-fn trip_with_a_silent_or_gone_client_still_pushes_limp_commands() {
+fn a_controller_that_reconnects_within_one_cycle_is_the_controller_again() {
     let mut t = setup();
+    // The first client is the controller, the second a monitor.
     let mut c = Client::connect(&t.path);
-    for k in 0..10 {
+    let mut monitor = Client::connect(&t.path);
+    t.cycle(0);
+    c.frame();
+    monitor.frame();
+    for k in 1..20 {
         t.cycle(k);
         c.frame();
-        c.send(&answer(0.1, 1.0));
+        monitor.frame();
+        c.send(&answer(0.1, 0.5));
     }
-    drop(c);
-    t.body.trip();
-    let before = t.body.pushed.len();
-    for k in 10..20 {
-        t.cycle(k);
-    }
-    // One answer was still in the socket; every tripped cycle pushes limp.
-    assert_eq!(t.body.pushed.len(), before + 10);
-    assert!(t.body.pushed[before..]
-        .iter()
-        .all(|c| c.stiffness == [0.0; JOINTS]));
-    // Re-armed and woken with nobody connected: nothing more is pushed, so
-    // the runtime's latest command stays the limp one.
-    t.body.rearm();
+    // The controller closes (with frames unread: a reset) and connects
+    // again before the next cycle.
     t.cycle(20);
-    t.body.wake();
-    let before = t.body.pushed.len();
-    for k in 21..30 {
+    drop(c);
+    let mut c = Client::connect(&t.path);
+    let pushed = t.body.pushed.len();
+    for k in 21..60 {
         t.cycle(k);
+        c.frame();
+        monitor.send(&answer(0.9, 1.0));
+        c.send(&answer(0.3, 0.6));
     }
-    assert_eq!(t.body.pushed.len(), before);
-    assert_eq!(t.body.pushed.last().unwrap().stiffness, [0.0; JOINTS]);
+    let s = t.server.stats();
+    assert!(s.has_controller);
+    assert_eq!(s.controller_reconnects, 1);
+    assert_eq!(s.io_errors, 0, "the reset is a normal disconnect");
+    assert!(t.body.pushed.len() >= pushed + 38);
+    assert_eq!(t.body.pushed.last().unwrap().stiffness, [0.6; JOINTS]);
+    assert_eq!(t.body.pushed.last().unwrap().position, [0.3; JOINTS]);
+}
+
+#[test]
+fn econnreset_on_read_is_a_normal_disconnect() {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    t.cycle(0);
+    c.send(&answer(0.1, 0.5));
+    // A frame is in the client's socket, unread, when it closes: the
+    // server's next read gets ECONNRESET.
+    t.cycle(1);
+    drop(c);
+    t.cycle(2);
+    let s = t.server.stats();
+    assert_eq!(s.clients, 0);
+    assert_eq!((s.disconnects, s.io_errors), (1, 0), "{s:?}");
 }
 
 #[test]

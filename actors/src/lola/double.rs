@@ -1,5 +1,5 @@
 //! A test double of [`Body`]: sensors are queued by the test, pushed
-//! commands are recorded, the switch and the awake flag are plain fields.
+//! commands are recorded.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -17,40 +17,17 @@ pub struct FakeBody {
     pub pushed: Vec<Command>,
     /// When set, [`Body::push`] hands every command back (a full ring).
     pub ring_full: bool,
-    /// The awake flag.
-    pub awake: bool,
-    /// The switch's state.
-    pub tripped: bool,
 }
 
 impl FakeBody {
-    /// An armed, awake body with no sensors queued.
+    /// A body with no sensors queued.
     pub fn new() -> Self {
-        FakeBody {
-            awake: true,
-            ..FakeBody::default()
-        }
+        FakeBody::default()
     }
 
     /// Queues one cycle's sensors.
     pub fn queue(&mut self, s: BodySensors) {
         self.queue.push_back(s);
-    }
-
-    /// Trips the switch; the awake flag drops, as the runtime's does.
-    pub fn trip(&mut self) {
-        self.tripped = true;
-        self.awake = false;
-    }
-
-    /// Re-arms the switch; the robot stays asleep.
-    pub fn rearm(&mut self) {
-        self.tripped = false;
-    }
-
-    /// Wakes the robot.
-    pub fn wake(&mut self) {
-        self.awake = true;
     }
 }
 
@@ -71,13 +48,5 @@ impl Body for FakeBody {
         }
         self.pushed.push(cmd);
         Ok(())
-    }
-
-    fn awake(&self) -> bool {
-        self.awake
-    }
-
-    fn tripped(&self) -> bool {
-        self.tripped
     }
 }

@@ -6,8 +6,8 @@
 //!   client.
 //! - [`actuator`]: decoding a client's actuator message and mapping it to a
 //!   [`Command`].
-//! - [`bridge`]: the rules (one controller, silence, trip and wake) as a
-//!   pure state machine.
+//! - [`bridge`]: the rules (one controller, silence) as a pure state
+//!   machine; trips and the wake are the runtime's (`crate::runtime::latch`).
 //! - [`server`]: the non-blocking Unix socket server (default
 //!   [`DEFAULT_SOCKET`]), a normal (not real-time) thread.
 //! - [`double`]: a test double of [`Body`].
@@ -112,11 +112,6 @@ pub trait Body {
     /// it back (the runtime ring's contract, so no box).
     #[allow(clippy::result_large_err)]
     fn push(&mut self, cmd: Command) -> Result<(), Command>;
-    /// Whether the robot is awake: false from a trip (and from the start)
-    /// until the next wake (`nao-rs wake`).
-    fn awake(&self) -> bool;
-    /// Whether the death switch is tripped.
-    fn tripped(&self) -> bool;
     /// Whether the body still runs; the server stops serving when not.
     fn running(&self) -> bool {
         true

@@ -1,15 +1,11 @@
 //! The adapter from the runtime's program API ([`ProgramIo`]) to [`Body`],
 //! and the `nao-rs run --controller lola` entry point [`serve_runtime`].
 //!
-//! The runtime's wake is an event (`nao-rs wake` sets a flag that a
-//! controller consumes); the adapter turns it into the awake level the
-//! bridge uses: not awake from a trip on, awake again at the first wake
-//! event seen with the switch armed. At start the robot counts as awake when
-//! the switch is armed (as the `stand` controller does): only a re-arm needs
-//! a wake.
+//! Trips and the wake are not the adapter's business: the runtime's wake
+//! latch (`crate::runtime::latch`) holds every stiffness at 0 after a trip
+//! until a person's wake after the re-arm, whatever the LoLA client sends.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use nao_wire::protocol::startup::Identity as RobotIdentity;
@@ -49,22 +45,12 @@ impl LolaConfig {
 /// The runtime's [`ProgramIo`] as a [`Body`].
 pub struct RuntimeBody {
     io: ProgramIo,
-    wake: Arc<AtomicBool>,
-    started: bool,
-    awake: bool,
-    tripped: bool,
 }
 
 impl RuntimeBody {
-    /// Wraps `io`; `wake` is the flag `nao-rs wake` sets (consumed here).
-    pub fn new(io: ProgramIo, wake: Arc<AtomicBool>) -> Self {
-        RuntimeBody {
-            io,
-            wake,
-            started: false,
-            awake: false,
-            tripped: true,
-        }
+    /// Wraps `io`.
+    pub fn new(io: ProgramIo) -> Self {
+        RuntimeBody { io }
     }
 }
 
@@ -88,40 +74,15 @@ pub fn body_sensors(f: &SensorFrame) -> BodySensors {
     }
 }
 
-/// The awake level after one cycle (pure): a trip clears it, a wake event
-/// with the switch armed sets it; at the first cycle it is `!tripped`.
-pub fn next_awake(started: bool, awake: bool, tripped: bool, woken: bool) -> bool {
-    if tripped {
-        false
-    } else if !started {
-        true
-    } else {
-        awake || woken
-    }
-}
-
 impl Body for RuntimeBody {
     fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors> {
         let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let f = self.io.next_sensors(ns)?;
-        // Relaxed: a flag with no data behind it (as the stand controller).
-        let woken = self.wake.swap(false, Ordering::Relaxed);
-        self.tripped = f.switch.tripped;
-        self.awake = next_awake(self.started, self.awake, self.tripped, woken);
-        self.started = true;
         Some(body_sensors(&f))
     }
 
     fn push(&mut self, cmd: Command) -> Result<(), Command> {
         self.io.push_command(cmd)
-    }
-
-    fn awake(&self) -> bool {
-        self.awake
-    }
-
-    fn tripped(&self) -> bool {
-        self.tripped || self.io.handle().switch().tripped
     }
 
     fn running(&self) -> bool {
@@ -131,15 +92,10 @@ impl Body for RuntimeBody {
 
 /// `nao-rs run --controller lola`: serves the LoLA socket at
 /// `config.socket` for the runtime behind `io` until the runtime stops.
-/// Run it on its own normal-priority thread; `wake` is the flag the wake
-/// socket sets.
-pub fn serve_runtime(
-    io: ProgramIo,
-    wake: Arc<AtomicBool>,
-    config: LolaConfig,
-) -> Result<(), LolaError> {
+/// Run it on its own normal-priority thread.
+pub fn serve_runtime(io: ProgramIo, config: LolaConfig) -> Result<(), LolaError> {
     let mut server = LolaServer::bind(config)?;
-    let mut body = RuntimeBody::new(io, wake);
+    let mut body = RuntimeBody::new(io);
     let never = AtomicBool::new(false);
     server.serve(&mut body, &never);
     Ok(())
@@ -148,21 +104,6 @@ pub fn serve_runtime(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rearm_needs_a_wake_event_to_be_awake_again() {
-        // Armed at start: awake at once.
-        assert!(next_awake(false, false, false, false));
-        // Tripped at start: not awake.
-        assert!(!next_awake(false, false, true, true));
-        // A trip clears it; a wake while tripped does nothing.
-        assert!(!next_awake(true, true, true, false));
-        assert!(!next_awake(true, false, true, true));
-        // Re-armed: still asleep until a wake.
-        assert!(!next_awake(true, false, false, false));
-        assert!(next_awake(true, false, false, true));
-        assert!(next_awake(true, true, false, false));
-    }
 
     #[test]
     fn stiffness_sent_per_mille_becomes_0_to_1() {

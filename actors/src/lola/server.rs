@@ -11,6 +11,15 @@
 //! is full keeps its unsent remainder and skips new frames until the
 //! remainder is out, so its stream stays a sequence of whole 896-byte
 //! frames.
+//!
+//! No client can stall the server: each client is read at most
+//! [`READ_BUDGET`] bytes a step, so clients streaming as fast as they can
+//! (monitors included) never starve the controlling client or the cycle.
+//! A client that disconnects (end of file, a reset connection on read or
+//! write, a broken pipe) is a normal disconnect. A new client takes over
+//! the controller's role when the controller's connection is already gone
+//! (hung up) when it connects, so a controller that reconnects within one
+//! cycle is the controller again, not a monitor.
 
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::FileTypeExt;
@@ -20,7 +29,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::os::fd::AsFd;
+
 use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{send, MsgFlags};
 use slog::{info, warn};
 
@@ -34,6 +46,11 @@ use super::{Body, LolaConfig, LolaError};
 /// Bytes a client's unread messages may take; a message that does not fit
 /// is malformed (LoLA's largest actuator message is about 800 bytes).
 pub const IN_CAPACITY: usize = 8192;
+
+/// Bytes read from one client in one step, at most: a client streaming as
+/// fast as it can is read this much and then left for the next step (LoLA
+/// clients send one message of under 1 KiB a cycle).
+pub const READ_BUDGET: usize = IN_CAPACITY;
 
 /// Cycles without a message from the controller after which the silence
 /// is logged (once): the runtime's controller-lost ramp starts here too
@@ -57,6 +74,13 @@ pub struct Stats {
     pub ring_full: u64,
     /// Clients closed for a malformed message.
     pub malformed: u64,
+    /// Clients that disconnected normally (end of file, reset, broken pipe).
+    pub disconnects: u64,
+    /// Clients closed for another I/O error.
+    pub io_errors: u64,
+    /// Clients that took over the controller's role from a hung-up
+    /// controller (a reconnect).
+    pub controller_reconnects: u64,
     /// Clients connected now.
     pub clients: usize,
     /// Whether a controlling client is connected now.
@@ -171,11 +195,6 @@ impl LolaServer {
         }
     }
 
-    /// Whether the bridge forces stiffness 0 after a trip (until a wake).
-    pub fn held(&self) -> bool {
-        self.bridge.held()
-    }
-
     /// Serves until `stop` is set or the body stops running, in steps of
     /// at most 50 ms.
     pub fn serve<B: Body>(&mut self, body: &mut B, stop: &AtomicBool) {
@@ -200,27 +219,13 @@ impl LolaServer {
         self.accept();
         self.read_clients();
         self.last_position = sensors.position;
-        let (tripped, awake, was_held) = (body.tripped(), body.awake(), self.bridge.held());
         let was_silent = self.bridge.silent_cycles();
-        let cmd = self.bridge.on_cycle(tripped, awake);
+        let cmd = self.bridge.on_cycle();
         let silent = self.bridge.silent_cycles();
         if self.controller.is_some() && silent == SILENT_LOG_CYCLES {
             warn!(self.config.log, "LoLA: the controlling client sent nothing for {} cycles: the runtime's controller-lost ramp lowers the stiffness", SILENT_LOG_CYCLES);
         } else if silent == 0 && was_silent >= SILENT_LOG_CYCLES {
             info!(self.config.log, "LoLA: the controlling client answers again"; "silent_cycles" => was_silent);
-        }
-        if self.bridge.held() != was_held {
-            if was_held {
-                info!(
-                    self.config.log,
-                    "LoLA: woken after the re-arm: the client's stiffness passes again"
-                );
-            } else {
-                info!(
-                    self.config.log,
-                    "LoLA: switch tripped: stiffness 0 until the robot is re-armed and woken"
-                );
-            }
         }
         if let Some(cmd) = cmd {
             match body.push(cmd) {
@@ -276,6 +281,7 @@ impl LolaServer {
             );
             return;
         }
+        self.drop_hung_up_controller();
         let id = self.next_id;
         self.next_id += 1;
         let role = if self.controller.is_none() {
@@ -296,6 +302,32 @@ impl LolaServer {
         });
     }
 
+    /// Before a new client is given its role: a controller whose peer has
+    /// already hung up is closed now (its end of file may still be behind
+    /// unread messages), so the new client is the controller.
+    fn drop_hung_up_controller(&mut self) {
+        let Some(id) = self.controller else {
+            return;
+        };
+        let Some(i) = self.clients.iter().position(|c| c.id == id) else {
+            return;
+        };
+        let mut fds = [PollFd::new(
+            self.clients[i].stream.as_fd(),
+            PollFlags::POLLIN,
+        )];
+        let gone = match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0]
+                .revents()
+                .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            Err(_) => false,
+        };
+        if gone {
+            self.stats.controller_reconnects += 1;
+            self.close(i, Close::Eof);
+        }
+    }
+
     fn close(&mut self, index: usize, why: Close) {
         let c = self.clients.swap_remove(index);
         let controller = self.controller == Some(c.id);
@@ -306,9 +338,11 @@ impl LolaServer {
         let role = if controller { "controller" } else { "monitor" };
         match why {
             Close::Eof => {
+                self.stats.disconnects += 1;
                 info!(self.config.log, "LoLA: client disconnected"; "client" => c.id, "role" => role)
             }
             Close::Error(e) => {
+                self.stats.io_errors += 1;
                 warn!(self.config.log, "LoLA: client closed: {}", e; "client" => c.id, "role" => role)
             }
             Close::Malformed(e) => {
@@ -328,20 +362,32 @@ impl LolaServer {
         }
     }
 
+    /// Reads and decodes what client `i` sent, at most [`READ_BUDGET`]
+    /// bytes; the rest waits for the next step.
     fn read_client(&mut self, i: usize) -> Result<(), Close> {
-        loop {
+        let mut budget = READ_BUDGET;
+        while budget > 0 {
             let c = &mut self.clients[i];
-            match c.stream.read(&mut c.inbuf[c.in_len..]) {
+            let room = (IN_CAPACITY - c.in_len).min(budget);
+            match c.stream.read(&mut c.inbuf[c.in_len..c.in_len + room]) {
                 Ok(0) => return Err(Close::Eof),
                 Ok(n) => {
+                    budget -= n;
                     c.in_len += n;
                     self.decode_client(i)?;
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                // A reset connection is a normal disconnect, as on write.
+                Err(e)
+                    if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) =>
+                {
+                    return Err(Close::Eof)
+                }
                 Err(e) => return Err(Close::Error(format!("read: {e}"))),
             }
         }
+        Ok(())
     }
 
     fn decode_client(&mut self, i: usize) -> Result<(), Close> {

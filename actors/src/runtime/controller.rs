@@ -5,12 +5,12 @@
 //! run --controller none|stand` uses these; `--controller lola` hands the
 //! `ProgramIo` to the LoLA socket (`crate::lola`) instead.
 //!
-//! [`Stand`] ramps slowly into a standing pose, drops to its unstiff state
-//! while the switch is tripped, and after a re-arm stays limp until woken
-//! (`nao-rs wake`). A re-arm alone never resumes motion.
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+//! [`Stand`] ramps slowly into a standing pose and drops to its unstiff
+//! state while the runtime holds the robot limp. It keeps no latch of its
+//! own: "limp after a trip until a person's wake after the re-arm" is the
+//! runtime's rule, below every controller (`super::latch`); the stand
+//! controller follows what each cycle reports (`SwitchState::limp`) and
+//! ramps afresh from the measured pose when it ends.
 
 use nao_wire::{Command, JOINTS};
 
@@ -61,7 +61,8 @@ pub const RAMP_CYCLES: u32 = 250;
 /// Where the stand controller is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum StandPhase {
-    /// Stiffness 0: tripped, or re-armed and waiting for a wake.
+    /// Stiffness 0: the runtime holds the robot limp (tripped, or
+    /// re-armed and waiting for a wake).
     Limp,
     /// Ramping from the pose measured at the start of the ramp.
     Ramping {
@@ -74,24 +75,25 @@ pub enum StandPhase {
     Standing,
 }
 
-/// The `stand` controller (pure: the wake flag and the sensors in, a
-/// command out).
+/// The `stand` controller (pure: the sensors in, a command out).
 #[derive(Debug, Clone)]
 pub struct Stand {
     phase: StandPhase,
-    needs_wake: bool,
-    wake: Arc<AtomicBool>,
+}
+
+impl Default for Stand {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Stand {
-    /// A stand controller that ramps up at once if the switch is armed, and
-    /// otherwise waits for a re-arm and a wake. `wake` is set by `nao-rs
-    /// wake` (and cleared here when used).
-    pub fn new(wake: Arc<AtomicBool>) -> Self {
+    /// A stand controller: ramps up from the measured pose whenever the
+    /// runtime does not hold the robot limp (at once on a switch armed at
+    /// start; after a trip, once re-armed and woken).
+    pub fn new() -> Self {
         Stand {
             phase: StandPhase::Limp,
-            needs_wake: false,
-            wake,
         }
     }
 
@@ -110,19 +112,11 @@ impl Stand {
 
 impl Controller for Stand {
     fn step(&mut self, s: &SensorFrame) -> Option<Command> {
-        // Acquire/Release not needed: a flag with no data behind it.
-        let woken = self.wake.swap(false, Ordering::Relaxed);
-        if s.switch.tripped {
-            // While tripped: unstiff, and a re-arm needs a wake.
+        if s.switch.tripped || s.switch.limp {
+            // Held limp by the runtime: unstiff at the measured positions,
+            // and the ramp starts afresh when it ends.
             self.phase = StandPhase::Limp;
-            self.needs_wake = true;
             return Some(Self::limp(s));
-        }
-        if self.needs_wake {
-            if !woken {
-                return Some(Self::limp(s));
-            }
-            self.needs_wake = false;
         }
         if self.phase == StandPhase::Limp {
             self.phase = StandPhase::Ramping {
@@ -173,73 +167,66 @@ mod tests {
     use crate::runtime::program::SwitchState;
     use crate::runtime::Reason;
 
-    fn frame(tripped: bool) -> SensorFrame {
+    fn frame(tripped: bool, limp: bool) -> SensorFrame {
         SensorFrame {
             switch: SwitchState {
                 tripped,
                 reason: tripped.then_some(Reason::Naoctl),
                 page_lost: false,
+                limp: tripped || limp,
             },
+            position: [0.1; JOINTS],
             ..SensorFrame::default()
         }
     }
 
     #[test]
     fn stand_ramps_slowly_into_the_pose() {
-        let mut st = Stand::new(Arc::new(AtomicBool::new(false)));
-        let first = st.step(&frame(false)).unwrap();
+        let mut st = Stand::new();
+        let first = st.step(&frame(false, false)).unwrap();
         assert!(first.stiffness[10] > 0.0 && first.stiffness[10] < 0.01);
         for _ in 1..RAMP_CYCLES {
-            st.step(&frame(false));
+            st.step(&frame(false, false));
         }
         assert_eq!(st.phase(), StandPhase::Standing);
-        let c = st.step(&frame(false)).unwrap();
+        let c = st.step(&frame(false, false)).unwrap();
         assert_eq!(c.position, STAND_POSE);
         assert_eq!(c.stiffness, [STAND_STIFFNESS; JOINTS]);
     }
 
     #[test]
     fn stand_drops_to_unstiff_while_tripped() {
-        let mut st = Stand::new(Arc::new(AtomicBool::new(false)));
+        let mut st = Stand::new();
         for _ in 0..300 {
-            st.step(&frame(false));
+            st.step(&frame(false, false));
         }
-        let c = st.step(&frame(true)).unwrap();
+        let c = st.step(&frame(true, true)).unwrap();
         assert_eq!(c.stiffness, [0.0; JOINTS]);
+        assert_eq!(c.position, [0.1; JOINTS], "at the measured positions");
         assert_eq!(st.phase(), StandPhase::Limp);
     }
 
     #[test]
-    fn rearm_alone_never_resumes_motion() {
-        let wake = Arc::new(AtomicBool::new(false));
-        let mut st = Stand::new(wake.clone());
-        st.step(&frame(true));
-        for _ in 0..1000 {
-            let c = st.step(&frame(false)).unwrap();
+    fn stand_follows_the_runtimes_limp_latch_and_ramps_afresh_when_woken() {
+        let mut st = Stand::new();
+        for _ in 0..300 {
+            st.step(&frame(false, false));
+        }
+        // Re-armed but not woken: the runtime reports limp; so is stand.
+        for _ in 0..10 {
             assert_eq!(
-                c.stiffness, [0.0; JOINTS],
-                "limp after a re-arm until woken"
+                st.step(&frame(false, true)).unwrap().stiffness,
+                [0.0; JOINTS]
             );
         }
-        wake.store(true, Ordering::Relaxed);
-        let c = st.step(&frame(false)).unwrap();
-        assert!(c.stiffness[0] > 0.0, "the wake starts the ramp");
-        assert!(matches!(st.phase(), StandPhase::Ramping { .. }));
-    }
-
-    #[test]
-    fn wake_while_tripped_does_nothing() {
-        let wake = Arc::new(AtomicBool::new(false));
-        let mut st = Stand::new(wake.clone());
-        wake.store(true, Ordering::Relaxed);
-        let c = st.step(&frame(true)).unwrap();
-        assert_eq!(c.stiffness, [0.0; JOINTS]);
-        // The wake was used up while tripped: after the re-arm, still limp.
-        assert_eq!(st.step(&frame(false)).unwrap().stiffness, [0.0; JOINTS]);
+        // Woken: the ramp starts again from the measured pose, not a jump.
+        let c = st.step(&frame(false, false)).unwrap();
+        assert!(c.stiffness[0] > 0.0 && c.stiffness[0] < 0.01, "{c:?}");
+        assert!(matches!(st.phase(), StandPhase::Ramping { step: 1, .. }));
     }
 
     #[test]
     fn idle_controller_commands_nothing() {
-        assert!(Idle.step(&frame(false)).is_none());
+        assert!(Idle.step(&frame(false, false)).is_none());
     }
 }

@@ -8,9 +8,11 @@
 //!
 //! Actors (threads made with [`crate::kit`]):
 //! - `nao-rs-cycle` (SCHED_FIFO 30): every 12 ms on absolute deadlines, the
-//!   death switch check, the protocol core's cycle (`nao_wire`'s
-//!   [`Cycle::run`]: safety ramps, frame, USB exchange, answer), then the
-//!   heartbeat, the trips from the answer, the safety status, the sensors;
+//!   death switch check, the wake latch ([`latch`]: limp after any trip
+//!   until a person's wake after the re-arm, below every controller), the
+//!   protocol core's cycle (`nao_wire`'s [`Cycle::run`]: safety ramps,
+//!   frame, USB exchange, answer), then the heartbeat, the trips from the
+//!   answer, the safety status, the sensors;
 //! - `nao-rs-udp` (SCHED_FIFO 20): the UDP stop ([`udp`]);
 //! - `nao-rs-log` (normal): writes the events the others queue ([`crate::kit::log`]).
 //!
@@ -20,6 +22,7 @@
 
 pub mod controller;
 pub mod flags;
+pub mod latch;
 pub mod program;
 pub mod switch;
 pub mod udp;
@@ -150,6 +153,9 @@ pub struct Status {
     pub flags: AtomicU32,
     /// 1 while the last frame was built with the switch tripped.
     pub tripped: AtomicU32,
+    /// 1 while the wake latch held every stiffness at 0 in the last frame
+    /// (tripped, or re-armed and not yet woken).
+    pub limp: AtomicU32,
     /// Allocations made by the cycle thread from its first cycle on, as
     /// counted by [`crate::kit::alloc::CountingAlloc`] (0 without it; see
     /// [`crate::kit::alloc::installed`]). Goal: 0.
@@ -160,6 +166,7 @@ pub struct Status {
 #[derive(Clone)]
 pub struct Handle {
     board: Arc<dyn Blackboard>,
+    wake: Arc<wake::WakeSignal>,
     stop: Arc<AtomicBool>,
     running: Arc<AtomicBool>,
     status: Arc<Status>,
@@ -169,6 +176,20 @@ impl Handle {
     /// Trips the switch with reason `api`. No call re-arms.
     pub fn trip(&self) {
         self.board.trip(Reason::Api);
+    }
+
+    /// A person's wake (what `nao-rs wake` sends): after a trip the robot
+    /// stays limp until a wake that comes after the re-arm; a wake while
+    /// tripped is used up and does nothing. For a person's action only
+    /// (a button in the program's user interface), never for a controller's
+    /// own decision.
+    pub fn wake(&self) {
+        self.wake.wake();
+    }
+
+    /// The wake signal the wake socket sets ([`wake::WakeListener`]).
+    pub fn wake_signal(&self) -> &Arc<wake::WakeSignal> {
+        &self.wake
     }
 
     /// Asks the runtime to stop: it trips `shutdown`, sends one more all-off
@@ -191,6 +212,8 @@ impl Handle {
             tripped,
             reason: if tripped { self.board.reason() } else { None },
             page_lost: false,
+            // Relaxed: display-only status.
+            limp: tripped || self.status.limp.load(Ordering::Relaxed) != 0,
         }
     }
 
@@ -213,12 +236,16 @@ pub struct CycleInputs<'a> {
     /// The cycle's start, ms since the runtime started (the time the
     /// protocol core is given, as `t_ms * 1_000_000` ns).
     pub t_ms: u64,
-    /// The command received for this cycle, if any.
+    /// The command for this cycle, if any, as the protocol core gets it
+    /// (after the wake latch).
     pub command: Option<&'a Command>,
     /// The switch (or the page lost) was tripped.
     pub tripped: bool,
     /// The reason in the page.
     pub reason: Option<Reason>,
+    /// The page's trip count as read for this frame (the protocol core's
+    /// [`CycleInput::trip_count`]).
+    pub trip_count: u64,
 }
 
 /// Something the cycle calls before each frame with the inputs and the link
@@ -296,6 +323,10 @@ impl<L: Link + 'static> Runtime<L> {
             .unwrap_or_else(crate::kit::log::stderr_logger);
         let logbook = Logbook::new(logger.clone());
         board.register_driver(std::process::id());
+        // The latch starts from the switch as found now, before the
+        // start-up: a trip during the start-up is a change it sees.
+        let latch =
+            latch::WakeLatch::new(board.is_tripped(), board.trip_count(), board.rearm_stamp());
         hook.before_startup(&mut link, &config.accepted, !board.is_tripped());
         let identity = open_with_retry(&mut link, &config)?;
         slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),
@@ -307,6 +338,7 @@ impl<L: Link + 'static> Runtime<L> {
         let status = Arc::new(Status::default());
         let handle = Handle {
             board: board.clone(),
+            wake: Arc::new(wake::WakeSignal::default()),
             stop,
             running,
             status,
@@ -359,6 +391,8 @@ impl<L: Link + 'static> Runtime<L> {
             udp: udp.as_ref().map(|u| u.shared().clone()),
             events: logbook.sink("cycle", 256),
             flags: flags::FlagObserver::new(),
+            latch,
+            answer_trip: false,
             page_lost: false,
             start_ns: 0,
             max_cycles: config.max_cycles,
@@ -502,6 +536,9 @@ struct CycleActor {
     udp: Option<Arc<udp::UdpShared>>,
     events: EventSink,
     flags: flags::FlagObserver,
+    latch: latch::WakeLatch,
+    /// The last answer tripped the switch (for the latch's next look).
+    answer_trip: bool,
     page_lost: bool,
     start_ns: u64,
     max_cycles: Option<u64>,
@@ -595,16 +632,30 @@ impl CycleActor {
             // A person re-armed the (repaired or new) page.
             self.page_lost = false;
         }
+        // The switch's trip count as read for this frame.
+        let trip_count = self.board.trip_count();
         let tripped = self.page_lost || page_tripped;
         let reason = if tripped {
             self.board.reason().or(Some(Reason::PageLost))
         } else {
             None
         };
+        // The wake latch, below every controller: after any trip, limp
+        // until a person's wake after the re-arm.
+        let change = self.latch.observe(&latch::Observation {
+            now_ns: crate::kit::monotonic_ns(),
+            trip_count,
+            rearm_stamp: self.board.rearm_stamp(),
+            tripped,
+            answer_trip: std::mem::take(&mut self.answer_trip),
+            wake_ns: self.handle.wake.take(),
+        });
+        self.log_latch(change, tick.cycle);
         let mut command = None;
         while let Ok(c) = self.commands.pop() {
             command = Some(c);
         }
+        self.latch.apply(&mut command);
         let t_ms = tick.start_ns.saturating_sub(self.start_ns) / 1_000_000;
         hook.before_cycle(
             link,
@@ -614,13 +665,14 @@ impl CycleActor {
                 command: command.as_ref(),
                 tripped,
                 reason,
+                trip_count,
             },
         );
         let input = CycleInput {
             command: command.as_ref(),
             tripped,
             page_lost: self.page_lost,
-            trip_count: 0, // TODO(runtime): the page's trip_count, read with `tripped`
+            trip_count,
         };
         let out = self.cycle.run(link, &input, t_ms.saturating_mul(1_000_000));
         // The heartbeat after the frame: confirmation, time, cycle.
@@ -629,6 +681,7 @@ impl CycleActor {
         if let Some(t) = out.trips.reason() {
             let r = Reason::from_name(t).unwrap_or(Reason::Fault);
             self.board.trip(r);
+            self.answer_trip = true;
         }
         if let Some(f) = out.failure {
             let what = match f {
@@ -667,6 +720,26 @@ impl CycleActor {
         out
     }
 
+    fn log_latch(&mut self, change: latch::Change, cycle: u64) {
+        let (level, what) = match change {
+            latch::Change::Unchanged => return,
+            latch::Change::Tripped => (
+                Level::Warning,
+                "trip seen: every stiffness 0 until re-armed and woken (cycle)",
+            ),
+            latch::Change::Rearmed => (
+                Level::Info,
+                "re-armed: still limp until `nao-rs wake` (cycle)",
+            ),
+            latch::Change::Woken => (Level::Info, "woken: commands pass again (cycle)"),
+            latch::Change::WakeIgnored => (
+                Level::Warning,
+                "wake ignored: not after the re-arm; re-arm, then wake (cycle)",
+            ),
+        };
+        self.events.emit(level, what, cycle as i64);
+    }
+
     fn publish(
         &mut self,
         out: &CycleOutput,
@@ -694,6 +767,7 @@ impl CycleActor {
             tripped,
             reason,
             page_lost: self.page_lost,
+            limp: self.latch.is_limp(),
         };
         fr.all_off = out.all_off;
         fr.safety = f;
@@ -712,5 +786,7 @@ impl CycleActor {
         );
         st.flags.store(f.bits(), Ordering::Relaxed);
         st.tripped.store(u32::from(tripped), Ordering::Relaxed);
+        st.limp
+            .store(u32::from(self.latch.is_limp()), Ordering::Relaxed);
     }
 }

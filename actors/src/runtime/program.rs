@@ -20,6 +20,10 @@ pub struct SwitchState {
     pub reason: Option<Reason>,
     /// The page was found damaged or gone (and not re-armed since).
     pub page_lost: bool,
+    /// The runtime's wake latch held every stiffness at 0 in this frame:
+    /// tripped, or re-armed and not yet woken (`nao-rs wake`). A controller
+    /// may use it to start its motion afresh once it ends.
+    pub limp: bool,
 }
 
 /// One cycle's sensors and state, as the program reads them.

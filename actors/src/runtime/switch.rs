@@ -26,6 +26,16 @@ pub trait Blackboard: Send + Sync + 'static {
     fn trip(&self, reason: Reason);
     /// The reason stored, if tripped.
     fn reason(&self) -> Option<Reason>;
+    /// Armed -> tripped transitions the page counted (a repaired or
+    /// replaced page starts again at 1): the cycle's wake latch treats any
+    /// change as a trip, so no trip is missed between two reads.
+    fn trip_count(&self) -> u64;
+    /// A value that changes at every re-arm (the page's re-arm time). A
+    /// re-arm means a trip came before it: the wake latch treats a change
+    /// as a trip too, which covers a page repaired by another process
+    /// (its trip count starts again at 1, maybe the value seen before) and
+    /// re-armed between two reads.
+    fn rearm_stamp(&self) -> u64;
     /// One integrity check (one `fstat`/`stat`), once a cycle.
     fn check(&self) -> Integrity;
     /// The heartbeat after a frame, in the seed's order: the all-off
@@ -79,6 +89,10 @@ pub struct MemoryBoard {
     pub guard: AtomicU32,
     /// How many heartbeats were written.
     pub beats: AtomicU64,
+    /// Armed -> tripped transitions.
+    pub trips: AtomicU64,
+    /// Re-arms.
+    pub rearms: AtomicU64,
 }
 
 impl MemoryBoard {
@@ -89,6 +103,7 @@ impl MemoryBoard {
 
     /// Re-arms (what only `naoctl rearm` does on a real page).
     pub fn rearm(&self) {
+        self.rearms.fetch_add(1, Ordering::SeqCst);
         self.reason.store(0, Ordering::SeqCst);
     }
 
@@ -103,12 +118,22 @@ impl Blackboard for MemoryBoard {
         self.reason.load(Ordering::SeqCst) != 0
     }
     fn trip(&self, reason: Reason) {
-        let _ = self
+        if self
             .reason
-            .compare_exchange(0, reason.code(), Ordering::SeqCst, Ordering::SeqCst);
+            .compare_exchange(0, reason.code(), Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            self.trips.fetch_add(1, Ordering::SeqCst);
+        }
     }
     fn reason(&self) -> Option<Reason> {
         Reason::from_code(self.reason.load(Ordering::SeqCst))
+    }
+    fn trip_count(&self) -> u64 {
+        self.trips.load(Ordering::SeqCst)
+    }
+    fn rearm_stamp(&self) -> u64 {
+        self.rearms.load(Ordering::SeqCst)
     }
     fn check(&self) -> Integrity {
         if self.lost.load(Ordering::SeqCst) {
@@ -150,6 +175,12 @@ impl Blackboard for deathswitch::Page {
     fn reason(&self) -> Option<Reason> {
         deathswitch::Page::reason(self)
     }
+    fn trip_count(&self) -> u64 {
+        deathswitch::Page::trip_count(self)
+    }
+    fn rearm_stamp(&self) -> u64 {
+        self.snapshot().armed_at_unix_ns
+    }
     fn check(&self) -> Integrity {
         match deathswitch::Page::check(self) {
             deathswitch::Integrity::Intact => Integrity::Intact,
@@ -183,6 +214,10 @@ mod tests {
         b.trip(Reason::Udp);
         b.trip(Reason::Api);
         assert_eq!(b.reason(), Some(Reason::Udp));
+        assert_eq!(b.trip_count(), 1, "one armed -> tripped transition");
+        b.rearm();
+        b.trip(Reason::Api);
+        assert_eq!(b.trip_count(), 2);
     }
 
     #[test]

@@ -33,20 +33,6 @@ struct Proc {
 
 impl Proc {
     fn spawn(name: &'static str, cmd: &mut Command) -> Result<Proc, String> {
-        // SAFETY: the closure runs in the child between fork and exec and
-        // only calls pthread_sigmask (async-signal-safe): the demo blocks
-        // SIGINT/SIGTERM for its signal thread, the children must not
-        // inherit that.
-        unsafe {
-            cmd.pre_exec(|| {
-                let mut set: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut set);
-                libc::sigaddset(&mut set, libc::SIGINT);
-                libc::sigaddset(&mut set, libc::SIGTERM);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-                Ok(())
-            });
-        }
         // Own process group: a Ctrl-C in the terminal reaches the demo
         // only, which stops the children in order.
         cmd.process_group(0).stdin(Stdio::null());
@@ -136,11 +122,11 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 fn demo(args: Args) -> Result<(), String> {
-    let signals = crate::run::block_stop_signals()?;
+    let mut signals = crate::run::catch_stop_signals()?;
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     std::thread::spawn(move || {
-        if signals.wait().is_ok() {
+        if signals.forever().next().is_some() {
             s2.store(true, Ordering::SeqCst);
         }
     });

@@ -7,7 +7,6 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use nao_actors::runtime::controller::{self, Controller, Idle, Stand};
@@ -16,7 +15,7 @@ use nao_wire::link::record::RecordingLink;
 use nao_wire::link::Link;
 use nao_wire::Command;
 
-use crate::run::{block_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};
+use crate::run::{catch_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};
 
 /// Options of `nao-rs record`.
 #[derive(clap::Args, Debug)]
@@ -52,6 +51,8 @@ type Rec = RecordingLink<Box<dyn Link>, BufWriter<File>>;
 pub struct InputRecorder {
     last_command: Option<Command>,
     tripped: bool,
+    /// The page's trip count at the last cycle (`None` before the first).
+    trip_count: Option<u64>,
 }
 
 impl CycleHook<Rec> for InputRecorder {
@@ -75,12 +76,31 @@ impl CycleHook<Rec> for InputRecorder {
             }
             (None, None) => {}
         }
-        if i.tripped && !self.tripped {
-            let _ = link.trip(i.reason.map_or("page-lost", |r| r.name()));
-        } else if !i.tripped && self.tripped {
-            let _ = link.rearm();
+        let reason = i.reason.map_or("page-lost", |r| r.name());
+        // No trip unseen: a trip count that moved while the switch reads as
+        // it did is a trip and a re-arm between two frames; the recording
+        // says so with both lines, so replay's virtual switch counts it too.
+        let counted = self.trip_count.is_some_and(|c| c != i.trip_count);
+        match (self.tripped, i.tripped) {
+            (false, true) => {
+                let _ = link.trip(reason);
+            }
+            (true, false) => {
+                let _ = link.rearm();
+            }
+            // Re-armed before the frame: the trip's reason is gone.
+            (false, false) if counted => {
+                let _ = link.trip("unknown");
+                let _ = link.rearm();
+            }
+            (true, true) if counted => {
+                let _ = link.rearm();
+                let _ = link.trip(reason);
+            }
+            _ => {}
         }
         self.tripped = i.tripped;
+        self.trip_count = Some(i.trip_count);
     }
 }
 
@@ -101,7 +121,7 @@ pub fn main(args: Args) -> ExitCode {
 fn record(args: Args) -> Result<String, String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
-    let signals = block_stop_signals()?;
+    let signals = catch_stop_signals()?;
     let tmp = tempfile::tempdir().map_err(|e| format!("cannot make a temp dir: {e}"))?;
     let page_path = args
         .page
@@ -126,11 +146,10 @@ fn record(args: Args) -> Result<String, String> {
     let (rt, mut io) = Runtime::start_with_hook(link, board, config, InputRecorder::default())
         .map_err(|e| e.to_string())?;
     stop_on_signals(signals, rt.handle());
-    let wake = Arc::new(AtomicBool::new(false));
     let kind = args.controller;
     let ctl = std::thread::spawn(move || {
         let mut c: Box<dyn Controller> = match kind {
-            ControllerKind::Stand => Box::new(Stand::new(wake)),
+            ControllerKind::Stand => Box::new(Stand::new()),
             _ => Box::new(Idle),
         };
         controller::run(&mut io, c.as_mut());

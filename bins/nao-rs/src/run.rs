@@ -2,9 +2,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+use signal_hook::consts::signal::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+use signal_hook::iterator::Signals;
 
 use nao_actors::runtime::controller::{self, Idle, Stand};
 use nao_actors::runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
@@ -17,8 +20,8 @@ use nao_wire::link::Link;
 pub enum ControllerKind {
     /// Command nothing (HAL's safety keeps every joint at stiffness 0).
     None,
-    /// Ramp slowly into a standing pose; limp while tripped; after a re-arm
-    /// limp until `nao-rs wake`.
+    /// Ramp slowly into a standing pose; limp while the runtime holds the
+    /// robot limp (after a trip, until re-armed and `nao-rs wake`).
     Stand,
     /// The LoLA socket for an unmodified robot program (actors/src/lola).
     Lola,
@@ -92,27 +95,45 @@ pub fn open_page(path: Option<&Path>) -> Result<(Arc<deathswitch::Page>, PathBuf
     }
 }
 
-/// Blocks SIGTERM and SIGINT in this thread (and every thread started after
-/// it) and starts a thread that waits for them and asks `handle` to stop.
-pub fn block_stop_signals() -> Result<nix::sys::signal::SigSet, String> {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGINT);
-    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)
-        .map_err(|e| format!("cannot block SIGTERM/SIGINT: {e}"))?;
-    Ok(set)
+/// Every signal whose default action ends the process and that a person or
+/// a service manager sends to end it: each one stops the runtime safely
+/// (trip `shutdown`, the last frame all-off) instead of killing it with a
+/// stiff last frame. (SIGKILL cannot be caught: the guard covers it.)
+pub const STOP_SIGNALS: [i32; 7] = [SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGINT];
+
+/// Installs the handlers for [`STOP_SIGNALS`] now (`signal-hook`: the
+/// handler only records the signal); a signal that comes before
+/// [`stop_on_signals`] runs is kept and acted on then.
+pub fn catch_stop_signals() -> Result<Signals, String> {
+    Signals::new(STOP_SIGNALS).map_err(|e| {
+        format!("cannot install the signal handlers (SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGINT): {e}")
+    })
 }
 
-/// Waits for SIGTERM or SIGINT in a thread, then stops the runtime.
-pub fn stop_on_signals(set: nix::sys::signal::SigSet, handle: Handle) {
+/// Waits in a thread for the first of [`STOP_SIGNALS`], then asks `handle`
+/// to stop (later ones change nothing: the stop is under way).
+pub fn stop_on_signals(mut signals: Signals, handle: Handle) {
     let _ = std::thread::Builder::new()
         .name("nao-rs-signals".into())
         .spawn(move || {
-            if set.wait().is_ok() {
+            if signals.forever().next().is_some() {
                 handle.request_stop();
             }
         });
+}
+
+/// Locks every page of the process in memory, now and later
+/// (`mlockall(MCL_CURRENT | MCL_FUTURE)`), so no page fault delays a cycle.
+/// Where not permitted, says so once (on stderr) and goes on.
+pub fn lock_memory() {
+    use nix::sys::mman::{mlockall, MlockAllFlags};
+    if let Err(e) = mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE) {
+        eprintln!(
+            "nao-rs run: warning: memory not locked (mlockall: {e}): page faults may delay \
+             cycles. Fix: run as root or with CAP_IPC_LOCK, or raise the limit \
+             (LimitMEMLOCK=infinity in the systemd unit, `ulimit -l unlimited`)"
+        );
+    }
 }
 
 fn status_line(h: &Handle) -> String {
@@ -125,6 +146,7 @@ fn status_line(h: &Handle) -> String {
         "overruns": s.overruns.load(Ordering::Relaxed),
         "max_stiffness": s.max_stiffness.load(Ordering::Relaxed),
         "tripped": sw.tripped,
+        "limp": sw.limp,
         "reason": sw.reason.map(Reason::name),
         "flags": deathswitch::flags::names(s.flags.load(Ordering::Relaxed)).collect::<Vec<_>>(),
         "cycle_allocations": nao_actors::kit::alloc::installed()
@@ -145,7 +167,6 @@ fn write_status(path: &Path, h: &Handle) {
 fn spawn_controller(
     kind: ControllerKind,
     mut io: ProgramIo,
-    wake_flag: Arc<AtomicBool>,
     board: Arc<dyn Blackboard>,
     lola: Option<nao_actors::lola::LolaConfig>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
@@ -156,12 +177,12 @@ fn spawn_controller(
             let handle = io.handle().clone();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match kind {
                 ControllerKind::None => controller::run(&mut io, &mut Idle),
-                ControllerKind::Stand => controller::run(&mut io, &mut Stand::new(wake_flag)),
+                ControllerKind::Stand => controller::run(&mut io, &mut Stand::new()),
                 ControllerKind::Lola => {
                     // The LoLA socket (actors/src/lola) is the controller: it
-                    // takes the ProgramIo and the wake flag.
+                    // takes the ProgramIo.
                     let config = lola.unwrap_or_else(|| nao_actors::lola::LolaConfig::new(log));
-                    if let Err(e) = nao_actors::lola::serve_runtime(io, wake_flag, config) {
+                    if let Err(e) = nao_actors::lola::serve_runtime(io, config) {
                         eprintln!("nao-rs run: the LoLA socket failed: {e}");
                         handle.request_stop();
                     }
@@ -189,7 +210,8 @@ pub fn main(args: Args) -> ExitCode {
 fn run(args: Args) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
-    let signals = block_stop_signals()?;
+    let signals = catch_stop_signals()?;
+    lock_memory();
     let (page, page_path) = open_page(args.page.as_deref())?;
     let board: Arc<dyn Blackboard> = page;
     let link = open_link(&args.link)?;
@@ -207,15 +229,14 @@ fn run(args: Args) -> Result<(), String> {
     slog::info!(rt.logger(), "runtime started"; "body_id" => id.body_id(),
         "page" => page_path.display().to_string(), "link" => &args.link,
         "controller" => format!("{:?}", args.controller));
-    let wake_flag = Arc::new(AtomicBool::new(false));
-    let _wake = if args.controller == ControllerKind::None {
-        None
-    } else {
+    // The wake socket feeds the runtime's wake latch (below every
+    // controller), whatever the controller.
+    let _wake = {
         let path = args
             .wake_socket
             .clone()
             .unwrap_or_else(|| wake::default_path(&page_path));
-        match wake::WakeListener::start(&path, wake_flag.clone()) {
+        match wake::WakeListener::start(&path, handle.wake_signal().clone()) {
             Ok(l) => Some(l),
             Err(e) => {
                 slog::warn!(rt.logger(), "no wake socket: `nao-rs wake` will not work"; "error" => e.to_string());
@@ -235,7 +256,7 @@ fn run(args: Args) -> Result<(), String> {
         }
         c
     });
-    let controller = match spawn_controller(args.controller, io, wake_flag, board.clone(), lola) {
+    let controller = match spawn_controller(args.controller, io, board.clone(), lola) {
         Ok(c) => Some(c),
         Err(e) => {
             handle.request_stop();

@@ -47,3 +47,55 @@ fn recorded_session_with_a_chest_button_press_replays() {
         String::from_utf8_lossy(&replay.stderr)
     );
 }
+
+/// No trip unseen, in a recording: trips re-armed before the next frame
+/// (microseconds apart, from this process, the page shared with the
+/// recorder) are written as `trip` and `rearm` lines, and the recording
+/// replays: the frame after each is all-off in the recording and in replay.
+#[test]
+fn recorded_trip_and_rearm_between_two_frames_replays() {
+    let sim =
+        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let out = sim.dir().join("session.rec");
+    let page_path = sim.dir().join("deathswitch");
+    let page = deathswitch::Page::open(&page_path).unwrap();
+    page.rearm();
+    let mut rec = Command::new(testkit::bin("nao-rs"))
+        .args([
+            "record",
+            "--link",
+            &sim.link_arg(),
+            "--cycles",
+            "250",
+            "--page",
+        ])
+        .arg(&page_path)
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    for _ in 0..10 {
+        page.trip(deathswitch::Reason::Naoctl);
+        page.rearm();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = rec.wait().unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("\ntrip unknown\nrearm\n"),
+        "a trip re-armed between two frames is in the recording"
+    );
+    let replay = Command::new(testkit::bin("nao-rs"))
+        .arg("replay")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        replay.status.success(),
+        "replay: {}{}",
+        String::from_utf8_lossy(&replay.stdout),
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}

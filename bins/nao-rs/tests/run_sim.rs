@@ -2,111 +2,15 @@
 //! makes the very next frame after the trip all-off, as the simulator's
 //! trace shows, frame by frame.
 
+mod common;
+
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{frames_after, free_udp_port, setup, start_runtime, wait_tripped};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
-
-/// A child process killed on drop (also when the test fails).
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Setup {
-    sim: Spawned,
-    page_path: PathBuf,
-    page: Page,
-    port: u16,
-    rt: Proc,
-}
-
-fn start_runtime(sim: &Spawned, page: &Path, port: u16, extra: &[&str]) -> Proc {
-    let child = Command::new(testkit::bin("nao-rs"))
-        .args([
-            "run",
-            "--link",
-            &sim.link_arg(),
-            "--controller",
-            "stand",
-            "--priority",
-            "0",
-        ])
-        .args(["--udp-port", &port.to_string()])
-        .arg("--page")
-        .arg(page)
-        .arg("--wake-socket")
-        .arg(sim.dir().join("wake.sock"))
-        .args(extra)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nao-rs run");
-    Proc(child)
-}
-
-/// The simulator, an armed page, and `nao-rs run --controller stand`
-/// ramped up until a frame is stiff.
-fn setup() -> Setup {
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-    let page_path = sim.dir().join("deathswitch");
-    let page = Page::open(&page_path).unwrap();
-    page.rearm(); // the test is the person at the robot
-    let port = free_udp_port();
-    let rt = start_runtime(&sim, &page_path, port, &[]);
-    let mut tail = sim.tail();
-    let stiff = tail
-        .wait_for(Duration::from_secs(15), |l| {
-            l.is_cycle_frame() && l.max_stiffness > 0
-        })
-        .unwrap();
-    assert!(stiff.is_some(), "the stand controller stiffens the joints");
-    Setup {
-        sim,
-        page_path,
-        page,
-        port,
-        rt,
-    }
-}
-
-/// Waits until the page is tripped; returns the trip's monotonic time.
-fn wait_tripped(page: &Page) -> u64 {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
-        let s = page.snapshot();
-        if !s.armed && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING {
-            return s.tripped_at_ns;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("the switch was not tripped within 5 s");
-}
-
-fn frames_after(sim: &Spawned, t_ns: u64) -> Vec<TraceLine> {
-    std::thread::sleep(Duration::from_millis(150));
-    sim.trace()
-        .unwrap()
-        .into_iter()
-        .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns)
-        .collect()
-}
 
 /// Frame by frame: every frame built after the trip is all-off. Only the
 /// frame already on its way when the trip landed (the first one received

@@ -1,0 +1,242 @@
+//! Shared by the integration tests of `nao-rs run` against the virtual
+//! robot: the processes (simulator, runtime, naoctl, `nao-rs wake`) and
+//! the trace as the judge.
+#![allow(dead_code)]
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deathswitch::Page;
+use nao_rs_sim::{Spawned, TraceLine};
+
+/// A child process killed on drop (also when the test fails).
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// Waits up to `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.0.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "the process did not exit in {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `sig`.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0.id() as i32), sig).unwrap();
+    }
+}
+
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Setup {
+    pub sim: Spawned,
+    pub page_path: PathBuf,
+    pub page: Page,
+    pub port: u16,
+    pub rt: Proc,
+}
+
+/// `nao-rs run --controller stand` on the simulator `sim`, page `page`.
+pub fn start_runtime(sim: &Spawned, page: &Path, port: u16, extra: &[&str]) -> Proc {
+    start_runtime_with(sim, page, port, "stand", extra, Stdio::null())
+}
+
+/// `nao-rs run --controller CONTROLLER EXTRA...`, stderr to `stderr`.
+pub fn start_runtime_with(
+    sim: &Spawned,
+    page: &Path,
+    port: u16,
+    controller: &str,
+    extra: &[&str],
+    stderr: Stdio,
+) -> Proc {
+    let child = Command::new(bin("nao-rs"))
+        .args([
+            "run",
+            "--link",
+            &sim.link_arg(),
+            "--controller",
+            controller,
+            "--priority",
+            "0",
+        ])
+        .args(["--udp-port", &port.to_string()])
+        .arg("--page")
+        .arg(page)
+        .arg("--wake-socket")
+        .arg(wake_socket(sim))
+        .args(extra)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start nao-rs run");
+    Proc(child)
+}
+
+/// The wake socket the runtimes of these tests listen on.
+pub fn wake_socket(sim: &Spawned) -> PathBuf {
+    sim.dir().join("wake.sock")
+}
+
+/// The simulator, an armed page, and `nao-rs run --controller stand`
+/// ramped up until a frame is stiff.
+pub fn setup() -> Setup {
+    let s = setup_with("stand", &[]);
+    wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
+    s
+}
+
+/// The simulator, an armed page, and `nao-rs run --controller CONTROLLER
+/// EXTRA...` started (not waited for).
+pub fn setup_with(controller: &str, extra: &[&str]) -> Setup {
+    let sim = Spawned::start(bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let page_path = sim.dir().join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    page.rearm(); // the test is the person at the robot
+    let port = free_udp_port();
+    let rt = start_runtime_with(&sim, &page_path, port, controller, extra, Stdio::null());
+    Setup {
+        sim,
+        page_path,
+        page,
+        port,
+        rt,
+    }
+}
+
+/// Waits for a stiff cycle frame sent at or after `t_ns`; returns it.
+pub fn wait_stiff_after(sim: &Spawned, t_ns: u64, limit: Duration) -> TraceLine {
+    let mut tail = sim.tail();
+    tail.wait_for(limit, |l| {
+        l.is_cycle_frame() && l.max_stiffness > 0 && l.t_ns >= t_ns
+    })
+    .unwrap()
+    .unwrap_or_else(|| panic!("no stiff frame within {limit:?} after {t_ns}"))
+}
+
+/// Waits until the simulator has a cycle frame sent at or after `t_ns`.
+pub fn wait_frame_after(sim: &Spawned, t_ns: u64, limit: Duration) {
+    let mut tail = sim.tail();
+    let f = tail
+        .wait_for(limit, |l| l.is_cycle_frame() && l.t_ns >= t_ns)
+        .unwrap();
+    assert!(f.is_some(), "no frame within {limit:?} after {t_ns}");
+}
+
+/// The cycle frames the simulator received, in order.
+pub fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
+    sim.trace()
+        .unwrap()
+        .into_iter()
+        .filter(TraceLine::is_cycle_frame)
+        .collect()
+}
+
+/// The workspace binary `name`, built once per test process (so a timed
+/// step runs the program, not a cargo check).
+pub fn bin(name: &'static str) -> PathBuf {
+    static BINS: std::sync::Mutex<Vec<(&'static str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut bins = BINS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, p)) = bins.iter().find(|(n, _)| *n == name) {
+        return p.clone();
+    }
+    let p = testkit::bin(name);
+    bins.push((name, p.clone()));
+    p
+}
+
+/// Runs `naoctl ARGS` on `page`; asserts it succeeded.
+pub fn naoctl(page: &Path, args: &[&str]) {
+    let out = Command::new(bin("naoctl"))
+        .args(args)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "naoctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `nao-rs wake` on the wake socket of `sim`'s runtime.
+pub fn wake(sim: &Spawned) {
+    let out = Command::new(bin("nao-rs"))
+        .arg("wake")
+        .arg("--socket")
+        .arg(wake_socket(sim))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nao-rs wake: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits until the page is tripped; returns the trip's monotonic time.
+pub fn wait_tripped(page: &Page) -> u64 {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let s = page.snapshot();
+        if !s.armed && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING {
+            return s.tripped_at_ns;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the switch was not tripped within 5 s");
+}
+
+pub fn frames_after(sim: &Spawned, t_ns: u64) -> Vec<TraceLine> {
+    std::thread::sleep(Duration::from_millis(150));
+    sim.trace()
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns)
+        .collect()
+}
+
+/// The frames of `frames` sent in `[from_ns, to_ns)`.
+pub fn window(frames: &[TraceLine], from_ns: u64, to_ns: u64) -> Vec<TraceLine> {
+    frames
+        .iter()
+        .filter(|l| l.t_ns >= from_ns && l.t_ns < to_ns)
+        .copied()
+        .collect()
+}
+
+/// The stiff frames of `frames` other than the one already on its way at
+/// `t_ns` (the first frame after it, within one 12 ms period).
+pub fn stiff_after(frames: &[TraceLine], t_ns: u64) -> Vec<TraceLine> {
+    frames
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| l.max_stiffness > 0 && !(*i == 0 && l.t_ns < t_ns + 12_000_000))
+        .map(|(_, l)| *l)
+        .collect()
+}

@@ -564,6 +564,67 @@ mod tests {
     }
 
     #[test]
+    fn impossible_values_boundaries_of_the_future_tolerances() {
+        let now = 10_000_000_000;
+        let unix = 1_800_000_000_000_000_000;
+        let c = armed();
+        c.write_heartbeat(1, now + FUTURE_TOLERANCE_NS, true);
+        assert_eq!(
+            impossible(&c.snapshot(), now, unix),
+            None,
+            "at the tolerance"
+        );
+        c.write_heartbeat(2, now + FUTURE_TOLERANCE_NS + 1, true);
+        assert_eq!(
+            impossible(&c.snapshot(), now, unix),
+            Some(Damage::FutureTime {
+                field: TimeField::Beat
+            })
+        );
+        let c = armed();
+        c.rearm(unix + FUTURE_TOLERANCE_UNIX_NS);
+        assert_eq!(impossible(&c.snapshot(), now, unix), None);
+        c.rearm(unix + FUTURE_TOLERANCE_UNIX_NS + 1);
+        assert_eq!(
+            impossible(&c.snapshot(), now, unix),
+            Some(Damage::FutureTime {
+                field: TimeField::ArmedAtUnix
+            })
+        );
+        // A trip stamped now, and a trip time pending, are fine.
+        let c = armed();
+        c.trip(Reason::Udp, now, unix);
+        assert_eq!(impossible(&c.snapshot(), now, unix), None);
+        let c = armed();
+        c.reason.store(Reason::Udp.code(), Ordering::Release);
+        assert_eq!(c.snapshot().tripped_at_ns, TRIP_TIME_PENDING);
+        assert_eq!(impossible(&c.snapshot(), now, unix), None);
+    }
+
+    #[test]
+    fn judge_finds_no_damage_on_every_state_whole_operations_leave() {
+        let c = Cells::zeroed();
+        let clock = || (1_000, 1_000);
+        assert_eq!(c.judge(clock), Some(Damage::NoMagic));
+        c.initialize(Reason::Boot, 10, 10);
+        assert_eq!(c.judge(clock), None);
+        c.rearm(20);
+        assert_eq!(c.judge(clock), None);
+        c.register_driver(5);
+        c.set_guard(6, true);
+        c.set_safety_flags(u32::MAX);
+        c.write_heartbeat(3, 30, true);
+        assert_eq!(c.judge(clock), None);
+        c.trip(Reason::Heat, 40, 40);
+        assert_eq!(c.judge(clock), None);
+        c.clear_driver();
+        assert_eq!(c.judge(clock), None);
+        c.initialize_after(Reason::PageLost, 50, 50, 7);
+        assert_eq!(c.trip_count(), 8);
+        assert_eq!(c.judge(clock), None);
+    }
+
+    #[test]
     fn an_unknown_reason_code_reads_page_lost_and_tripped() {
         let c = armed();
         c.reason.store(999, Ordering::Release);

@@ -822,7 +822,9 @@ impl Page {
                 // zeroed private memory (tripped page-lost) until it can.
                 self.damage
                     .store(Damage::Unbacked { errno }.encode(), Ordering::Release);
-                if let (Some(slot), None) = (m.slot, detached) {
+                // (The handler may have detached it meanwhile, on the
+                // force_trip above.)
+                if let (Some(slot), None) = (m.slot, m.detached()) {
                     sigbus::detach(slot, errno);
                 }
             }

@@ -92,6 +92,30 @@ fn trip_re_armed_within_one_cycle() {
 }
 
 #[test]
+fn a_wake_while_tripped_is_used_up() {
+    let s = setup();
+    common::bin("naoctl");
+    let trip = naoctl_stop(&s);
+    settle(&s.sim, trip, 50);
+    // A wake while tripped: used up, it does nothing.
+    wake(&s.sim);
+    settle(&s.sim, deathswitch::now_ns(), 50);
+    naoctl(&s.page_path, &["rearm", "--yes"]);
+    let rearmed = deathswitch::now_ns();
+    settle(&s.sim, rearmed, 300);
+    let woke = deathswitch::now_ns();
+    let w = window(&cycle_frames(&s.sim), trip, woke);
+    assert!(
+        stiff_after(&w, trip).is_empty(),
+        "stiff before a wake after the re-arm: {}",
+        show(&w, trip)
+    );
+    // The wake after the re-arm counts.
+    wake(&s.sim);
+    wait_stiff_after(&s.sim, woke, Duration::from_secs(5));
+}
+
+#[test]
 fn damaged_page_re_armed_within_one_cycle() {
     let s = setup();
     common::bin("naoctl");

@@ -273,7 +273,7 @@ check_usbmon() {
         return
     fi
     if msg=$("$ROOT"/target/release/nao-rs replay "$rec" 2>&1); then
-        echo "ok $variant 4 usbmon: $(du -k "$pcap" | cut -f1) KiB pcap -> $(grep -c '^frame\|^out' "$rec" || true) lines -> replay passes ($(echo "$msg" | tail -n 1))"
+        echo "ok $variant 4 usbmon: $(du -k "$pcap" | cut -f1) KiB pcap -> $(grep -c '^bulk_out' "$rec" || true) frames -> replay passes ($(echo "$msg" | tail -n 1))"
         PASS=$((PASS + 1))
     else
         echo "FAIL $variant 4 usbmon: nao-rs replay $rec failed: $(echo "$msg" | tail -n 5 | tr '\n' ' ')"

@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use nao_wire::link::sim::{
@@ -62,11 +62,14 @@ pub struct FfsPaths {
 
 /// How long the bulk thread waits before it retries after a failed
 /// transfer (the function disabled, unbound or reset by the host).
-const RETRY: Duration = Duration::from_millis(20);
+const RETRY: Duration = Duration::from_millis(2);
 
 /// How long an answer stays on bulk IN for the host to take: its bulk
 /// timeout (`BULK_TIMEOUT_MS`).
 const WITHDRAW: Duration = Duration::from_millis(crate::device::BULK_TIMEOUT_MS);
+
+/// How long the bulk thread waits for a frame when no answer is queued.
+const IDLE: Duration = Duration::from_secs(1);
 
 /// The one connection of the USB front end: the host side of the cable.
 struct Link {
@@ -261,7 +264,12 @@ fn serve_ep0(
 }
 
 /// The bulk endpoints: each frame received is stepped by the body; its
-/// answer, if any, replaces any unread one on bulk IN.
+/// answer, if any, is queued on bulk IN. One read is always queued on bulk
+/// OUT (the host's next write never waits for us), and an answer the host
+/// has not taken within its bulk timeout is withdrawn: the host gave up on
+/// it, and the next read (the next frame's, or a new process's start-up
+/// frame 0) must not take it. The host then sees a timeout, as on the
+/// socket. A newer frame withdraws an older answer at once.
 fn serve_bulk(
     mut tx: EndpointSender,
     mut rx: EndpointReceiver,
@@ -272,17 +280,36 @@ fn serve_bulk(
     let mut out = Vec::with_capacity(MAX_FRAME_LEN + 8);
     let mut bulk_in = [OP_BULK_IN, EP_IN, 0, 0];
     bulk_in[2..4].copy_from_slice(&(BULK_IN_LEN as u16).to_le_bytes());
+    // When the queued answer was queued.
+    let mut queued: Option<Instant> = None;
     loop {
         // One frame is at most one packet (512 bytes at high speed): a
         // buffer of exactly that size ends every transfer without a ZLP.
-        let data = match rx.recv_and_fetch(BytesMut::with_capacity(MAX_FRAME_LEN)) {
-            Ok(d) => d,
+        if rx.is_empty() && rx.try_recv(BytesMut::with_capacity(MAX_FRAME_LEN)).is_err() {
+            // Disabled, unbound or reset (ESHUTDOWN): wait for the host.
+            std::thread::sleep(RETRY);
+            continue;
+        }
+        let wait = queued.map_or(IDLE, |t| WITHDRAW.saturating_sub(t.elapsed()));
+        let data = match rx.fetch_timeout(wait) {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                if queued.take().is_some() {
+                    let _ = tx.try_ready();
+                    if !tx.is_empty() {
+                        let _ = tx.cancel();
+                        shared.device().stats.withdrawn += 1;
+                    }
+                }
+                continue;
+            }
             Err(_) => {
-                // Disabled, unbound or reset (ESHUTDOWN): wait for the host.
                 std::thread::sleep(RETRY);
                 continue;
             }
         };
+        // The next read goes in before this frame is handled.
+        let _ = rx.try_recv(BytesMut::with_capacity(MAX_FRAME_LEN));
         let answer = {
             let mut l = lock(link);
             if !l.open {
@@ -298,19 +325,19 @@ fn serve_bulk(
                 _ => None,
             }
         };
-        // The host's bulk IN read is normally waiting already (it reads
-        // right after its write). An answer it has not taken within its bulk
-        // timeout is one it gave up on: withdraw it, or the next read (the
-        // next frame's, or the next process's start-up) would take this
-        // stale answer. The host then sees a timeout, as on the socket.
+        if queued.take().is_some() {
+            let _ = tx.try_ready();
+            if !tx.is_empty() {
+                let _ = tx.cancel();
+                shared.device().stats.withdrawn += 1;
+            }
+        }
         if let Some(a) = answer {
-            match tx.send_and_flush_timeout(a, WITHDRAW) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    shared.device().stats.withdrawn += 1;
-                }
-                Err(_) => {
+            match tx.try_send(a) {
+                Ok(()) => queued = Some(Instant::now()),
+                Err(e) => {
                     let _ = tx.cancel();
+                    eprintln!("nao-rs-sim: queueing an answer on bulk IN failed: {e}");
                 }
             }
         }

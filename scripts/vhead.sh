@@ -226,7 +226,7 @@ boot() {
     log "booting $kver under QEMU (TCG: 1-3 minutes)"
     start=$(date +%s)
     set +e
-    timeout 900 "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m 1024 \
+    timeout 480 "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m 1024 \
         -nic none -display none -no-reboot -monitor none \
         -serial "file:$out/console.log" \
         -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$CACHE/initramfs-$variant.cpio.gz" \

@@ -64,8 +64,12 @@ fetch_deb() {
     if [ -z "$deb" ]; then
         [ -n "$(candidate "$pkg")" ] || apt_update
         if ! (cd "$CACHE"/debs && apt-get download -qq "$pkg" >/dev/null 2>&1); then
-            echo "vhead: apt-get download $pkg failed (is Debian's archive reachable?)" >&2
-            return 1
+            # Old package lists name versions the archive no longer has.
+            apt-get update -qq >/dev/null 2>&1 || true
+            if ! (cd "$CACHE"/debs && apt-get download -qq "$pkg" >/dev/null 2>&1); then
+                echo "vhead: apt-get download $pkg failed (is Debian's archive reachable?)" >&2
+                return 1
+            fi
         fi
         deb=$(ls "$CACHE"/debs/"${pkg}"_*.deb | head -n1)
     fi

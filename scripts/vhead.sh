@@ -195,6 +195,7 @@ build_initramfs() {
         strip "$root/usr/bin/$b"
     done
     copy_with_libs "$root" "$(command -v tcpdump)" /usr/bin/tcpdump
+    copy_with_libs "$root" "$(command -v chrt)" /usr/bin/chrt
     # The modules in load order.
     : >"$root"/modules.list
     for m in $MODULES; do

@@ -17,8 +17,8 @@
 //!   the ones the device refuses are stalled, as the socket's `Pipe`;
 //! - a bulk OUT transfer is a frame; the answer, if the board has one (no
 //!   drop, no stall), is queued on bulk IN for the host's read, and
-//!   withdrawn if the host has not taken it within the bulk timeout (it
-//!   gave up): no read ever takes a stale answer (the socket's "pending
+//!   withdrawn if the host has not taken it within 5 ms (it gave up): no
+//!   later read takes a stale answer (the socket's "pending
 //!   answer" rule; counted as `withdrawn` in `status`).
 //!
 //! What differs: the kernel, not the device, keeps the claim exclusive
@@ -64,9 +64,16 @@ pub struct FfsPaths {
 /// transfer (the function disabled, unbound or reset by the host).
 const RETRY: Duration = Duration::from_millis(2);
 
-/// How long an answer stays on bulk IN for the host to take: its bulk
-/// timeout (`BULK_TIMEOUT_MS`).
-const WITHDRAW: Duration = Duration::from_millis(crate::device::BULK_TIMEOUT_MS);
+/// How long an answer stays on bulk IN for the host to take. The host
+/// reads right after its write, so its read is normally waiting when the
+/// answer is queued and takes it at once; an answer still there after this
+/// long is one the host gave up on (its read timed out before the answer
+/// was ready). Shorter than the host's 12 ms cycle, so the next frame's
+/// read never finds it.
+const WITHDRAW: Duration = Duration::from_millis(5);
+
+/// Reads kept queued on bulk OUT.
+const OUT_QUEUE: u32 = 2;
 
 /// How long the bulk thread waits for a frame when no answer is queued.
 const IDLE: Duration = Duration::from_secs(1);
@@ -95,7 +102,7 @@ fn descriptors() -> (
     let mut builder = Custom::builder().with_interface(
         Interface::new(Class::vendor_specific(0, 0), "NAO chest board (nao-rs-sim)")
             .with_endpoint(Endpoint::bulk(tx_dir.with_queue_len(1)))
-            .with_endpoint(Endpoint::bulk(rx_dir.with_queue_len(1))),
+            .with_endpoint(Endpoint::bulk(rx_dir.with_queue_len(OUT_QUEUE))),
     );
     // The chest board's vendor requests have recipient device: without this
     // flag FunctionFS never sees them and the host gets a STALL.
@@ -263,10 +270,22 @@ fn serve_ep0(
     }
 }
 
+/// Keeps bulk OUT's reads queued (`OUT_QUEUE`): the kernel completes the
+/// host's write even while this thread is busy or not scheduled.
+fn refill(rx: &mut EndpointReceiver) {
+    while rx.is_ready() {
+        // One frame is at most one packet (512 bytes at high speed): a
+        // buffer of exactly that size ends every transfer without a ZLP.
+        if rx.try_recv(BytesMut::with_capacity(MAX_FRAME_LEN)).is_err() {
+            break;
+        }
+    }
+}
+
 /// The bulk endpoints: each frame received is stepped by the body; its
-/// answer, if any, is queued on bulk IN. One read is always queued on bulk
+/// answer, if any, is queued on bulk IN. Reads are always queued on bulk
 /// OUT (the host's next write never waits for us), and an answer the host
-/// has not taken within its bulk timeout is withdrawn: the host gave up on
+/// has not taken within [`WITHDRAW`] is withdrawn: the host gave up on
 /// it, and the next read (the next frame's, or a new process's start-up
 /// frame 0) must not take it. The host then sees a timeout, as on the
 /// socket. A newer frame withdraws an older answer at once.
@@ -283,9 +302,8 @@ fn serve_bulk(
     // When the queued answer was queued.
     let mut queued: Option<Instant> = None;
     loop {
-        // One frame is at most one packet (512 bytes at high speed): a
-        // buffer of exactly that size ends every transfer without a ZLP.
-        if rx.is_empty() && rx.try_recv(BytesMut::with_capacity(MAX_FRAME_LEN)).is_err() {
+        refill(&mut rx);
+        if rx.is_empty() {
             // Disabled, unbound or reset (ESHUTDOWN): wait for the host.
             std::thread::sleep(RETRY);
             continue;
@@ -309,7 +327,7 @@ fn serve_bulk(
             }
         };
         // The next read goes in before this frame is handled.
-        let _ = rx.try_recv(BytesMut::with_capacity(MAX_FRAME_LEN));
+        refill(&mut rx);
         let answer = {
             let mut l = lock(link);
             if !l.open {

@@ -5,8 +5,9 @@
 # talking to it through libusb (`--link usb`). Runs the checks inside, brings
 # the results out, prints one line per check and `N passed, M failed`.
 #
-#   bash scripts/vhead.sh                     # every check, both kernels
-#   bash scripts/vhead.sh --kernel std        # the standard kernel only (rt: PREEMPT_RT)
+#   bash scripts/vhead.sh                     # every check: both kernels, then the systemd boot
+#   bash scripts/vhead.sh --kernel std        # the standard kernel only (rt: PREEMPT_RT;
+#                                             # systemd: the units of config/ booted; a list: std,rt)
 #   bash scripts/vhead.sh --check 2           # one check (the run of check 1 comes with it)
 #   bash scripts/vhead.sh --fetch             # only fetch and build what the rig needs
 #
@@ -18,12 +19,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE=$ROOT/target/vhead
-KERNELS="std rt"
+KERNELS="std rt systemd"
 CHECKS="1 2 3 4 5"
 FETCH_ONLY=0
 while [ $# -gt 0 ]; do
     case "$1" in
-        --kernel) KERNELS=${2/all/std rt}; shift 2 ;;
+        --kernel) KERNELS=${2//,/ }; KERNELS=${KERNELS/all/std rt systemd}; shift 2 ;;
         --check) CHECKS=${2//,/ }; shift 2 ;;
         --fetch) FETCH_ONLY=1; shift ;;
         -h|--help) sed -n 2,17p "$0"; exit 0 ;;
@@ -34,7 +35,7 @@ for c in $CHECKS; do
     case "$c" in 1|2|3|4|5) ;; *) echo "vhead: --check takes 1..5, not $c" >&2; exit 2 ;; esac
 done
 for k in $KERNELS; do
-    case "$k" in std|rt) ;; *) echo "vhead: --kernel takes std, rt or all, not $k" >&2; exit 2 ;; esac
+    case "$k" in std|rt|systemd) ;; *) echo "vhead: --kernel takes std, rt, systemd or all, not $k" >&2; exit 2 ;; esac
 done
 
 T0=$(date +%s)
@@ -218,12 +219,118 @@ build_initramfs() {
     log "initramfs for $variant: $(du -h "$out" | cut -f1)"
 }
 
+# ---- the systemd image -----------------------------------------------------
+# Debian's systemd, udev and kmod with every package they depend on,
+# `apt-get download`ed and unpacked (no maintainer scripts: the users, the
+# units and the modules are set up here), the units of config/ installed as
+# docs/deploy.md says, booted as an initramfs with systemd as its init.
+SYSTEMD_PKGS="systemd systemd-sysv udev kmod"
+build_systemd_image() {
+    local kdir kver base root out pkgs missing p
+    kdir=$KDIR_std
+    kver=$KVER_std
+    base=$CACHE/systemd-base
+    if [ ! -f "$base/.done" ]; then
+        [ -n "$(candidate systemd)" ] || apt_update
+        # shellcheck disable=SC2086
+        pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+            --no-replaces --no-enhances $SYSTEMD_PKGS 2>/dev/null | grep '^[a-z0-9]' | sort -u)
+        missing=""
+        for p in $pkgs; do
+            ls "$CACHE"/debs/"${p}"_*.deb >/dev/null 2>&1 || missing="$missing $p"
+        done
+        if [ -n "$missing" ]; then
+            log "downloading $(echo $missing | wc -w) packages for the systemd image"
+            # shellcheck disable=SC2086
+            (cd "$CACHE"/debs && apt-get download -qq $missing >/dev/null 2>&1) ||
+                (apt-get update -qq >/dev/null 2>&1; cd "$CACHE"/debs && apt-get download -qq $missing >/dev/null 2>&1) ||
+                die "apt-get download failed for the systemd image's packages"
+        fi
+        rm -rf "$base" && mkdir -p "$base"
+        for p in $pkgs; do
+            dpkg -x "$(ls "$CACHE"/debs/"${p}"_*.deb | head -n 1)" "$base"
+        done
+        touch "$base/.done"
+    fi
+    root=$CACHE/systemd-root
+    out=$CACHE/initramfs-systemd.cpio.gz
+    rm -rf "$root" && cp -a "$base" "$root" && rm -f "$root/.done"
+    mkdir -p "$root"/{proc,sys,dev,run,tmp,vhead/out,vhead/bin,usr/local/bin,etc/nao-rs,etc/modules-load.d}
+    # busybox fills what the image lacks (sh for the scripts, tar, awk).
+    dpkg -x "$BUSYBOX_DEB" "$CACHE"/busybox.tmp
+    cp "$CACHE"/busybox.tmp/bin/busybox "$root"/vhead/bin/busybox
+    rm -rf "$CACHE"/busybox.tmp
+    for a in $("$root"/vhead/bin/busybox --list); do
+        [ -e "$root/vhead/bin/$a" ] || ln -s busybox "$root/vhead/bin/$a"
+    done
+    for b in nao-rs nao-rs-guard naoctl nao-rs-sim; do
+        copy_with_libs "$root" "$ROOT/target/release/$b" "/usr/local/bin/$b"
+        strip "$root/usr/local/bin/$b"
+    done
+    # The modules, for systemd-modules-load.
+    for m in $MODULES; do
+        modprobe -d "$kdir" -S "$kver" --show-depends "$m" 2>/dev/null | awk '/^insmod/ {print $2}'
+    done | sort -u | while read -r ko; do
+        mkdir -p "$root/lib/modules/$kver/$(dirname "${ko#"$kdir"/lib/modules/"$kver"/}")"
+        cp "$ko" "$root/lib/modules/$kver/${ko#"$kdir"/lib/modules/"$kver"/}"
+    done
+    cp "$kdir/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} "$root/lib/modules/$kver/" 2>/dev/null || true
+    depmod -b "$root" "$kver"
+    echo "$MODULES" | tr ' ' '\n' >"$root"/etc/modules-load.d/vhead.conf
+    # Users and groups (docs/deploy.md: group hal, user nao in it).
+    cat >"$root"/etc/passwd <<'PW'
+root:x:0:0:root:/root:/bin/sh
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+nao:x:1001:1001:nao:/home/nao:/bin/sh
+PW
+    cat >"$root"/etc/group <<'GR'
+root:x:0:
+nogroup:x:65534:
+nao:x:1001:
+hal:x:1002:nao
+GR
+    printf 'root:*:19000:0:99999:7:::\nnao:*:19000:0:99999:7:::\n' >"$root"/etc/shadow
+    : >"$root"/etc/machine-id
+    echo vhead >"$root"/etc/hostname
+    # The units and files of config/, installed as docs/deploy.md says.
+    install -D -m 0644 "$ROOT"/config/systemd/nao-rs-guard.service "$root"/etc/systemd/system/nao-rs-guard.service
+    install -D -m 0644 "$ROOT"/config/systemd/nao-rs.service "$root"/etc/systemd/system/nao-rs.service
+    install -D -m 0644 "$ROOT"/config/tmpfiles.d/nao-rs.conf "$root"/etc/tmpfiles.d/nao-rs.conf
+    install -D -m 0644 "$ROOT"/config/udev/99-nao-rs.rules "$root"/etc/udev/rules.d/99-nao-rs.rules
+    install -D -m 0644 "$ROOT"/config/nao-rs.conf "$root"/etc/nao-rs/nao-rs.conf
+    # Under emulation the guard's limits are generous (the checks are about
+    # what happens, not how fast): the settings file is the place for it.
+    sed -i -e 's/^NAO_RS_BEAT_TIMEOUT_MS=.*/NAO_RS_BEAT_TIMEOUT_MS=1000/' \
+        -e 's/^NAO_RS_CONFIRM_WINDOW_MS=.*/NAO_RS_CONFIRM_WINDOW_MS=1000/' "$root"/etc/nao-rs/nao-rs.conf
+    install -m 0644 "$ROOT"/vhead/systemd/vhead-board.service "$ROOT"/vhead/systemd/vhead-checks.service \
+        "$root"/etc/systemd/system/
+    install -m 0755 "$ROOT"/vhead/systemd/board-up.sh "$ROOT"/vhead/systemd/board-bind.sh \
+        "$ROOT"/vhead/systemd/checks.sh "$root"/vhead/
+    mkdir -p "$root"/etc/systemd/system/multi-user.target.wants
+    for u in nao-rs-guard nao-rs vhead-board vhead-checks; do
+        ln -sf ../$u.service "$root"/etc/systemd/system/multi-user.target.wants/$u.service
+    done
+    ln -sf /lib/systemd/system/multi-user.target "$root"/etc/systemd/system/default.target
+    # No login prompts on the consoles.
+    ln -sf /dev/null "$root"/etc/systemd/system/serial-getty@ttyS0.service
+    ln -sf /dev/null "$root"/etc/systemd/system/getty@.service
+    ln -sf /dev/null "$root"/etc/systemd/system/getty-static.service
+    ln -sf /lib/systemd/systemd "$root"/init
+    (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1 >"$out")
+    rm -rf "$root"
+    log "systemd image: $(du -h "$out" | cut -f1)"
+}
+
 # ---- one boot --------------------------------------------------------------
 PASS=0
 FAIL=0
 boot() {
-    local variant=$1 kdir kver out img t start
-    eval "kdir=\$KDIR_$variant; kver=\$KVER_$variant"
+    local variant=$1 kdir kver out img t start kv=$1 mem=1024 append
+    [ "$variant" = systemd ] && kv=std && mem=2048
+    eval "kdir=\$KDIR_$kv; kver=\$KVER_$kv"
+    append="console=ttyS0 panic=-1 quiet loglevel=3 vhead.checks=${CHECKS// /,} vhead.kernel=$variant"
+    [ "$variant" = systemd ] && append="console=ttyS0 panic=-1 loglevel=4 systemd.show_status=1 rdinit=/init"
+    append="$append ${VHEAD_APPEND:-}"
     out=$CACHE/out-$variant
     rm -rf "$out" && mkdir -p "$out"/files
     img=$out/out.img
@@ -231,12 +338,12 @@ boot() {
     log "booting $kver under QEMU (TCG: 1-3 minutes)"
     start=$(date +%s)
     set +e
-    timeout 480 "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m 1024 \
+    timeout "${VHEAD_TIMEOUT:-480}" "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m $mem \
         -nic none -display none -no-reboot -monitor none \
         -serial "file:$out/console.log" \
         -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$CACHE/initramfs-$variant.cpio.gz" \
         -drive "file=$img,format=raw,if=virtio" \
-        -append "console=ttyS0 panic=-1 quiet loglevel=3 vhead.checks=${CHECKS// /,} vhead.kernel=$variant" \
+        -append "$append" \
         >"$out/qemu.log" 2>&1
     t=$?
     set -e
@@ -249,15 +356,17 @@ boot() {
         FAIL=$((FAIL + 1))
     fi
     # Lines "VHEAD-RESULT ok|FAIL N name: detail" and "VHEAD-INFO ...".
+    local results=$out/console.log
+    [ -f "$out/files/results.txt" ] && results=$out/files/results.txt
     while IFS= read -r line; do
         set -- $line
         local verdict=$2
         shift 2
         echo "$verdict $variant $*"
         if [ "$verdict" = ok ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
-    done < <(tr -d '\r' <"$out/console.log" | grep '^VHEAD-RESULT ' || true)
-    tr -d '\r' <"$out/console.log" | grep '^VHEAD-INFO ' | sed "s/^VHEAD-INFO /  info $variant: /" || true
-    if echo " $CHECKS " | grep -q ' 4 '; then
+    done < <(tr -d '\r' <"$results" | grep '^VHEAD-RESULT ' || true)
+    tr -d '\r' <"$results" | grep '^VHEAD-INFO ' | sed "s/^VHEAD-INFO /  info $variant: /" || true
+    if [ "$variant" != systemd ] && echo " $CHECKS " | grep -q ' 4 '; then
         check_usbmon "$variant" "$out"
     fi
 }
@@ -292,9 +401,13 @@ host_tool depmod kmod
 host_tool tcpdump tcpdump
 ensure_qemu
 BUSYBOX_DEB=$(fetch_deb busybox-static) || die "apt-get download busybox-static failed"
-for k in $KERNELS; do ensure_kernel "$k"; done
+for k in $KERNELS; do
+    if [ "$k" = systemd ]; then ensure_kernel std; else ensure_kernel "$k"; fi
+done
 build_bins
-for k in $KERNELS; do build_initramfs "$k"; done
+for k in $KERNELS; do
+    if [ "$k" = systemd ]; then build_systemd_image; else build_initramfs "$k"; fi
+done
 log "ready in $(($(date +%s) - T0)) s (qemu: $QEMU)"
 if [ "$FETCH_ONLY" = 1 ]; then
     exit 0

@@ -115,7 +115,7 @@ for u in nao-rs-guard nao-rs; do
     eval "uid_$(echo $u | tr - _)=\$uid gid_$(echo $u | tr - _)=\$gid"
 done
 if [ -z "$bad" ]; then
-    result ok S5 "users: the guard and the runtime run as nao (uid $nao), hal gid $(awk -F: '$1 == "hal" {print $3}' /etc/group) in the groups of both: $(awk '/^Groups:/' /proc/$(main_pid nao-rs)/status | tr -s "\t " " ")"
+    result ok S5 "users: the guard and the runtime run as nao (uid $nao), hal gid $(awk -F: '$1 == "hal" {print $3}' /etc/group) (the runtime's /proc status: $(awk '/^Groups:/' /proc/$(main_pid nao-rs)/status | tr -s "\t " " "))"
 else
     result FAIL S5 "users: not nao (uid $nao):$bad"
 fi

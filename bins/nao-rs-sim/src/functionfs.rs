@@ -361,3 +361,98 @@ fn serve_bulk(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The translation from USB events to the device's calls, without a
+    //! kernel (the kernel path is the virtual head's: scripts/vhead.sh).
+    use super::*;
+    use crate::body::BodyConfig;
+    use crate::device::CHEST_VERSION;
+    use nao_wire::protocol::frame::FrameWriter;
+    use nao_wire::protocol::tables::{
+        REQUEST_TYPE_IN, REQUEST_TYPE_OUT, REQ_CLIENT_STATE, REQ_START, REQ_VERSION, SYNC_ANSWER,
+    };
+
+    fn enabled() -> (Arc<Shared>, Link) {
+        let cfg = BodyConfig::default();
+        let prefs = crate::prefs::build(crate::prefs::DEFAULT_BODY_ID, &cfg.zeros);
+        let shared = Shared::new(Device::new(cfg, prefs), None).unwrap();
+        let mut link = Link {
+            conn: Conn::new(1, 0),
+            open: false,
+        };
+        enable(&shared, &mut link);
+        (shared, link)
+    }
+
+    fn control_in(shared: &Shared, link: &mut Link, request: u8, length: u16) -> Vec<u8> {
+        let r = CtrlReq {
+            request_type: REQUEST_TYPE_IN,
+            request,
+            value: 0,
+            index: 0,
+            length,
+        };
+        let mut req = control_request(OP_CONTROL_IN, &r);
+        req.extend_from_slice(&r.length.to_le_bytes());
+        let mut out = Vec::new();
+        shared.request(&mut link.conn, &req, &mut out);
+        out
+    }
+
+    #[test]
+    fn an_enabled_function_answers_the_vendor_requests_of_the_socket_device() {
+        let (shared, mut link) = enabled();
+        assert_eq!(
+            shared.device().holder_pid(),
+            Some(0),
+            "enable claims interface 0"
+        );
+        let out = control_in(&shared, &mut link, REQ_VERSION, 4);
+        assert_eq!(out[0], ST_OK);
+        assert_eq!(out[1..], CHEST_VERSION);
+        // An unknown request is not answered (the front end stalls it).
+        assert_ne!(control_in(&shared, &mut link, 0x7f, 4)[0], ST_OK);
+    }
+
+    #[test]
+    fn only_the_boards_control_out_requests_are_acknowledged() {
+        assert!(Device::knows_control_out(REQUEST_TYPE_OUT, REQ_START));
+        assert!(Device::knows_control_out(
+            REQUEST_TYPE_OUT,
+            REQ_CLIENT_STATE
+        ));
+        assert!(!Device::knows_control_out(REQUEST_TYPE_OUT, 0x7f));
+        assert!(!Device::knows_control_out(REQUEST_TYPE_IN, REQ_START));
+    }
+
+    #[test]
+    fn a_frame_on_bulk_out_is_answered_and_a_disabled_function_answers_nothing() {
+        let (shared, mut link) = enabled();
+        let mut buf = [0u8; 64];
+        let mut w = FrameWriter::frame(&mut buf, 7).unwrap();
+        w.push(0x04, 0x01, &[]).unwrap();
+        let n = w.finish();
+        let mut req = vec![OP_BULK_OUT, EP_OUT];
+        req.extend_from_slice(&buf[..n]);
+        let mut out = Vec::new();
+        let outcome = shared.request(&mut link.conn, &req, &mut out);
+        assert_eq!(outcome.frame.map(|f| f.seq), Some(7));
+        let bulk_in = [OP_BULK_IN, EP_IN, 0x00, 0x02];
+        shared.request(&mut link.conn, &bulk_in, &mut out);
+        assert_eq!(out[0], ST_OK);
+        assert_eq!(
+            out[1], SYNC_ANSWER,
+            "the answer starts with the answer sync"
+        );
+        disable(&shared, &mut link);
+        assert_eq!(
+            shared.device().holder_pid(),
+            None,
+            "disable releases the claim"
+        );
+        shared.request(&mut link.conn, &req, &mut out);
+        assert_ne!(out[0], ST_OK, "a closed connection is served nothing");
+    }
+}

@@ -102,6 +102,9 @@ pub struct Stats {
     pub stalled: u64,
     /// bulk_in calls that timed out.
     pub bulk_in_timeouts: u64,
+    /// Answers the host did not take within its bulk timeout, withdrawn
+    /// (the FunctionFS front end only).
+    pub withdrawn: u64,
     /// Claims granted.
     pub claims: u64,
     /// Claims refused (busy).
@@ -214,6 +217,13 @@ impl Device {
         }
     }
 
+    /// Whether the board acknowledges the vendor control OUT request
+    /// (bmRequestType, bRequest); any other is stalled. The FunctionFS
+    /// front end asks before it acknowledges the data stage.
+    pub fn knows_control_out(request_type: u8, request: u8) -> bool {
+        request_type == REQUEST_TYPE_OUT && matches!(request, REQ_START | REQ_CLIENT_STATE)
+    }
+
     /// Handles one request body (op and fields) from `conn` at `now_ns` and
     /// writes the reply body (status and data) to `out`. Never panics on
     /// any bytes.
@@ -292,12 +302,12 @@ impl Device {
             (OP_CONTROL_OUT, [rt, rq, v0, v1, _i0, _i1, data @ ..]) => {
                 let value = u16::from_le_bytes([*v0, *v1]);
                 match (*rt, *rq) {
-                    (REQUEST_TYPE_OUT, REQ_START) => put_len(out, data.len()),
-                    (REQUEST_TYPE_OUT, REQ_CLIENT_STATE) => {
+                    _ if !Self::knows_control_out(*rt, *rq) => put_err(out, &LinkError::Pipe),
+                    (_, REQ_CLIENT_STATE) => {
                         self.body.set_client_state(value as u8);
                         put_len(out, data.len());
                     }
-                    _ => put_err(out, &LinkError::Pipe),
+                    _ => put_len(out, data.len()),
                 }
             }
             (OP_CONTROL_IN, [rt, rq, v0, v1, i0, i1, l0, l1, ..]) => {
@@ -481,6 +491,7 @@ impl Device {
             "corrupted": s.corrupted,
             "stalled": s.stalled,
             "bulk_in_timeouts": s.bulk_in_timeouts,
+            "withdrawn": s.withdrawn,
             "claims": s.claims,
             "busy": s.busy,
             "last_seq": s.last_seq,

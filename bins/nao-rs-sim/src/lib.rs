@@ -6,6 +6,8 @@
 //!   answer out);
 //! - [`device`]: the USB device (claim, plug, transport faults), pure;
 //! - [`server`]: the sockets and the trace file;
+//! - [`functionfs`]: the same device as a real USB device (FunctionFS,
+//!   `--functionfs DIR`), the virtual head's chest board;
 //! - [`ctl`]: the control commands and the control socket's client;
 //! - [`trace`]: the trace's lines, writer and readers (for tests);
 //! - [`prefs`]: the preference block;
@@ -16,6 +18,7 @@
 pub mod body;
 pub mod ctl;
 pub mod device;
+pub mod functionfs;
 pub mod prefs;
 pub mod server;
 pub mod settings;

@@ -1,6 +1,7 @@
 //! The virtual robot: a chest board and every board behind it, over a Unix socket.
 //!
-//! `nao-rs-sim --socket PATH [settings] [start faults]` serves;
+//! `nao-rs-sim --socket PATH [settings] [start faults]` serves (or
+//! `--functionfs DIR`: the same board as a USB device);
 //! `nao-rs-sim ctl --socket PATH <command>` talks to a running one.
 //! See `docs/sim.md`.
 
@@ -11,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
 
 use nao_rs_sim::ctl::{self, CtlCommand};
 use nao_rs_sim::device::Device;
+use nao_rs_sim::functionfs::{self, FfsPaths};
 use nao_rs_sim::server::{self, ServerPaths};
 use nao_rs_sim::settings::Settings;
 
@@ -65,9 +67,13 @@ struct Serve {
     /// The USB socket to listen on (`--link sim:PATH` in the programs).
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// The control socket (default: PATH.ctl).
+    /// The control socket (default: PATH.ctl; with --functionfs: none unless given).
     #[arg(long)]
     ctl: Option<PathBuf>,
+    /// Serve as a USB device on this mounted FunctionFS instance instead of
+    /// a socket (the virtual head; see docs/virtual-head.md).
+    #[arg(long, value_name = "DIR", conflicts_with = "socket")]
+    functionfs: Option<PathBuf>,
     /// Write one JSON line per frame received to FILE.
     #[arg(long)]
     trace: Option<PathBuf>,
@@ -155,9 +161,13 @@ fn start_faults(s: &Serve) -> Result<Vec<CtlCommand>, String> {
 }
 
 fn run_serve(s: Serve) -> Result<(), String> {
-    let Some(socket) = s.socket.clone() else {
-        return Err("--socket PATH is required (the programs then use --link sim:PATH)".into());
-    };
+    if s.socket.is_none() && s.functionfs.is_none() {
+        return Err(
+            "--socket PATH (the programs then use --link sim:PATH) or --functionfs DIR \
+             (the programs then use --link usb) is required"
+                .into(),
+        );
+    }
     let settings = Settings {
         versions: s.versions.clone(),
         version: s.version.clone(),
@@ -178,6 +188,18 @@ fn run_serve(s: Serve) -> Result<(), String> {
     for f in faults {
         device.control(f, now);
     }
+    if let Some(dir) = s.functionfs.clone() {
+        let paths = FfsPaths {
+            dir,
+            ctl: s.ctl.clone(),
+            trace: s.trace.clone(),
+            quiet: s.quiet,
+        };
+        return functionfs::serve(device, &paths);
+    }
+    let Some(socket) = s.socket.clone() else {
+        return Err("--socket PATH is required".into());
+    };
     let paths = ServerPaths {
         ctl: s
             .ctl

@@ -13,7 +13,7 @@ use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::time::{clock_gettime, ClockId};
 
 use crate::ctl::CtlCommand;
-use crate::device::{Conn, Device};
+use crate::device::{Conn, Device, Outcome};
 use crate::trace::TraceWriter;
 
 /// Where the simulator listens and writes.
@@ -37,9 +37,45 @@ pub fn now_ns() -> u64 {
     }
 }
 
-struct Shared {
+/// The one body and its trace, shared by both front ends (the Unix socket
+/// here, FunctionFS in [`crate::functionfs`]) and the control socket.
+pub(crate) struct Shared {
     device: Mutex<Device>,
     trace: Mutex<Option<TraceWriter>>,
+}
+
+impl Shared {
+    /// The body, with its trace file created at `trace`.
+    pub(crate) fn new(device: Device, trace: Option<&Path>) -> io::Result<Arc<Shared>> {
+        let trace = match trace {
+            Some(p) => Some(TraceWriter::create(p)?),
+            None => None,
+        };
+        Ok(Arc::new(Shared {
+            device: Mutex::new(device),
+            trace: Mutex::new(trace),
+        }))
+    }
+
+    /// The device, locked.
+    pub(crate) fn device(&self) -> MutexGuard<'_, Device> {
+        lock(&self.device)
+    }
+
+    /// One request of the socket's wire encoding from `conn`, answered
+    /// into `out`; a valid frame is written to the trace.
+    pub(crate) fn request(&self, conn: &mut Conn, req: &[u8], out: &mut Vec<u8>) -> Outcome {
+        let mut dev = lock(&self.device);
+        let outcome = dev.request(conn, req, now_ns(), out);
+        if let Some(f) = outcome.frame {
+            if let Some(t) = lock(&self.trace).as_mut() {
+                if let Err(e) = t.write(&f) {
+                    eprintln!("nao-rs-sim: trace write failed: {e}");
+                }
+            }
+        }
+        outcome
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -48,7 +84,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Binds `path` as a Unix socket, first removing a stale socket file there
 /// (never any other kind of file).
-fn bind(path: &Path) -> io::Result<UnixListener> {
+pub(crate) fn bind(path: &Path) -> io::Result<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if meta.file_type().is_socket() {
             let _ = std::fs::remove_file(path);
@@ -74,14 +110,7 @@ fn bind(path: &Path) -> io::Result<UnixListener> {
 /// USB socket (so once the USB socket exists, everything is ready), and
 /// serves until the process ends.
 pub fn serve(device: Device, paths: &ServerPaths) -> io::Result<()> {
-    let trace = match &paths.trace {
-        Some(p) => Some(TraceWriter::create(p)?),
-        None => None,
-    };
-    let shared = Arc::new(Shared {
-        device: Mutex::new(device),
-        trace: Mutex::new(trace),
-    });
+    let shared = Shared::new(device, paths.trace.as_deref())?;
     remove_sockets_on_signal(paths)?;
     let ctl = bind(&paths.ctl)?;
     let usb = bind(&paths.socket)?;
@@ -172,18 +201,7 @@ fn serve_conn(mut stream: UnixStream, id: u64, shared: &Shared) {
         if stream.read_exact(&mut req).is_err() {
             break;
         }
-        let outcome = {
-            let mut dev = lock(&shared.device);
-            let outcome = dev.request(&mut conn, &req, now_ns(), &mut out);
-            if let Some(f) = outcome.frame {
-                if let Some(t) = lock(&shared.trace).as_mut() {
-                    if let Err(e) = t.write(&f) {
-                        eprintln!("nao-rs-sim: trace write failed: {e}");
-                    }
-                }
-            }
-            outcome
-        };
+        let outcome = shared.request(&mut conn, &req, &mut out);
         if outcome.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(outcome.delay_ms));
         }
@@ -199,7 +217,8 @@ fn serve_conn(mut stream: UnixStream, id: u64, shared: &Shared) {
     lock(&shared.device).disconnected(&mut conn);
 }
 
-fn serve_ctl(listener: UnixListener, shared: &Shared) {
+/// Serves the control socket (one command line per connection).
+pub(crate) fn serve_ctl(listener: UnixListener, shared: &Shared) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));

@@ -1,0 +1,215 @@
+#!/vhead/bin/sh
+# The virtual head's systemd checks (docs/virtual-head.md), run by
+# vhead-checks.service once multi-user.target is reached. The units of
+# config/ are installed as docs/deploy.md says; the device is
+# vhead-board.service. One line per check:
+#   VHEAD-RESULT ok|FAIL S<n> name: detail
+# (on the console and in /vhead/out/results.txt), then the output folder goes
+# out as a tar on /dev/vda and the machine powers off. Every wait is bounded.
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:/vhead/bin
+OUT=/vhead/out
+TRACE=$OUT/trace.jsonl
+mkdir -p $OUT
+: >$OUT/results.txt
+result() {
+    echo "VHEAD-RESULT $*"
+    echo "VHEAD-RESULT $*" >>$OUT/results.txt
+}
+info() { echo "VHEAD-INFO $*"; echo "VHEAD-INFO $*" >>$OUT/results.txt; }
+now_ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
+frames() { if [ -f "$TRACE" ]; then wc -l <"$TRACE"; else echo 0; fi; }
+after() { tail -n +$(($1 + 1)) "$TRACE" 2>/dev/null; }
+stiff_after() { after "$1" | grep -c '"all_off":false'; }
+frames_past() { [ "$(frames)" -ge "$1" ]; }
+stiff_seen_after() { [ "$(stiff_after "$1")" -gt 0 ]; }
+wait_for() {
+    n=$(($1 * 5))
+    shift
+    while [ "$n" -gt 0 ]; do
+        "$@" && return 0
+        sleep 0.2
+        n=$((n - 1))
+    done
+    return 1
+}
+status_json() { naoctl status --json 2>/dev/null; }
+holding() { status_json | grep -q '"holding_board":true'; }
+not_holding() { status_json | grep -q '"holding_board":false'; }
+tripped() { status_json | grep -q '"state":"tripped"'; }
+driver_is() { status_json | grep -q "\"driver_pid\":$1[,}]"; }
+main_pid() { systemctl show -p MainPID --value "$1" 2>/dev/null; }
+alive() { [ -n "$1" ] && [ "$1" != 0 ] && [ -d "/proc/$1" ]; }
+prop() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
+new_main() { p=$(main_pid nao-rs); alive "$p" && [ "$p" != "$1" ]; }
+board_up() { grep -l ffff /sys/bus/usb/devices/*/idVendor >/dev/null 2>&1; }
+runtime_up() { alive "$(main_pid nao-rs)" && driver_is "$(main_pid nao-rs)" && frames_past 30; }
+finish() {
+    info "kernel $(uname -r); uptime $(cut -d' ' -f1 /proc/uptime) s; systemd $(systemctl --version | head -n 1)"
+    systemctl --no-pager status nao-rs nao-rs-guard vhead-board >$OUT/systemctl-status.txt 2>&1
+    journalctl -b --no-pager >$OUT/journal.txt 2>&1
+    naoctl status >$OUT/status.txt 2>&1
+    (cd $OUT && tar -cf /dev/vda .) 2>/dev/null
+    sync
+    echo "VHEAD-END"
+    systemctl poweroff --force --force
+}
+(
+    sleep 360
+    echo "vhead: watchdog: the systemd checks did not finish in 360 s"
+    finish
+) &
+
+wait_for 60 board_up || info "the chest board did not appear within 60 s"
+wait_for 90 runtime_up || info "the runtime was not cycling within 90 s of the checks' start"
+info "boot to checks: $(cut -d' ' -f1 /proc/uptime) s; $(frames) frames in the trace"
+
+# S1 tmpfiles: /run/nao-rs root:hal 2770.
+got=$(stat -c '%U:%G %a' /run/nao-rs 2>&1)
+if [ "$got" = "root:hal 2770" ]; then
+    result ok S1 "tmpfiles: /run/nao-rs is root:hal 2770"
+else
+    result FAIL S1 "tmpfiles: /run/nao-rs is $got, the units promise root:hal 2770"
+fi
+
+# S2 the page starts tripped (boot).
+st=$(status_json)
+if echo "$st" | grep -q '"state":"tripped"' && echo "$st" | grep -q '"reason":"boot"'; then
+    result ok S2 "page: tripped (boot) after the boot"
+else
+    result FAIL S2 "page: expected tripped (boot), naoctl status says $st"
+fi
+
+# S3 the guard is up before the runtime (their first starts, from the journal).
+g=$(prop nao-rs-guard ExecMainStartTimestampMonotonic)
+first_rt=$(journalctl -b -o short-monotonic --no-pager 2>/dev/null | grep -m1 'Started nao-rs.service\|Started nao-rs runtime' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+first_g=$(journalctl -b -o short-monotonic --no-pager 2>/dev/null | grep -m1 'Started nao-rs-guard.service\|Started nao-rs guard' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+if [ -n "$first_rt" ] && [ -n "$first_g" ] && awk "BEGIN {exit !($first_g <= $first_rt)}"; then
+    result ok S3 "order: the guard started at $first_g s, the runtime at $first_rt s (journal, monotonic)"
+else
+    result FAIL S3 "order: guard started at '$first_g', runtime at '$first_rt' (ExecMainStartTimestampMonotonic of the guard: $g)"
+fi
+
+# S4 udev: the chest board's node is group hal, mode 0660.
+f=$(grep -l ffff /sys/bus/usb/devices/*/idVendor 2>/dev/null | head -n 1)
+if [ -n "$f" ]; then
+    d=$(dirname "$f")
+    node=/dev/bus/usb/$(printf %03d "$(cat "$d/busnum")")/$(printf %03d "$(cat "$d/devnum")")
+    got=$(stat -c '%G %a' "$node" 2>&1)
+    if [ "$got" = "hal 660" ]; then
+        result ok S4 "udev: $node is group hal, mode 0660"
+    else
+        result FAIL S4 "udev: $node is $got, the rule promises hal 660"
+    fi
+else
+    result FAIL S4 "udev: no USB device ffff:0006"
+fi
+
+# S5 the services run as user nao, not root.
+nao=$(id -u nao 2>/dev/null)
+bad=
+for u in nao-rs-guard nao-rs; do
+    p=$(main_pid $u)
+    uid=$(awk '/^Uid:/ {print $2}' /proc/"$p"/status 2>/dev/null)
+    gid=$(awk '/^Gid:/ {print $2}' /proc/"$p"/status 2>/dev/null)
+    [ -n "$uid" ] && [ "$uid" = "$nao" ] || bad="$bad $u(pid $p uid '$uid')"
+    eval "uid_$(echo $u | tr - _)=\$uid gid_$(echo $u | tr - _)=\$gid"
+done
+if [ -z "$bad" ]; then
+    result ok S5 "users: the guard and the runtime run as nao (uid $nao), hal gid $(awk -F: '$1 == "hal" {print $3}' /etc/group) (the runtime's /proc status: $(awk '/^Groups:/' /proc/$(main_pid nao-rs)/status | tr -s "\t " " "))"
+else
+    result FAIL S5 "users: not nao (uid $nao):$bad"
+fi
+
+# S6 scheduling: every thread's policy and priority (from /proc), the main
+# threads against the units (guard FIFO 40, runtime FIFO 30).
+sched() { # PID -> "comm:policy/prio ..." (policy 1 = SCHED_FIFO)
+    for t in /proc/"$1"/task/*; do
+        c=$(cat "$t/comm")
+        set -- $(sed 's/^.*) //' "$t/stat")
+        # after "comm) ": field 3 is state; rt_priority is field 40, policy 41.
+        shift 37
+        echo "$c:$2/$1"
+    done
+}
+ok6=1
+det=
+for pair in nao-rs-guard:40 nao-rs:30; do
+    u=${pair%%:*}
+    want=${pair##*:}
+    p=$(main_pid "$u")
+    s=$(sched "$p" | tr '\n' ' ')
+    det="$det $u: $s;"
+    main=$(sched "$p" | head -n 1)
+    [ "${main#*:}" = "1/$want" ] || ok6=
+done
+if [ -n "$ok6" ]; then
+    result ok S6 "scheduling (thread:policy/priority, 1 = FIFO):$det"
+else
+    result FAIL S6 "scheduling: the main threads are not what the units promise (guard 1/40, runtime 1/30):$det"
+fi
+
+# Stand up: re-arm, wake, stiff frames (the state in which a fault matters).
+# Under emulation a start-up can end with boards rejected (their handshake
+# answers came too late): that runtime keeps them limp for good, so after
+# 30 s without stiffness the runtime is restarted once (systemctl restart).
+stand_once() {
+    m=$(frames)
+    naoctl rearm --yes >/dev/null 2>&1 || return 1
+    i=0
+    while [ $i -lt 50 ]; do
+        nao-rs wake >/dev/null 2>&1 && break
+        sleep 0.2
+        i=$((i + 1))
+    done
+    wait_for 30 stiff_seen_after "$m"
+}
+stand_up() {
+    stand_once && return 0
+    info "no stiff frames 30 s after re-arm and wake ($(status_json | grep -o '"safety_flags":\[[^]]*\]')): restarting the runtime"
+    systemctl restart nao-rs
+    wait_for 60 runtime_up
+    stand_once
+}
+
+# S7 systemctl kill -s SIGKILL nao-rs: the guard takes over, systemd restarts
+# the runtime 1 s later, it gets the board back, still tripped.
+if stand_up; then
+    old=$(main_pid nao-rs)
+    takeovers=$(journalctl -b -u nao-rs-guard --no-pager -o cat 2>/dev/null | grep -c 'TAKE-OVER')
+    t0=$(now_ms)
+    systemctl kill -s SIGKILL nao-rs
+    # Frames sent before the signal landed are not "after the kill":
+    # count from when systemctl returned (the frame in flight excepted).
+    m=$(frames)
+    if wait_for 30 new_main "$old" && new=$(main_pid nao-rs) && wait_for 60 driver_is "$new" &&
+        wait_for 60 not_holding && wait_for 30 frames_past $((m + 100)); then
+        t1=$(now_ms)
+        took=$(journalctl -b -u nao-rs-guard --no-pager -o cat 2>/dev/null | grep -c 'TAKE-OVER')
+        s=$(after $((m + 1)) | grep -c '"all_off":false')
+        restart=$(prop nao-rs NRestarts)
+        if [ "$took" -gt "$takeovers" ] && [ "$s" = 0 ] && tripped; then
+            result ok S7 "systemctl kill -s SIGKILL nao-rs: the guard took over, systemd restarted the runtime (pid $old -> $new, NRestarts $restart), which got the board back $((t1 - t0)) ms after the kill; $(after "$m" | wc -l) frames since, none stiff, still tripped"
+        else
+            result FAIL S7 "systemctl kill: take-overs in the guard's journal $takeovers -> $took, $s stiff frames after the kill, tripped: $(tripped && echo yes || echo no)"
+        fi
+    else
+        result FAIL S7 "systemctl kill: no restarted runtime holding the board within 60 s ($(status_json); MainPID $(main_pid nao-rs))"
+    fi
+else
+    result FAIL S7 "systemctl kill: re-arm and wake brought no stiff frames"
+fi
+
+# S8 systemctl stop nao-rs: the last frame is all-off.
+if stand_up; then
+    systemctl stop nao-rs
+    sleep 3
+    last=$(tail -n 1 "$TRACE")
+    if echo "$last" | grep -q '"all_off":true'; then
+        result ok S8 "systemctl stop nao-rs: the last frame is all-off ($(frames) frames; guard holding: $(holding && echo yes || echo no))"
+    else
+        result FAIL S8 "systemctl stop nao-rs: the last frame is $last"
+    fi
+else
+    result FAIL S8 "systemctl stop: re-arm and wake brought no stiff frames"
+fi
+finish

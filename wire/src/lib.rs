@@ -10,4 +10,7 @@ pub mod replay;
 pub mod usbmon;
 
 pub use command::{Command, JOINTS};
-pub use link::{Link, LinkError};
+/// The death switch's trip reasons: answer trips and `trip` lines carry
+/// them typed.
+pub use deathswitch::Reason;
+pub use link::{Call, Link, LinkError};

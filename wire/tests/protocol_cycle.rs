@@ -326,7 +326,7 @@ fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
     assert!(!out.all_off);
     board.chest_button = false;
     let out = run(&mut board, &mut cycle, Some(&c), false); // hands it over
-    assert_eq!(out.trips.reason(), Some("chest-button"));
+    assert_eq!(out.trips.reason(), Some(deathswitch::Reason::ChestButton));
     // the runtime has not tripped the page yet: still all-off
     let out = run(&mut board, &mut cycle, Some(&c), false);
     assert!(out.all_off);

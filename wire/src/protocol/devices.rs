@@ -6,6 +6,7 @@ use super::frame::Frame;
 use super::handshake::Handshake;
 use super::tables::*;
 use crate::command::JOINTS;
+use deathswitch::Reason;
 
 /// The inertial unit's latest reading (raw units of the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,15 +109,15 @@ impl Trips {
         self.chest_button || self.heat.is_some() || self.fault.is_some()
     }
 
-    /// The death switch reason name of the first trip (`chest-button`,
-    /// `heat`, `fault`), if any.
-    pub fn reason(&self) -> Option<&'static str> {
+    /// The death switch reason of the first trip (chest button, heat,
+    /// fault), if any.
+    pub fn reason(&self) -> Option<Reason> {
         if self.chest_button {
-            Some("chest-button")
+            Some(Reason::ChestButton)
         } else if self.heat.is_some() {
-            Some("heat")
+            Some(Reason::Heat)
         } else if self.fault.is_some() {
-            Some("fault")
+            Some(Reason::Fault)
         } else {
             None
         }
@@ -249,7 +250,7 @@ mod tests {
             &mut s,
             &mut h,
         );
-        assert_eq!(t.reason(), Some("chest-button"));
+        assert_eq!(t.reason(), Some(Reason::ChestButton));
         assert!(s.chest_button);
         let t = hand(
             &answer(|w| w.push(ADDR_CHEST, ANS_READ, &[0, 0x24]).unwrap()),
@@ -288,7 +289,7 @@ mod tests {
         );
         assert_eq!(
             (t.heat, t.fault, t.reason()),
-            (None, Some(6), Some("fault"))
+            (None, Some(6), Some(Reason::Fault))
         );
     }
 

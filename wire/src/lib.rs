@@ -9,7 +9,7 @@ pub mod recording;
 pub mod replay;
 pub mod usbmon;
 
-pub use command::{Command, JOINTS};
+pub use command::{Command, Joint, JOINTS};
 /// The death switch's trip reasons: answer trips and `trip` lines carry
 /// them typed.
 pub use deathswitch::Reason;

@@ -233,7 +233,10 @@ fn heated_joint_trips_with_reason_heat() {
     sim.ctl("heat LKneePitch").unwrap();
     let outs = rt.cycles(4, None);
     assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Heat));
-    assert_eq!(outs.last().unwrap().trips.heat, Some(10));
+    assert_eq!(
+        outs.last().unwrap().trips.heat,
+        Some(nao_wire::Joint::LKneePitch)
+    );
     assert!(outs.last().unwrap().sensors.temperature[10] >= 90);
 }
 
@@ -243,7 +246,10 @@ fn faulted_joint_trips_with_reason_fault() {
     let mut rt = Runtime::start(&sim);
     let outs = rt.cycles(4, None);
     assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Fault));
-    assert_eq!(outs.last().unwrap().trips.fault, Some(7));
+    assert_eq!(
+        outs.last().unwrap().trips.fault,
+        Some(nao_wire::Joint::LHipYawPitch)
+    );
     sim.ctl("clear").unwrap();
     let outs = rt.cycles(3, None);
     assert_eq!(outs.last().unwrap().trips.reason(), None);

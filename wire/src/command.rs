@@ -2,7 +2,7 @@
 //! body. The same type travels through the runtime's command ring, the
 //! recording's `command` lines and the replay.
 
-/// Number of joints (spec section 4).
+/// Number of joints (`docs/protocol.md` section 4).
 pub const JOINTS: usize = 25;
 
 /// A joint of the body, by its LoLA name; its discriminant is the joint
@@ -183,7 +183,7 @@ index_by_joint!(f32, f64, bool, u8, i8, u16, i16, i32, i64, u32, u64, usize);
 /// order ([`Joint`] indexes them), the LEDs the chest board drives, and the sonar mode.
 ///
 /// Values come straight from the program: non-finite numbers and stiffness
-/// outside 0..1 are allowed here and made safe in the cycle (spec section 10).
+/// outside 0..1 are allowed here and made safe in the cycle (`docs/protocol.md` section 10).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Command {
     /// Stiffness per joint, 0..=1 (clamped in the cycle).

@@ -1,4 +1,4 @@
-//! The chest board protocol of `spec/board-protocol.md`, as a functional core
+//! The chest board protocol of `docs/protocol.md`, as a functional core
 //! with no I/O, and the links that carry it (real USB, the virtual robot,
 //! replay of a recording).
 

@@ -12,14 +12,14 @@
 //! - submit (`S`) and complete (`C`) / error (`E`) events are paired by URB id;
 //! - only the chest board's device is kept: the one named with
 //!   [`ImportOptions::device`], else the first device that sends one of the
-//!   spec's vendor requests (bmRequestType `40`/`c0`, bRequest `01`..`05`);
+//!   protocol's vendor requests (bmRequestType `40`/`c0`, bRequest `01`..`05`);
 //! - control transfers become `control_out` / `control_in`, the standard
 //!   request SET_CONFIGURATION (`00 09`) becomes `set_configuration`, other
 //!   standard requests are left out (as comments); bulk transfers become
 //!   `bulk_out` / `bulk_in`; interrupt and isochronous transfers are left out;
 //! - `open ffff:0006` is written before the first call; `claim_interface 0`
 //!   after each `set_configuration` and the START request right after it (the
-//!   spec's start-up order: set configuration, START, claim, VERSION); a
+//!   protocol's start-up order: set configuration, START, claim, VERSION); a
 //!   later `set_configuration` is a reconnect, so `close` and `open` come
 //!   before it (none of open, claim and close is a transfer usbmon sees);
 //! - `cycle` lines are inferred (on by default): each frame after the two
@@ -46,7 +46,7 @@ pub const LINKTYPE_LINUX_USB_MMAPPED: u32 = 220;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportOptions {
     /// The chest board's (bus, device number), as `lsusb` shows them; `None`:
-    /// the first device that sends the spec's vendor requests.
+    /// the first device that sends the protocol's vendor requests.
     pub device: Option<(u16, u8)>,
     /// Infer `cycle` lines (see the module doc).
     pub cycles: bool,
@@ -715,7 +715,7 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError>
             .ok_or_else(|| {
                 err(
                     bytes.len(),
-                    "no chest board traffic found: no device sent the spec's vendor requests (40/c0, \
+                    "no chest board traffic found: no device sent the protocol's vendor requests (40/c0, \
                      bRequest 01..05); name the device with --device BUS:DEV (lsusb shows both)",
                 )
             })?,
@@ -948,7 +948,7 @@ pub const USAGE: &str = concat!(
     "  IN.pcap      a usbmon capture (tcpdump -i usbmonN -s 0 -w IN.pcap, or Wireshark; pcap or pcapng)\n",
     "  OUT.rec      the recording to write (- for standard output)\n",
     "  --device     the chest board's bus and device number as lsusb shows them (default: the\n",
-    "               first device that sends the spec's vendor requests)\n",
+    "               first device that sends the protocol's vendor requests)\n",
     "  --accepted   the accepted configuration versions to write (not on USB)\n",
     "  --switch     the death switch at the start to write (not on USB)\n",
     "  --no-cycles  do not infer cycle lines",

@@ -1,4 +1,4 @@
-//! The cycle's rules (spec sections 6 to 10) against a fake chest board.
+//! The cycle's rules (`docs/protocol.md` sections 6 to 10) against a fake chest board.
 
 mod protocol_support;
 

@@ -1,4 +1,4 @@
-//! The cycle (spec sections 7 to 10): inputs, safety, each joint's values,
+//! The cycle (`docs/protocol.md` sections 7 to 10): inputs, safety, each joint's values,
 //! the frame in HAL's order, the client state request, the USB exchange,
 //! handing the answer to the devices, and the reconnect rule.
 //!
@@ -51,7 +51,7 @@ pub struct CycleInput<'a> {
     pub trip_count: u64,
 }
 
-/// Why an exchange failed (spec section 7, step 6).
+/// Why an exchange failed (`docs/protocol.md` section 7, step 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExchangeFailure {
     /// Reading the answer failed.

@@ -1,4 +1,4 @@
-//! The devices' data (spec section 5, answers) and handing an answer to the
+//! The devices' data (`docs/protocol.md` section 5, answers) and handing an answer to the
 //! devices (section 7): each answering device's data is updated, and the
 //! chest button, a hot joint or a joint fault raise a trip.
 

@@ -1,4 +1,4 @@
-//! Start-up (spec section 6): the link step, the preference block, the
+//! Start-up (`docs/protocol.md` section 6): the link step, the preference block, the
 //! bootloader ids and the two device start-up frames.
 //!
 //! [`link_up`] is step 1 alone (the guard's takeover and every reconnect);

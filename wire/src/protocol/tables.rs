@@ -1,4 +1,4 @@
-//! The fixed tables of `spec/board-protocol.md`: USB constants (section 1),
+//! The fixed tables of `docs/protocol.md`: USB constants (section 1),
 //! the preference block's size (section 2), device addresses in HAL's order
 //! (section 3), joints, boards and bus slots (section 4), command bytes
 //! (section 5) and the position and stiffness encodings.
@@ -421,7 +421,7 @@ pub const COUNTS_PER_REV: f64 = 4096.0;
 /// Largest encoder count.
 pub const MAX_COUNT: u16 = 4095;
 
-/// `round` of the spec: half away from zero, in f64 from the f32 value.
+/// `round` of `docs/protocol.md`: half away from zero, in f64 from the f32 value.
 #[inline]
 pub fn round_spec(v: f32, k: f64) -> f64 {
     (v as f64 * k).round()

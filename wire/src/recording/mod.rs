@@ -1,4 +1,4 @@
-//! The recording format of `spec/recording-format.md`, both ways: the reader
+//! The recording format of `docs/recording.md`, both ways: the reader
 //! (every malformed line rejected with its number and the reason) and the
 //! writer.
 //!

@@ -1,8 +1,8 @@
 //! The recording reader: text to [`Line`]s, every malformed line rejected
 //! with its line number and the reason.
 //!
-//! Rules (spec `recording-format.md`, plus the choices written in
-//! `docs/recording.md` where the spec is silent):
+//! Rules (the format in `docs/recording.md`, plus the choices written in
+//! `docs/recording.md` where the format is silent):
 //! - line 1 is exactly `nao-rs recording 1`;
 //! - blank lines and lines whose first character is `#` are skipped;
 //! - fields are separated by spaces or tabs; a trailing `\r` (CRLF files) is
@@ -591,6 +591,17 @@ mod tests {
         assert_eq!(err("").line, 1);
         assert!(err("nao-rs recording 2\n").reason.contains("not supported"));
         assert!(err("hello\nopen ffff:0006\n").reason.contains("first line"));
+    }
+
+    #[test]
+    fn trip_with_an_unknown_reason_is_rejected_naming_the_line() {
+        let e = err("nao-rs recording 1\ntrip udp\ntrip chest_button\n");
+        assert_eq!(e.line, 3);
+        assert!(e.reason.contains("unknown trip reason"), "{}", e.reason);
+        assert!(e.reason.contains("chest-button"), "{}", e.reason);
+        let l = parse("nao-rs recording 1\ntrip chest-button\ntrip unknown\n").unwrap();
+        assert_eq!(l[0].item, Item::Trip(Some(Reason::ChestButton)));
+        assert_eq!(l[1].item, Item::Trip(None));
     }
 
     #[test]

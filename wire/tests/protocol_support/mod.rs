@@ -1,5 +1,5 @@
 //! A fake chest board for the protocol tests: a `Link` that answers every
-//! frame as the spec's devices would, allocates nothing, and can be told to
+//! frame as the protocol's devices would, allocates nothing, and can be told to
 //! fail reads and writes or corrupt answers.
 #![allow(dead_code)]
 

@@ -67,9 +67,9 @@ impl Link for RobotLink {
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
         self.req.clear();
         encode_request(&call, &mut self.req);
-        let outcome =
-            self.device
-                .request(&mut self.conn, &self.req[4..], self.now_ns, &mut self.reply);
+        let outcome = self
+            .device
+            .request(&mut self.conn, &self.req, self.now_ns, &mut self.reply);
         if let Some(f) = outcome.frame {
             self.last_frame_all_off = Some(f.stiffness.all_off());
         }

@@ -21,6 +21,12 @@
 //! a UTF-8 message). The data of an ok reply: none for open, set_configuration,
 //! claim_interface and close; the transferred length as `u32` for control_out
 //! and bulk_out; the bytes read for control_in and bulk_in.
+//!
+//! The `encode_*` functions append bodies; [`message`] wraps one with its
+//! length prefix. The link sends `message(encode_request)` and decodes the
+//! reply body with [`decode_reply`]; the simulator decodes a request body
+//! with [`decode_request`] and answers with [`encode_ok`] or
+//! [`encode_error`] (its server adds the prefix).
 
 use super::{answer_buf, Call, LinkError, Setup};
 
@@ -81,9 +87,10 @@ pub fn error(status: u8) -> LinkError {
     }
 }
 
-/// Appends `body` to `out` as one message (length prefix, then the body
-/// that `body` writes). Allocates only if `out` must grow.
-fn message(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+/// Appends one message to `out`: the length prefix, then the body that
+/// `body` appends (one of the `encode_*` functions below, which write bodies
+/// only). Allocates only if `out` must grow.
+pub fn message(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     body(out);
@@ -111,10 +118,10 @@ pub fn check_request(call: &Call<'_>) -> Result<(), &'static str> {
     }
 }
 
-/// Appends the request message of `call` (clear `out` first to send one).
-/// A `bulk_in` buffer longer than 65535 asks for 65535 bytes.
-pub fn encode_request(call: &Call<'_>, out: &mut Vec<u8>) {
-    message(out, |b| match *call {
+/// Appends the request body of `call` (wrap it with [`message`] to send
+/// it). A `bulk_in` buffer longer than 65535 asks for 65535 bytes.
+pub fn encode_request(call: &Call<'_>, b: &mut Vec<u8>) {
+    match *call {
         Call::Open { vendor, product } => {
             b.push(OP_OPEN);
             b.extend_from_slice(&vendor.to_le_bytes());
@@ -142,7 +149,7 @@ pub fn encode_request(call: &Call<'_>, out: &mut Vec<u8>) {
             b.extend_from_slice(&[OP_BULK_IN, endpoint]);
             b.extend_from_slice(&length.to_le_bytes());
         }
-    })
+    }
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
@@ -197,30 +204,26 @@ pub fn decode_request(body: &[u8]) -> Result<Call<'_>, String> {
     })
 }
 
-/// Appends the reply message of a successful `call`: `n` is the length
+/// Appends the reply body of a successful `call`: `n` is the length
 /// transferred by an OUT call; `answer` the bytes read by an IN call.
-pub fn encode_ok(call: &Call<'_>, n: usize, answer: &[u8], out: &mut Vec<u8>) {
-    message(out, |b| {
-        b.push(ST_OK);
-        match call {
-            Call::ControlOut { .. } | Call::BulkOut { .. } => {
-                b.extend_from_slice(&(n as u32).to_le_bytes())
-            }
-            Call::ControlIn { .. } | Call::BulkIn { .. } => b.extend_from_slice(answer),
-            _ => {}
+pub fn encode_ok(call: &Call<'_>, n: usize, answer: &[u8], b: &mut Vec<u8>) {
+    b.push(ST_OK);
+    match call {
+        Call::ControlOut { .. } | Call::BulkOut { .. } => {
+            b.extend_from_slice(&(n as u32).to_le_bytes())
         }
-    })
+        Call::ControlIn { .. } | Call::BulkIn { .. } => b.extend_from_slice(answer),
+        _ => {}
+    }
 }
 
-/// Appends the reply message of a failed call (`message` is sent for
-/// [`LinkError::Other`] and [`LinkError::Mismatch`] only).
-pub fn encode_error(e: LinkError, message_text: &str, out: &mut Vec<u8>) {
-    message(out, |b| {
-        b.push(status(e));
-        if status(e) == ST_OTHER {
-            b.extend_from_slice(message_text.as_bytes());
-        }
-    })
+/// Appends the reply body of a failed call (`text` is sent for
+/// [`LinkError::Other`] and [`LinkError::Mismatch`] only: status 5).
+pub fn encode_error(e: LinkError, text: &str, b: &mut Vec<u8>) {
+    b.push(status(e));
+    if status(e) == ST_OTHER {
+        b.extend_from_slice(text.as_bytes());
+    }
 }
 
 /// The result of `call` from its reply body (the message without its
@@ -310,7 +313,7 @@ mod tests {
         let mut out = Vec::new();
         for c in calls {
             out.clear();
-            encode_request(&c, &mut out);
+            message(&mut out, |b| encode_request(&c, b));
             let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
             assert_eq!(len, out.len() - 4);
             assert_eq!(decode_request(&out[4..]), Ok(c));
@@ -329,26 +332,29 @@ mod tests {
         let mut out = Vec::new();
         encode_ok(&bulk_in, 0, &[9, 8], &mut out);
         let mut buf = [0u8; 4];
-        assert_eq!(decode_reply(&bulk_in, &out[4..], &mut buf), Ok(2));
+        assert_eq!(decode_reply(&bulk_in, &out, &mut buf), Ok(2));
         assert_eq!(buf[..2], [9, 8]);
         out.clear();
         encode_ok(&bulk_in, 0, &[1; 5], &mut out);
         assert_eq!(
-            decode_reply(&bulk_in, &out[4..], &mut buf).map_err(|e| e.0),
+            decode_reply(&bulk_in, &out, &mut buf).map_err(|e| e.0),
             Err(LinkError::Other)
         );
         out.clear();
         encode_error(LinkError::Other, "why", &mut out);
         assert_eq!(
-            decode_reply(&bulk_in, &out[4..], &mut buf),
+            decode_reply(&bulk_in, &out, &mut buf),
             Err((LinkError::Other, "why"))
         );
+        out.clear();
+        encode_error(LinkError::Busy, "ignored", &mut out);
+        assert_eq!(out, [ST_BUSY]);
         let write = Call::BulkOut {
             endpoint: 2,
             data: &[1, 2, 3],
         };
         out.clear();
         encode_ok(&write, 3, &[], &mut out);
-        assert_eq!(decode_reply(&write, &out[4..], &mut []), Ok(3));
+        assert_eq!(decode_reply(&write, &out, &mut []), Ok(3));
     }
 }

@@ -98,7 +98,7 @@ impl SimLink {
             return Err(LinkError::NoDevice);
         };
         self.req.clear();
-        codec::encode_request(call, &mut self.req);
+        codec::message(&mut self.req, |b| codec::encode_request(call, b));
         if let Err(e) = exchange(stream, &self.req, &mut self.reply) {
             self.stream = None;
             return Err(match e.kind() {

@@ -1,4 +1,4 @@
-//! The chest board protocol of `spec/board-protocol.md`, as a functional core
+//! The chest board protocol of `docs/protocol.md`, as a functional core
 //! with no I/O, and the links that carry it (real USB, the virtual robot,
 //! replay of a recording).
 
@@ -9,5 +9,8 @@ pub mod recording;
 pub mod replay;
 pub mod usbmon;
 
-pub use command::{Command, JOINTS};
-pub use link::{Link, LinkError};
+pub use command::{Command, Joint, JOINTS};
+/// The death switch's trip reasons: answer trips and `trip` lines carry
+/// them typed.
+pub use deathswitch::Reason;
+pub use link::{Call, Link, LinkError};

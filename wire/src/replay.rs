@@ -20,7 +20,7 @@ use crate::link::Link;
 use crate::protocol::cycle::{Cycle, CycleInput};
 use crate::protocol::handshake::DEFAULT_ACCEPTED;
 use crate::protocol::startup::{Startup, StartupError};
-use crate::recording::{self, Call, Item, Line, ParseError};
+use crate::recording::{self, Item, Line, ParseError, Recorded};
 
 /// A replay that passed.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,7 +213,7 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
     // recording of a whole session (`nao-rs record`) ends with that close.
     if startup_error.is_none() {
         if let Some(Line {
-            item: Item::Call(Call::Close),
+            item: Item::Call(Recorded::Close),
             ..
         }) = link.peek()
         {
@@ -235,7 +235,7 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
         let m = Mismatch {
             line: l.number,
             expected: match &l.item {
-                Item::Call(c) => crate::link::replay::call_text(c),
+                Item::Call(c) => c.to_string(),
                 _ => "an input line".into(),
             },
             actual: match &startup_error {

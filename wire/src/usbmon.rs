@@ -12,14 +12,14 @@
 //! - submit (`S`) and complete (`C`) / error (`E`) events are paired by URB id;
 //! - only the chest board's device is kept: the one named with
 //!   [`ImportOptions::device`], else the first device that sends one of the
-//!   spec's vendor requests (bmRequestType `40`/`c0`, bRequest `01`..`05`);
+//!   protocol's vendor requests (bmRequestType `40`/`c0`, bRequest `01`..`05`);
 //! - control transfers become `control_out` / `control_in`, the standard
 //!   request SET_CONFIGURATION (`00 09`) becomes `set_configuration`, other
 //!   standard requests are left out (as comments); bulk transfers become
 //!   `bulk_out` / `bulk_in`; interrupt and isochronous transfers are left out;
 //! - `open ffff:0006` is written before the first call; `claim_interface 0`
 //!   after each `set_configuration` and the START request right after it (the
-//!   spec's start-up order: set configuration, START, claim, VERSION); a
+//!   protocol's start-up order: set configuration, START, claim, VERSION); a
 //!   later `set_configuration` is a reconnect, so `close` and `open` come
 //!   before it (none of open, claim and close is a transfer usbmon sees);
 //! - `cycle` lines are inferred (on by default): each frame after the two
@@ -34,7 +34,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::process::ExitCode;
 
-use crate::recording::{BulkError, RecordingWriter};
+use crate::link::{Call, LinkError, Setup};
+use crate::recording::{Recorded, RecordingWriter};
 
 /// pcap link type `LINUX_USB` (48-byte usbmon header).
 pub const LINKTYPE_LINUX_USB: u32 = 189;
@@ -45,7 +46,7 @@ pub const LINKTYPE_LINUX_USB_MMAPPED: u32 = 220;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportOptions {
     /// The chest board's (bus, device number), as `lsusb` shows them; `None`:
-    /// the first device that sends the spec's vendor requests.
+    /// the first device that sends the protocol's vendor requests.
     pub device: Option<(u16, u8)>,
     /// Infer `cycle` lines (see the module doc).
     pub cycles: bool,
@@ -475,38 +476,12 @@ struct Transfer<'a> {
 
 /// What one transfer turns into.
 enum Op {
-    SetConfiguration(u8),
-    ControlOut {
-        rt: u8,
-        rq: u8,
-        value: u16,
-        index: u16,
-        data: Vec<u8>,
-    },
-    ControlIn {
-        rt: u8,
-        rq: u8,
-        value: u16,
-        index: u16,
-        length: u16,
-        answer: Vec<u8>,
-    },
-    BulkOut {
-        ep: u8,
-        data: Vec<u8>,
-    },
-    BulkIn {
-        ep: u8,
-        length: usize,
-        answer: Result<Vec<u8>, BulkError>,
-    },
+    /// A call line.
+    Call(Recorded),
     /// A transfer the format cannot hold (a failed control or bulk OUT):
     /// written as a comment; `frame` tells a failed bulk_out (it still
     /// starts a cycle).
-    Failed {
-        text: String,
-        frame: bool,
-    },
+    Failed { text: String, frame: bool },
     /// Left out, with a comment.
     Skipped(String),
 }
@@ -532,21 +507,14 @@ fn errno_name(status: i32) -> &'static str {
 }
 
 /// The recording's error for a failed bulk read, and whether it is exact.
-fn bulk_error(status: i32) -> (BulkError, bool) {
+fn bulk_error(status: i32) -> (LinkError, bool) {
     match status {
         // libusb cancels a timed-out transfer: the URB completes unlinked.
-        -110 | -104 | -2 => (BulkError::Timeout, true),
-        -32 => (BulkError::Pipe, true),
-        -19 | -108 => (BulkError::NoDevice, true),
-        _ => (BulkError::Pipe, false),
+        -110 | -104 | -2 => (LinkError::Timeout, true),
+        -32 => (LinkError::Pipe, true),
+        -19 | -108 => (LinkError::NoDevice, true),
+        _ => (LinkError::Pipe, false),
     }
-}
-
-fn hex(data: &[u8]) -> String {
-    if data.is_empty() {
-        return "-".into();
-    }
-    data.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError> {
@@ -583,7 +551,12 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
             let value = u16::from_le_bytes([setup[2], setup[3]]);
             let index = u16::from_le_bytes([setup[4], setup[5]]);
             let length = u16::from_le_bytes([setup[6], setup[7]]);
-            let line = format!("{rt:02x} {rq:02x} {value:04x} {index:04x}");
+            let line = Setup {
+                request_type: rt,
+                request: rq,
+                value,
+                index,
+            };
             if c.status != 0 {
                 let kind = if rt & 0x80 != 0 {
                     "control_in"
@@ -601,7 +574,7 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                 });
             }
             if rt == 0x00 && rq == 0x09 {
-                return Ok(Op::SetConfiguration(value as u8));
+                return Ok(Op::Call(Recorded::SetConfiguration(value as u8)));
             }
             if (rt >> 5) & 3 == 0 {
                 return Ok(Op::Skipped(format!(
@@ -623,14 +596,14 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                         ),
                     ));
                 }
-                Ok(Op::ControlIn {
-                    rt,
-                    rq,
+                Ok(Op::Call(Recorded::ControlIn {
+                    request_type: rt,
+                    request: rq,
                     value,
                     index,
                     length,
                     answer: c.data.to_vec(),
-                })
+                }))
             } else {
                 if s.cut {
                     return Err(cut(s));
@@ -642,13 +615,13 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                         s.data.len()
                     ));
                 }
-                Ok(Op::ControlOut {
-                    rt,
-                    rq,
+                Ok(Op::Call(Recorded::ControlOut {
+                    request_type: rt,
+                    request: rq,
                     value,
                     index,
                     data: s.data.to_vec(),
-                })
+                }))
             }
         }
         XFER_BULK if in_dir => {
@@ -663,11 +636,11 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                         errno_name(c.status)
                     ));
                 }
-                return Ok(Op::BulkIn {
-                    ep: s.ep,
+                return Ok(Op::Call(Recorded::BulkIn {
+                    endpoint: s.ep,
                     length,
                     answer: Err(e),
-                });
+                }));
             }
             if c.cut {
                 return Err(cut(c));
@@ -682,11 +655,11 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                     ),
                 ));
             }
-            Ok(Op::BulkIn {
-                ep: s.ep,
+            Ok(Op::Call(Recorded::BulkIn {
+                endpoint: s.ep,
                 length,
                 answer: Ok(c.data.to_vec()),
-            })
+            }))
         }
         XFER_BULK => {
             if s.cut {
@@ -695,20 +668,22 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
             if c.status != 0 {
                 return Ok(Op::Failed {
                     text: format!(
-                        "packet {}: bulk_out {:02x} {} failed with status {} ({})",
+                        "packet {}: {} failed with status {} ({})",
                         c.number,
-                        s.ep,
-                        hex(s.data),
+                        Call::BulkOut {
+                            endpoint: s.ep,
+                            data: s.data
+                        },
                         c.status,
                         errno_name(c.status)
                     ),
                     frame: true,
                 });
             }
-            Ok(Op::BulkOut {
-                ep: s.ep,
+            Ok(Op::Call(Recorded::BulkOut {
+                endpoint: s.ep,
                 data: s.data.to_vec(),
-            })
+            }))
         }
         other => Ok(Op::Skipped(format!(
             "packet {}: {} transfer on endpoint {:02x} left out",
@@ -740,7 +715,7 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError>
             .ok_or_else(|| {
                 err(
                     bytes.len(),
-                    "no chest board traffic found: no device sent the spec's vendor requests (40/c0, \
+                    "no chest board traffic found: no device sent the protocol's vendor requests (40/c0, \
                      bRequest 01..05); name the device with --device BUS:DEV (lsusb shows both)",
                 )
             })?,
@@ -811,10 +786,15 @@ fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
     let mut seen_frame = false;
     let mut seen_set_config = false;
     let mut startup_answer = vec![false; ops.len()];
-    let is_frame = |op: &Op| matches!(op, Op::BulkOut { .. } | Op::Failed { frame: true, .. });
+    let is_frame = |op: &Op| {
+        matches!(
+            op,
+            Op::Call(Recorded::BulkOut { .. }) | Op::Failed { frame: true, .. }
+        )
+    };
     for i in 0..ops.len() {
         match &ops[i].op {
-            Op::SetConfiguration(_) if !seen_set_config && !seen_frame => {
+            Op::Call(Recorded::SetConfiguration(_)) if !seen_set_config && !seen_frame => {
                 seen_set_config = true;
                 startup_frames_left = 2;
             }
@@ -822,18 +802,29 @@ fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
                 seen_frame = true;
                 if startup_frames_left > 0 {
                     startup_frames_left -= 1;
-                    if matches!(ops.get(i + 1).map(|t| &t.op), Some(Op::BulkIn { .. })) {
+                    if matches!(
+                        ops.get(i + 1).map(|t| &t.op),
+                        Some(Op::Call(Recorded::BulkIn { .. }))
+                    ) {
                         startup_answer[i + 1] = true;
                     }
                     continue;
                 }
                 let mut j = i;
-                if j > 0 && matches!(ops[j - 1].op, Op::BulkIn { .. }) && !startup_answer[j - 1] {
+                if j > 0
+                    && matches!(ops[j - 1].op, Op::Call(Recorded::BulkIn { .. }))
+                    && !startup_answer[j - 1]
+                {
                     j -= 1;
                 }
                 if j > 0 {
-                    if let Op::ControlOut { rt, rq, .. } = ops[j - 1].op {
-                        if (rt, rq) == CLIENT_STATE {
+                    if let Op::Call(Recorded::ControlOut {
+                        request_type,
+                        request,
+                        ..
+                    }) = ops[j - 1].op
+                    {
+                        if (request_type, request) == CLIENT_STATE {
                             j -= 1;
                         }
                     }
@@ -879,7 +870,11 @@ fn render(
     let mut claim_pending = false;
     for (i, t) in ops.iter().enumerate() {
         if claim_pending {
-            let is_start = matches!(&t.op, Op::ControlOut { rt, rq, .. } if (*rt, *rq) == START);
+            let is_start = matches!(
+                &t.op,
+                Op::Call(Recorded::ControlOut { request_type, request, .. })
+                    if (*request_type, *request) == START
+            );
             let is_note = matches!(&t.op, Op::Skipped(_));
             if !is_start && !is_note {
                 w.claim_interface(0).map_err(io_err)?;
@@ -894,39 +889,18 @@ fn render(
             cycles += 1;
         }
         match &t.op {
-            Op::SetConfiguration(n) => {
-                if set_configs > 0 {
-                    w.close().map_err(io_err)?;
-                    w.open(0xffff, 0x0006).map_err(io_err)?;
-                    calls += 2;
+            Op::Call(call) => {
+                if let Recorded::SetConfiguration(_) = call {
+                    if set_configs > 0 {
+                        w.close().map_err(io_err)?;
+                        w.open(0xffff, 0x0006).map_err(io_err)?;
+                        calls += 2;
+                    }
+                    set_configs += 1;
+                    claim_pending = true;
                 }
-                set_configs += 1;
-                w.set_configuration(*n).map_err(io_err)?;
-                claim_pending = true;
+                w.recorded(call).map_err(io_err)?;
             }
-            Op::ControlOut {
-                rt,
-                rq,
-                value,
-                index,
-                data,
-            } => w
-                .control_out(*rt, *rq, *value, *index, data)
-                .map_err(io_err)?,
-            Op::ControlIn {
-                rt,
-                rq,
-                value,
-                index,
-                length,
-                answer,
-            } => w
-                .control_in(*rt, *rq, *value, *index, *length, answer)
-                .map_err(io_err)?,
-            Op::BulkOut { ep, data } => w.bulk_out(*ep, data).map_err(io_err)?,
-            Op::BulkIn { ep, length, answer } => w
-                .bulk_in(*ep, *length, answer.as_deref().map_err(|e| *e))
-                .map_err(io_err)?,
             Op::Failed { text, .. } => {
                 warnings.push(format!(
                     "{text} (the format cannot hold it; written as a comment)"
@@ -974,7 +948,7 @@ pub const USAGE: &str = concat!(
     "  IN.pcap      a usbmon capture (tcpdump -i usbmonN -s 0 -w IN.pcap, or Wireshark; pcap or pcapng)\n",
     "  OUT.rec      the recording to write (- for standard output)\n",
     "  --device     the chest board's bus and device number as lsusb shows them (default: the\n",
-    "               first device that sends the spec's vendor requests)\n",
+    "               first device that sends the protocol's vendor requests)\n",
     "  --accepted   the accepted configuration versions to write (not on USB)\n",
     "  --switch     the death switch at the start to write (not on USB)\n",
     "  --no-cycles  do not infer cycle lines",

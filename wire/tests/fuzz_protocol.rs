@@ -1,7 +1,7 @@
 //! Bad input on the protocol engineer's answer decoder, the devices' answer
 //! handling and the preference parser: arbitrary and mutated bytes never
 //! panic; an answer or a preference block with one byte changed is always
-//! rejected (a failed exchange / a start-up error, spec sections 5, 7 and 2).
+//! rejected (a failed exchange / a start-up error, `docs/protocol.md` sections 5, 7 and 2).
 //! Case count: PROPTEST_CASES (CI: 100,000).
 
 use nao_wire::protocol::devices::{hand_answer, Sensors};

@@ -3,8 +3,8 @@
 //! recording the writer writes reads back the same. Case count:
 //! PROPTEST_CASES (CI: 100,000).
 
-use nao_wire::recording::{parse, parse_bytes, to_text, BulkError, Call, Item, Line};
-use nao_wire::{Command, JOINTS};
+use nao_wire::recording::{parse, parse_bytes, to_text, Item, Line, Recorded};
+use nao_wire::{Command, LinkError, JOINTS};
 use proptest::prelude::*;
 
 fn line_count(bytes: &[u8]) -> usize {
@@ -133,12 +133,13 @@ fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(any::<u8>(), 0..max)
 }
 
-fn call() -> impl Strategy<Value = Call> {
+fn call() -> impl Strategy<Value = Recorded> {
     prop_oneof![
-        (any::<u16>(), any::<u16>()).prop_map(|(vendor, product)| Call::Open { vendor, product }),
-        any::<u8>().prop_map(Call::SetConfiguration),
-        any::<u8>().prop_map(Call::ClaimInterface),
-        Just(Call::Close),
+        (any::<u16>(), any::<u16>())
+            .prop_map(|(vendor, product)| Recorded::Open { vendor, product }),
+        any::<u8>().prop_map(Recorded::SetConfiguration),
+        any::<u8>().prop_map(Recorded::ClaimInterface),
+        Just(Recorded::Close),
         (
             0u8..0x80,
             any::<u8>(),
@@ -147,7 +148,7 @@ fn call() -> impl Strategy<Value = Call> {
             seeded_bytes(40)
         )
             .prop_map(
-                |(request_type, request, value, index, data)| Call::ControlOut {
+                |(request_type, request, value, index, data)| Recorded::ControlOut {
                     request_type,
                     request,
                     value,
@@ -164,7 +165,7 @@ fn call() -> impl Strategy<Value = Call> {
             0u16..10
         )
             .prop_map(|(request_type, request, value, index, answer, extra)| {
-                Call::ControlIn {
+                Recorded::ControlIn {
                     request_type,
                     request,
                     value,
@@ -173,18 +174,19 @@ fn call() -> impl Strategy<Value = Call> {
                     answer,
                 }
             }),
-        (0u8..0x80, seeded_bytes(80)).prop_map(|(endpoint, data)| Call::BulkOut { endpoint, data }),
+        (0u8..0x80, seeded_bytes(80))
+            .prop_map(|(endpoint, data)| Recorded::BulkOut { endpoint, data }),
         (
             0x80u8..=0xff,
             0usize..600,
             prop_oneof![
                 seeded_bytes(80).prop_map(Ok),
-                Just(Err(BulkError::Timeout)),
-                Just(Err(BulkError::Pipe)),
-                Just(Err(BulkError::NoDevice)),
+                Just(Err(LinkError::Timeout)),
+                Just(Err(LinkError::Pipe)),
+                Just(Err(LinkError::NoDevice)),
             ]
         )
-            .prop_map(|(endpoint, extra, answer)| Call::BulkIn {
+            .prop_map(|(endpoint, extra, answer)| Recorded::BulkIn {
                 endpoint,
                 length: answer.as_ref().map_or(0, Vec::len) + extra,
                 answer,
@@ -205,8 +207,15 @@ fn body() -> impl Strategy<Value = Body> {
         command().prop_map(|c| Body::Item(Item::Command(Box::new(c)))),
         Just(Body::Item(Item::Silence)),
         Just(Body::Item(Item::Rearm)),
-        prop::sample::select(vec!["udp", "naoctl", "api", "chest_button"])
-            .prop_map(|r| Body::Item(Item::Trip(r.into()))),
+        prop::sample::select(
+            deathswitch::Reason::ALL
+                .map(Some)
+                .iter()
+                .copied()
+                .chain([None])
+                .collect::<Vec<_>>()
+        )
+        .prop_map(|r| Body::Item(Item::Trip(r))),
         call().prop_map(|c| Body::Item(Item::Call(c))),
         call().prop_map(|c| Body::Item(Item::Call(c))),
     ]

@@ -55,7 +55,7 @@ fn event() -> impl Strategy<Value = Ev> {
             prop_oneof![
                 Just(None),
                 any::<[u8; 8]>().prop_map(Some),
-                // The spec's vendor requests and SET_CONFIGURATION, any wValue, wIndex, wLength.
+                // The protocol's vendor requests and SET_CONFIGURATION, any wValue, wIndex, wLength.
                 (
                     prop::sample::select(vec![
                         (0x40u8, 1u8),

@@ -1,4 +1,4 @@
-//! The cycle's rules (spec sections 6 to 10) against a fake chest board.
+//! The cycle's rules (`docs/protocol.md` sections 6 to 10) against a fake chest board.
 
 mod protocol_support;
 
@@ -8,7 +8,7 @@ use nao_wire::protocol::cycle::{
 use nao_wire::protocol::frame::{Frame, FrameError, SYNC_FRAME};
 use nao_wire::protocol::startup::{link_up, Startup, StartupError};
 use nao_wire::protocol::tables::*;
-use nao_wire::{Command, JOINTS};
+use nao_wire::{Command, Joint, JOINTS};
 use protocol_support::{FakeBoard, Kind, Spoil};
 
 const MS: u64 = 1_000_000;
@@ -287,16 +287,20 @@ fn handshake_accepts_version_10_boards_and_stiffness_reaches_the_wire() {
 #[test]
 fn handshake_rejects_other_versions_and_their_joints_stay_limp_at_measured_position() {
     let (mut board, mut cycle) = started();
-    board.config_version[3] = 11; // LWrist: joints 6, 23
+    board.config_version[3] = 11; // the LWrist board: LWristYaw and LHand
     let c = stiff(1.0);
     for _ in 0..3 {
         run(&mut board, &mut cycle, Some(&c), false);
     }
     let out = run(&mut board, &mut cycle, Some(&c), false);
     assert_eq!(out.rejected_boards, 1 << 3);
-    assert_eq!(out.stiffness[6], 0);
-    assert_eq!(out.stiffness[23], 0);
-    assert_eq!(out.position_count[6], 2100, "held at its measured count");
+    assert_eq!(out.stiffness[Joint::LWristYaw], 0);
+    assert_eq!(out.stiffness[Joint::LHand], 0);
+    assert_eq!(
+        out.position_count[Joint::LWristYaw],
+        2100,
+        "held at its measured count"
+    );
     assert_eq!(out.stiffness[5], 1000);
 }
 
@@ -326,7 +330,7 @@ fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
     assert!(!out.all_off);
     board.chest_button = false;
     let out = run(&mut board, &mut cycle, Some(&c), false); // hands it over
-    assert_eq!(out.trips.reason(), Some("chest-button"));
+    assert_eq!(out.trips.reason(), Some(deathswitch::Reason::ChestButton));
     // the runtime has not tripped the page yet: still all-off
     let out = run(&mut board, &mut cycle, Some(&c), false);
     assert!(out.all_off);
@@ -341,15 +345,18 @@ fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
 fn joint_at_90_degrees_trips_heat_and_status_bit_0_trips_fault() {
     let (mut board, mut cycle) = started();
     run(&mut board, &mut cycle, None, false);
-    board.temperature[10] = 90;
+    board.temperature[Joint::LKneePitch] = 90;
     run(&mut board, &mut cycle, None, false);
     let out = run(&mut board, &mut cycle, None, false);
-    assert_eq!(out.trips.heat, Some(10));
-    board.temperature[10] = 40;
-    board.status[2] = 1;
+    assert_eq!(out.trips.heat, Some(Joint::LKneePitch));
+    board.temperature[Joint::LKneePitch] = 40;
+    board.status[Joint::LShoulderPitch] = 1;
     run(&mut board, &mut cycle, None, false);
     let out = run(&mut board, &mut cycle, None, false);
-    assert_eq!((out.trips.heat, out.trips.fault), (None, Some(2)));
+    assert_eq!(
+        (out.trips.heat, out.trips.fault),
+        (None, Some(Joint::LShoulderPitch))
+    );
 }
 
 #[test]

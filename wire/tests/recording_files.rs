@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use nao_wire::recording::{parse, read_file, to_text, Call, Item};
+use nao_wire::recording::{parse, read_file, to_text, Item, Recorded};
 
 fn recordings() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../recordings");
@@ -38,7 +38,7 @@ fn every_recording_parses() {
         );
         assert_eq!(
             lines[2].item,
-            Item::Call(Call::Open {
+            Item::Call(Recorded::Open {
                 vendor: 0xffff,
                 product: 0x0006
             })

@@ -6,7 +6,8 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nao_wire::link::record::RecordingLink;
-use nao_wire::recording::{parse, BulkError, Call, Item};
+use nao_wire::link::Call;
+use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::{Command, Link, LinkError};
 
 /// Counts allocations made by this thread while `COUNTING` is on.
@@ -46,61 +47,39 @@ struct FakeLink {
 }
 
 impl Link for FakeLink {
-    fn open(&mut self, _v: u16, _p: u16) -> Result<(), LinkError> {
-        if self.fail_open {
-            Err(LinkError::NoDevice)
-        } else {
-            Ok(())
-        }
-    }
-    fn set_configuration(&mut self, _c: u8) -> Result<(), LinkError> {
-        Ok(())
-    }
-    fn claim_interface(&mut self, _i: u8) -> Result<(), LinkError> {
-        Ok(())
-    }
-    fn close(&mut self) {}
-    fn control_out(
-        &mut self,
-        _t: u8,
-        _r: u8,
-        _v: u16,
-        _i: u16,
-        data: &[u8],
-    ) -> Result<usize, LinkError> {
-        Ok(data.len())
-    }
-    fn control_in(
-        &mut self,
-        _t: u8,
-        _r: u8,
-        _v: u16,
-        _i: u16,
-        buf: &mut [u8],
-    ) -> Result<usize, LinkError> {
-        let n = buf.len().min(4);
-        buf[..n].copy_from_slice(&[2, 0x11, 7, 0][..n]);
-        Ok(n)
-    }
-    fn bulk_out(&mut self, _e: u8, data: &[u8]) -> Result<usize, LinkError> {
-        self.writes += 1;
-        if self.fail_bulk_out {
-            Err(LinkError::Timeout)
-        } else {
-            Ok(data.len())
-        }
-    }
-    fn bulk_in(&mut self, _e: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
-        let a = &self.answers[self.next % self.answers.len()];
-        self.next += 1;
-        match a {
-            Ok(bytes) => {
-                buf[..bytes.len()].copy_from_slice(bytes);
-                Ok(bytes.len())
+    fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
+        match call {
+            Call::Open { .. } if self.fail_open => Err(LinkError::NoDevice),
+            Call::ControlIn { .. } => {
+                let n = answer.len().min(4);
+                answer[..n].copy_from_slice(&[2, 0x11, 7, 0][..n]);
+                Ok(n)
             }
-            // Cloning a unit error variant does not allocate.
-            Err(e) => Err(e.clone()),
+            Call::BulkOut { data, .. } => {
+                self.writes += 1;
+                if self.fail_bulk_out {
+                    Err(LinkError::Timeout)
+                } else {
+                    Ok(data.len())
+                }
+            }
+            Call::BulkIn { .. } => {
+                let a = &self.answers[self.next % self.answers.len()];
+                self.next += 1;
+                match a {
+                    Ok(bytes) => {
+                        answer[..bytes.len()].copy_from_slice(bytes);
+                        Ok(bytes.len())
+                    }
+                    Err(e) => Err(*e),
+                }
+            }
+            other => Ok(other.data().len()),
         }
+    }
+
+    fn detail(&self) -> Option<&str> {
+        Some("babble")
     }
 }
 
@@ -135,7 +114,7 @@ fn recording_link_writes_every_call_and_input_in_order() {
     .unwrap();
     link.bulk_out(0x02, &[0xa5, 0x00]).unwrap();
     link.cycle(1, 312).unwrap();
-    link.trip("udp").unwrap();
+    link.trip(deathswitch::Reason::Udp).unwrap();
     let mut buf = [0u8; 512];
     assert_eq!(link.bulk_in(0x81, &mut buf).unwrap(), 2);
     assert_eq!(link.bulk_in(0x81, &mut buf), Err(LinkError::Timeout));
@@ -149,14 +128,14 @@ fn recording_link_writes_every_call_and_input_in_order() {
     assert_eq!(items[1], Item::SwitchArmed(true));
     assert_eq!(
         items[2],
-        Item::Call(Call::Open {
+        Item::Call(Recorded::Open {
             vendor: 0xffff,
             product: 6
         })
     );
     assert_eq!(
         items[6],
-        Item::Call(Call::ControlIn {
+        Item::Call(Recorded::ControlIn {
             request_type: 0xc0,
             request: 2,
             value: 0,
@@ -169,15 +148,15 @@ fn recording_link_writes_every_call_and_input_in_order() {
     assert!(matches!(&items[8], Item::Command(c) if c.sonar_mode == 0x0c));
     assert_eq!(
         items[9],
-        Item::Call(Call::BulkOut {
+        Item::Call(Recorded::BulkOut {
             endpoint: 2,
             data: vec![0xa5, 0]
         })
     );
-    assert_eq!(items[11], Item::Trip("udp".into()));
+    assert_eq!(items[11], Item::Trip(Some(deathswitch::Reason::Udp)));
     assert_eq!(
         items[12],
-        Item::Call(Call::BulkIn {
+        Item::Call(Recorded::BulkIn {
             endpoint: 0x81,
             length: 512,
             answer: Ok(vec![0x5a, 1])
@@ -185,22 +164,22 @@ fn recording_link_writes_every_call_and_input_in_order() {
     );
     assert_eq!(
         items[13],
-        Item::Call(Call::BulkIn {
+        Item::Call(Recorded::BulkIn {
             endpoint: 0x81,
             length: 512,
-            answer: Err(BulkError::Timeout)
+            answer: Err(LinkError::Timeout)
         })
     );
     assert_eq!(
         &items[14..],
-        &[Item::Rearm, Item::Silence, Item::Call(Call::Close)]
+        &[Item::Rearm, Item::Silence, Item::Call(Recorded::Close)]
     );
 }
 
 #[test]
 fn recording_link_returns_what_the_inner_link_returns() {
     let fake = FakeLink {
-        answers: vec![Err(LinkError::Other("babble".into()))],
+        answers: vec![Err(LinkError::Other)],
         fail_bulk_out: true,
         fail_open: true,
         ..FakeLink::default()
@@ -209,10 +188,7 @@ fn recording_link_returns_what_the_inner_link_returns() {
     assert_eq!(link.open(0xffff, 6), Err(LinkError::NoDevice));
     assert_eq!(link.bulk_out(0x02, &[1, 2]), Err(LinkError::Timeout));
     let mut buf = [0u8; 512];
-    assert_eq!(
-        link.bulk_in(0x81, &mut buf),
-        Err(LinkError::Other("babble".into()))
-    );
+    assert_eq!(link.bulk_in(0x81, &mut buf), Err(LinkError::Other));
     let (_, out) = link.finish().unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("# failed: open ffff:0006: "), "{text}");
@@ -220,13 +196,17 @@ fn recording_link_returns_what_the_inner_link_returns() {
         text.contains("# failed: bulk_out 02 0102: USB transfer timed out"),
         "{text}"
     );
+    assert!(
+        text.contains("# bulk_in 81 512 failed: USB call failed babble; written as !pipe"),
+        "{text}"
+    );
     // The unrepresentable read error becomes !pipe, after a comment.
     assert_eq!(
         calls(&text),
-        vec![Item::Call(Call::BulkIn {
+        vec![Item::Call(Recorded::BulkIn {
             endpoint: 0x81,
             length: 512,
-            answer: Err(BulkError::Pipe)
+            answer: Err(LinkError::Pipe)
         })]
     );
 }

@@ -73,7 +73,7 @@ fn record_again(path: &std::path::Path) -> String {
                     command = None;
                 }
                 Some(Item::Trip(r)) => {
-                    rec.trip(&r).expect("trip");
+                    rec.trip(r).expect("trip");
                     trip_count += u64::from(armed);
                     armed = false;
                 }

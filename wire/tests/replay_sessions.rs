@@ -39,7 +39,7 @@ fn session() -> String {
             rec.command(&stand).unwrap();
         }
         if k == 60 {
-            rec.trip("udp").unwrap();
+            rec.trip(deathswitch::Reason::Udp).unwrap();
             trip_count += u64::from(armed);
             armed = false;
         }
@@ -131,7 +131,7 @@ fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
         .unwrap();
     let bulk_in = (at..).find(|&i| lines[i].starts_with("bulk_in ")).unwrap();
     let mut answer = parse(&format!("nao-rs recording 1\n{}\n", lines[bulk_in])).unwrap();
-    let nao_wire::recording::Item::Call(nao_wire::recording::Call::BulkIn {
+    let nao_wire::recording::Item::Call(nao_wire::recording::Recorded::BulkIn {
         answer: Ok(bytes),
         ..
     }) = &mut answer[0].item
@@ -252,7 +252,7 @@ fn scripted(
         }
         for &(_, what) in inputs.iter().filter(|(at, _)| *at == k) {
             if what == "trip" {
-                rec.trip("naoctl").unwrap();
+                rec.trip(deathswitch::Reason::Naoctl).unwrap();
                 trip_count += u64::from(armed);
                 armed = false;
             } else {

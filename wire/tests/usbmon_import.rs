@@ -1,8 +1,9 @@
 //! The usbmon importer on small captures that the tests build: pcap in both
 //! byte orders with both usbmon headers, and pcapng.
 
-use nao_wire::recording::{parse, BulkError, Call, Item};
+use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::usbmon::{import, import_pcap, main_import, ImportOptions};
+use nao_wire::LinkError;
 
 mod usbmon_support;
 
@@ -19,13 +20,13 @@ fn items(text: &str) -> Vec<Item> {
 fn expected() -> Vec<Item> {
     let call = Item::Call;
     let bulk_out = |seq: u8| {
-        call(Call::BulkOut {
+        call(Recorded::BulkOut {
             endpoint: 2,
             data: vec![0xa5, seq, 0, 1],
         })
     };
-    let bulk_in = |a: Result<Vec<u8>, BulkError>| {
-        call(Call::BulkIn {
+    let bulk_in = |a: Result<Vec<u8>, LinkError>| {
+        call(Recorded::BulkIn {
             endpoint: 0x81,
             length: 512,
             answer: a,
@@ -37,20 +38,20 @@ fn expected() -> Vec<Item> {
         v
     };
     let mut v = vec![
-        call(Call::Open {
+        call(Recorded::Open {
             vendor: 0xffff,
             product: 6,
         }),
-        call(Call::SetConfiguration(1)),
-        call(Call::ControlOut {
+        call(Recorded::SetConfiguration(1)),
+        call(Recorded::ControlOut {
             request_type: 0x40,
             request: 1,
             value: 0,
             index: 0,
             data: vec![],
         }),
-        call(Call::ClaimInterface(0)),
-        call(Call::ControlIn {
+        call(Recorded::ClaimInterface(0)),
+        call(Recorded::ControlIn {
             request_type: 0xc0,
             request: 2,
             value: 0,
@@ -66,7 +67,7 @@ fn expected() -> Vec<Item> {
     v.extend(cycle(
         0,
         &[
-            call(Call::ControlOut {
+            call(Recorded::ControlOut {
                 request_type: 0x40,
                 request: 5,
                 value: 0x24,
@@ -76,7 +77,7 @@ fn expected() -> Vec<Item> {
             bulk_out(2),
         ],
     ));
-    v.extend(cycle(1, &[bulk_in(Err(BulkError::Timeout)), bulk_out(3)]));
+    v.extend(cycle(1, &[bulk_in(Err(LinkError::Timeout)), bulk_out(3)]));
     v.extend(cycle(2, &[bulk_in(Ok(vec![0x5a, 3, 0, 1])), bulk_out(4)]));
     v
 }
@@ -144,7 +145,7 @@ fn usbmon_import_keeps_only_the_named_device() {
     // The mouse's interrupt transfers are left out: only `open` remains.
     assert_eq!(
         items(&i.text),
-        vec![Item::Call(Call::Open {
+        vec![Item::Call(Recorded::Open {
             vendor: 0xffff,
             product: 6
         })]
@@ -185,21 +186,21 @@ fn usbmon_import_writes_settings_and_reconnects() {
     assert_eq!(
         tail,
         vec![
-            Item::Call(Call::Close),
-            Item::Call(Call::Open {
+            Item::Call(Recorded::Close),
+            Item::Call(Recorded::Open {
                 vendor: 0xffff,
                 product: 6
             }),
-            Item::Call(Call::SetConfiguration(1)),
-            Item::Call(Call::ControlOut {
+            Item::Call(Recorded::SetConfiguration(1)),
+            Item::Call(Recorded::ControlOut {
                 request_type: 0x40,
                 request: 1,
                 value: 0,
                 index: 0,
                 data: vec![]
             }),
-            Item::Call(Call::ClaimInterface(0)),
-            Item::Call(Call::ControlIn {
+            Item::Call(Recorded::ClaimInterface(0)),
+            Item::Call(Recorded::ControlIn {
                 request_type: 0xc0,
                 request: 2,
                 value: 0,

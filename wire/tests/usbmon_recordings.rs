@@ -7,7 +7,7 @@ mod usbmon_support;
 
 use std::path::PathBuf;
 
-use nao_wire::recording::{parse, read_file, Call, Item};
+use nao_wire::recording::{parse, read_file, Item, Recorded};
 use nao_wire::usbmon::{import, ImportOptions};
 use usbmon_support::{Cap, Session};
 
@@ -31,16 +31,16 @@ fn capture(items: &[Item]) -> Vec<u8> {
         match item {
             Item::Cycle { t_ms, .. } => s.t_us = *t_ms as i64 * 1000,
             Item::Call(c) => match c {
-                Call::Open { .. } | Call::ClaimInterface(_) | Call::Close => {}
-                Call::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
-                Call::ControlOut {
+                Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
+                Recorded::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
+                Recorded::ControlOut {
                     request_type,
                     request,
                     value,
                     index,
                     data,
                 } => s.control(*request_type, *request, *value, *index, data, &[]),
-                Call::ControlIn {
+                Recorded::ControlIn {
                     request_type,
                     request,
                     value,
@@ -55,9 +55,9 @@ fn capture(items: &[Item]) -> Vec<u8> {
                     );
                     s.control(*request_type, *request, *value, *index, &[], answer)
                 }
-                Call::BulkOut { data, .. } => s.bulk_out(data),
-                Call::BulkIn { answer, .. } => s.bulk_in(match answer {
-                    Ok(a) => Ok(a),
+                Recorded::BulkOut { data, .. } => s.bulk_out(data),
+                Recorded::BulkIn { answer, .. } => s.bulk_in(match answer {
+                    Ok(a) => Ok(a.as_slice()),
                     Err(_) => Err(-110),
                 }),
             },

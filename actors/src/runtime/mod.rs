@@ -678,8 +678,7 @@ impl CycleActor {
         // The heartbeat after the frame: confirmation, time, cycle.
         self.board
             .write_heartbeat(out.k, self.board.now_ns(), out.all_off);
-        if let Some(t) = out.trips.reason() {
-            let r = Reason::from_name(t).unwrap_or(Reason::Fault);
+        if let Some(r) = out.trips.reason() {
             self.board.trip(r);
             self.answer_trip = true;
         }

@@ -62,7 +62,7 @@ impl<L: Link> Board for WireBoard<L> {
                 self.link.close();
                 Err(match e {
                     StartupError::Link { error, .. } => error,
-                    other => LinkError::Other(other.to_string()),
+                    _ => LinkError::Other,
                 })
             }
         }
@@ -79,7 +79,7 @@ impl<L: Link> Board for WireBoard<L> {
         match out.failure {
             // The frame went out; only the previous answer was missing or bad.
             None | Some(ExchangeFailure::Read(_)) | Some(ExchangeFailure::Answer(_)) => Ok(()),
-            Some(ExchangeFailure::Write(f)) => Err(link_error(f)),
+            Some(ExchangeFailure::Write(f)) => Err(f),
         }
     }
 
@@ -90,16 +90,5 @@ impl<L: Link> Board for WireBoard<L> {
 
     fn is_open(&self) -> bool {
         self.open
-    }
-}
-
-fn link_error(f: nao_wire::protocol::cycle::LinkFailure) -> LinkError {
-    use nao_wire::protocol::cycle::LinkFailure as F;
-    match f {
-        F::Timeout => LinkError::Timeout,
-        F::Pipe => LinkError::Pipe,
-        F::NoDevice => LinkError::NoDevice,
-        F::Busy => LinkError::Busy,
-        _ => LinkError::Other(String::new()),
     }
 }

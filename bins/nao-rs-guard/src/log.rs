@@ -35,7 +35,7 @@ impl From<&nao_wire::LinkError> for LinkFault {
             E::Pipe => LinkFault::Pipe,
             E::NoDevice => LinkFault::NoDevice,
             E::Busy => LinkFault::Busy,
-            E::Mismatch(_) | E::Other(_) => LinkFault::Other,
+            E::Mismatch | E::Other => LinkFault::Other,
         }
     }
 }

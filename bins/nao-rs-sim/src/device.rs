@@ -13,9 +13,9 @@
 //! Unplug makes every open connection stale: all its calls fail with no
 //! device, also after replug, until it opens again.
 
-use nao_wire::link::sim::{
-    error_status, OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CLOSE, OP_CONTROL_IN,
-    OP_CONTROL_OUT, OP_OPEN, OP_SET_CONFIGURATION, ST_OK,
+use nao_wire::link::codec::{
+    status as error_status, OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CLOSE, OP_CONTROL_IN,
+    OP_CONTROL_OUT, OP_OPEN, OP_SET_CONFIGURATION, ST_OK, ST_OTHER,
 };
 use nao_wire::link::{LinkError, PRODUCT_ID, VENDOR_ID};
 use nao_wire::protocol::frame::{Frame, MAX_FRAME_LEN};
@@ -131,10 +131,13 @@ pub struct Device {
 
 fn put_err(out: &mut Vec<u8>, e: &LinkError) {
     out.clear();
-    out.push(error_status(e));
-    if let LinkError::Other(m) | LinkError::Mismatch(m) = e {
-        out.extend_from_slice(m.as_bytes());
-    }
+    out.push(error_status(*e));
+}
+
+fn put_other(out: &mut Vec<u8>, message: &str) {
+    out.clear();
+    out.push(ST_OTHER);
+    out.extend_from_slice(message.as_bytes());
 }
 
 fn put_ok(out: &mut Vec<u8>) {
@@ -236,7 +239,7 @@ impl Device {
     ) -> Outcome {
         let mut outcome = Outcome::default();
         let Some((&op, args)) = req.split_first() else {
-            put_err(out, &LinkError::Other("empty request".into()));
+            put_other(out, "empty request");
             return outcome;
         };
         if op == OP_CLOSE {
@@ -248,10 +251,7 @@ impl Device {
             let (vendor, product) = match args {
                 [a, b, c, d, ..] => (u16::from_le_bytes([*a, *b]), u16::from_le_bytes([*c, *d])),
                 _ => {
-                    put_err(
-                        out,
-                        &LinkError::Other("open: needs vendor and product".into()),
-                    );
+                    put_other(out, "open: needs vendor and product");
                     return outcome;
                 }
             };
@@ -274,24 +274,18 @@ impl Device {
                     self.stats.busy += 1;
                     put_err(out, &LinkError::Busy);
                 } else if *config != CONFIGURATION {
-                    put_err(
-                        out,
-                        &LinkError::Other(format!(
+                    put_other(out, &format!(
                             "set_configuration {config}: the chest board has only configuration {CONFIGURATION}"
-                        )),
-                    );
+                        ));
                 } else {
                     put_ok(out);
                 }
             }
             (OP_CLAIM_INTERFACE, [iface, ..]) => {
                 if *iface != INTERFACE {
-                    put_err(
-                        out,
-                        &LinkError::Other(format!(
+                    put_other(out, &format!(
                             "claim_interface {iface}: the chest board has only interface {INTERFACE}"
-                        )),
-                    );
+                        ));
                 } else {
                     match self.claim(conn) {
                         Ok(()) => put_ok(out),
@@ -359,11 +353,9 @@ impl Device {
                 }
                 let len = usize::from(u16::from_le_bytes([*l0, *l1]));
                 match conn.pending.take() {
-                    Some(n) if n > len => put_err(
+                    Some(n) if n > len => put_other(
                         out,
-                        &LinkError::Other(format!(
-                            "bulk_in overflow: the answer has {n} bytes, the buffer {len}"
-                        )),
+                        &format!("bulk_in overflow: the answer has {n} bytes, the buffer {len}"),
                     ),
                     Some(n) => {
                         self.stats.answers_read += 1;
@@ -377,12 +369,9 @@ impl Device {
                     }
                 }
             }
-            _ => put_err(
+            _ => put_other(
                 out,
-                &LinkError::Other(format!(
-                    "unknown or short request: op {op}, {} bytes",
-                    args.len()
-                )),
+                &format!("unknown or short request: op {op}, {} bytes", args.len()),
             ),
         }
         outcome
@@ -518,7 +507,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nao_wire::link::sim::{ST_BUSY, ST_NO_DEVICE, ST_TIMEOUT};
+    use nao_wire::link::codec::{ST_BUSY, ST_NO_DEVICE, ST_TIMEOUT};
     use nao_wire::protocol::frame::FrameWriter;
     use nao_wire::protocol::tables::SYNC_ANSWER;
 
@@ -677,13 +666,16 @@ mod tests {
         assert_eq!(&ci(&mut d, &mut a, 0x04, 2, 0, 8)[1..], b"BLMB1.07");
         assert_eq!(
             ci(&mut d, &mut a, 0x04, 3, 0, 8),
-            [nao_wire::link::sim::ST_PIPE]
+            [nao_wire::link::codec::ST_PIPE]
         );
         let mut r = vec![OP_CONTROL_OUT, 0x40, 0x05, 0x24, 0, 0, 0];
         assert_eq!(call(&mut d, &mut a, &r).0[0], ST_OK);
         assert_eq!(d.body.client_state(), 0x24);
         r[2] = 0x09;
-        assert_eq!(call(&mut d, &mut a, &r).0[0], nao_wire::link::sim::ST_PIPE);
+        assert_eq!(
+            call(&mut d, &mut a, &r).0[0],
+            nao_wire::link::codec::ST_PIPE
+        );
     }
 
     proptest::proptest! {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nao_wire::link::sim::MAX_BODY;
+use nao_wire::link::codec::MAX_BODY;
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::time::{clock_gettime, ClockId};
 

@@ -8,10 +8,12 @@ use std::path::PathBuf;
 
 use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::Settings;
-use nao_wire::link::sim::{OP_BULK_IN, OP_BULK_OUT, OP_CONTROL_IN, OP_CONTROL_OUT, OP_OPEN, ST_OK};
+use nao_wire::link::codec::{
+    OP_BULK_IN, OP_BULK_OUT, OP_CONTROL_IN, OP_CONTROL_OUT, OP_OPEN, ST_OK,
+};
 use nao_wire::protocol::frame::Frame;
 use nao_wire::protocol::tables::{ANS_CONFIG, ANS_EEPROM_READ, ANS_STATUS, SYNC_ANSWER};
-use nao_wire::recording::{self, Call, Item};
+use nao_wire::recording::{self, Item, Recorded};
 
 fn recording(name: &str) -> PathBuf {
     testkit::workspace_root().join("recordings").join(name)
@@ -47,7 +49,7 @@ fn check(name: &str, settings: Settings) {
         let at = format!("{name} line {}", line.number);
         match &line.item {
             Item::Cycle { t_ms, .. } => now = t_ms * 1_000_000,
-            Item::Call(Call::ControlIn {
+            Item::Call(Recorded::ControlIn {
                 request_type,
                 request,
                 value,
@@ -63,7 +65,7 @@ fn check(name: &str, settings: Settings) {
                 assert_eq!(out[0], ST_OK, "{at}");
                 assert_eq!(&out[1..], &answer[..], "{at}: control_in answer");
             }
-            Item::Call(Call::ControlOut {
+            Item::Call(Recorded::ControlOut {
                 request_type,
                 request,
                 value,
@@ -77,14 +79,14 @@ fn check(name: &str, settings: Settings) {
                 dev.request(&mut conn, &r, now, &mut out);
                 assert_eq!(out[0], ST_OK, "{at}");
             }
-            Item::Call(Call::BulkOut { endpoint, data }) => {
+            Item::Call(Recorded::BulkOut { endpoint, data }) => {
                 let mut r = vec![OP_BULK_OUT, *endpoint];
                 r.extend_from_slice(data);
                 dev.request(&mut conn, &r, now, &mut out);
                 assert_eq!(out[0], ST_OK, "{at}");
                 frames += 1;
             }
-            Item::Call(Call::BulkIn {
+            Item::Call(Recorded::BulkIn {
                 endpoint,
                 length,
                 answer: Ok(recorded),

@@ -20,16 +20,14 @@ use std::path::Path;
 use nao_rs_sim::ctl::CtlCommand;
 use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::Settings;
+use nao_wire::link::codec::{decode_reply, encode_request};
 use nao_wire::link::record::RecordingLink;
-use nao_wire::link::sim::{
-    status_error, OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CLOSE, OP_CONTROL_IN,
-    OP_CONTROL_OUT, OP_OPEN, OP_SET_CONFIGURATION, ST_OK,
-};
-use nao_wire::link::{Link, LinkError};
+use nao_wire::link::{Call, Link, LinkError};
 use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::parse;
 use nao_wire::replay::replay_lines;
+use nao_wire::Reason;
 use nao_wire::{Command, JOINTS};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -63,94 +61,19 @@ impl RobotLink {
             last_frame_all_off: None,
         }
     }
+}
 
-    fn call(&mut self, req: &[u8]) -> Result<&[u8], LinkError> {
+impl Link for RobotLink {
+    fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
         self.req.clear();
-        self.req.extend_from_slice(req);
+        encode_request(&call, &mut self.req);
         let outcome = self
             .device
             .request(&mut self.conn, &self.req, self.now_ns, &mut self.reply);
         if let Some(f) = outcome.frame {
             self.last_frame_all_off = Some(f.stiffness.all_off());
         }
-        match self.reply.split_first() {
-            Some((&ST_OK, data)) => Ok(data),
-            Some((&status, data)) => Err(status_error(status, data)),
-            None => Err(LinkError::Other("empty reply".into())),
-        }
-    }
-
-    fn call_len(&mut self, req: &[u8]) -> Result<usize, LinkError> {
-        let data = self.call(req)?;
-        let n: [u8; 4] = data
-            .get(..4)
-            .and_then(|d| d.try_into().ok())
-            .ok_or_else(|| LinkError::Other("short length reply".into()))?;
-        Ok(u32::from_le_bytes(n) as usize)
-    }
-
-    fn call_data(&mut self, req: &[u8], buf: &mut [u8]) -> Result<usize, LinkError> {
-        let data = self.call(req)?;
-        let n = data.len().min(buf.len());
-        buf[..n].copy_from_slice(&data[..n]);
-        Ok(n)
-    }
-}
-
-fn setup(op: u8, rt: u8, rq: u8, value: u16, index: u16) -> Vec<u8> {
-    let mut r = vec![op, rt, rq];
-    r.extend_from_slice(&value.to_le_bytes());
-    r.extend_from_slice(&index.to_le_bytes());
-    r
-}
-
-impl Link for RobotLink {
-    fn open(&mut self, vendor: u16, product: u16) -> Result<(), LinkError> {
-        let [v0, v1] = vendor.to_le_bytes();
-        let [p0, p1] = product.to_le_bytes();
-        self.call(&[OP_OPEN, v0, v1, p0, p1]).map(|_| ())
-    }
-    fn set_configuration(&mut self, config: u8) -> Result<(), LinkError> {
-        self.call(&[OP_SET_CONFIGURATION, config]).map(|_| ())
-    }
-    fn claim_interface(&mut self, iface: u8) -> Result<(), LinkError> {
-        self.call(&[OP_CLAIM_INTERFACE, iface]).map(|_| ())
-    }
-    fn close(&mut self) {
-        let _ = self.call(&[OP_CLOSE]);
-    }
-    fn control_out(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        data: &[u8],
-    ) -> Result<usize, LinkError> {
-        let mut r = setup(OP_CONTROL_OUT, request_type, request, value, index);
-        r.extend_from_slice(data);
-        self.call_len(&r)
-    }
-    fn control_in(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        buf: &mut [u8],
-    ) -> Result<usize, LinkError> {
-        let mut r = setup(OP_CONTROL_IN, request_type, request, value, index);
-        r.extend_from_slice(&(buf.len() as u16).to_le_bytes());
-        self.call_data(&r, buf)
-    }
-    fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> Result<usize, LinkError> {
-        let mut r = vec![OP_BULK_OUT, endpoint];
-        r.extend_from_slice(data);
-        self.call_len(&r)
-    }
-    fn bulk_in(&mut self, endpoint: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
-        let [l0, l1] = (buf.len() as u16).to_le_bytes();
-        self.call_data(&[OP_BULK_IN, endpoint, l0, l1], buf)
+        decode_reply(&call, &self.reply, answer).map_err(|(e, _)| e)
     }
 }
 
@@ -168,7 +91,7 @@ enum Ctl {
 /// A person's (or a program's) part of a cycle, in order.
 #[derive(Debug, Clone, PartialEq)]
 enum Switch {
-    Trip(&'static str),
+    Trip(Reason),
     Rearm,
 }
 
@@ -263,7 +186,13 @@ fn ctl() -> impl Strategy<Value = Ctl> {
 }
 
 fn switch() -> impl Strategy<Value = Vec<Switch>> {
-    let reason = prop::sample::select(vec!["naoctl", "udp", "api", "page-lost", "shutdown"]);
+    let reason = prop::sample::select(vec![
+        Reason::Naoctl,
+        Reason::Udp,
+        Reason::Api,
+        Reason::PageLost,
+        Reason::Shutdown,
+    ]);
     prop_oneof![
         20 => Just(vec![]),
         1 => reason.clone().prop_map(|r| vec![Switch::Trip(r)]),
@@ -373,7 +302,7 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
         for sw in &s.switch {
             match sw {
                 Switch::Trip(r) => {
-                    rec.trip(r).map_err(|e| e.to_string())?;
+                    rec.trip(*r).map_err(|e| e.to_string())?;
                     trip_count += u64::from(armed);
                     armed = false;
                 }
@@ -478,7 +407,7 @@ fn half() -> Command {
 #[test]
 fn trip_and_rearm_in_one_cycle_against_the_virtual_robot_record_and_replay() {
     let mut steps = vec![keep(); 20];
-    steps[10].switch = vec![Switch::Trip("naoctl"), Switch::Rearm];
+    steps[10].switch = vec![Switch::Trip(Reason::Naoctl), Switch::Rearm];
     let r = run(true, Some(&half()), &steps).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.tripped_frames, 1);
     assert!(

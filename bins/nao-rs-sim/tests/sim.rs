@@ -202,7 +202,7 @@ fn unplug_fails_until_replug_then_the_reconnect_succeeds() {
     assert_eq!(l.bulk_out(0x02, &[0xa5]), Err(LinkError::NoDevice));
 }
 
-fn first_trip(outs: &[CycleOutput]) -> Option<&'static str> {
+fn first_trip(outs: &[CycleOutput]) -> Option<nao_wire::Reason> {
     outs.iter().find_map(|o| o.trips.reason())
 }
 
@@ -232,8 +232,11 @@ fn heated_joint_trips_with_reason_heat() {
     let mut rt = Runtime::start(&sim);
     sim.ctl("heat LKneePitch").unwrap();
     let outs = rt.cycles(4, None);
-    assert_eq!(first_trip(&outs), Some("heat"));
-    assert_eq!(outs.last().unwrap().trips.heat, Some(10));
+    assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Heat));
+    assert_eq!(
+        outs.last().unwrap().trips.heat,
+        Some(nao_wire::Joint::LKneePitch)
+    );
     assert!(outs.last().unwrap().sensors.temperature[10] >= 90);
 }
 
@@ -242,8 +245,11 @@ fn faulted_joint_trips_with_reason_fault() {
     let sim = sim(&["--fault", "7"]);
     let mut rt = Runtime::start(&sim);
     let outs = rt.cycles(4, None);
-    assert_eq!(first_trip(&outs), Some("fault"));
-    assert_eq!(outs.last().unwrap().trips.fault, Some(7));
+    assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Fault));
+    assert_eq!(
+        outs.last().unwrap().trips.fault,
+        Some(nao_wire::Joint::LHipYawPitch)
+    );
     sim.ctl("clear").unwrap();
     let outs = rt.cycles(3, None);
     assert_eq!(outs.last().unwrap().trips.reason(), None);

@@ -76,7 +76,7 @@ impl CycleHook<Rec> for InputRecorder {
             }
             (None, None) => {}
         }
-        let reason = i.reason.map_or("page-lost", |r| r.name());
+        let reason = i.reason.unwrap_or(deathswitch::Reason::PageLost);
         // No trip unseen: a trip count that moved while the switch reads as
         // it did is a trip and a re-arm between two frames; the recording
         // says so with both lines, so replay's virtual switch counts it too.
@@ -90,7 +90,7 @@ impl CycleHook<Rec> for InputRecorder {
             }
             // Re-armed before the frame: the trip's reason is gone.
             (false, false) if counted => {
-                let _ = link.trip("unknown");
+                let _ = link.trip(None);
                 let _ = link.rearm();
             }
             (true, true) if counted => {

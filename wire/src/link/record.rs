@@ -22,9 +22,10 @@
 
 use std::io::{self, Write};
 
-use super::{Link, LinkError};
+use super::{Call, Link, LinkError};
 use crate::command::Command;
-use crate::recording::{BulkError, RecordingWriter};
+use crate::recording::RecordingWriter;
+use deathswitch::Reason;
 
 /// A link that records every call of the link it wraps.
 pub struct RecordingLink<L: Link, W: Write> {
@@ -122,7 +123,8 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     }
 
     /// `trip <reason>`: before the frame of the cycle that sees the trip.
-    pub fn trip(&mut self, reason: &str) -> io::Result<()> {
+    pub fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
+        let reason = reason.into();
         self.write(|w| w.trip(reason))
     }
 
@@ -135,147 +137,38 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     pub fn comment(&mut self, text: &str) -> io::Result<()> {
         self.write(|w| w.comment(text))
     }
-
-    /// Writes the comment for a failed call the format cannot hold.
-    fn failed(&mut self, call: std::fmt::Arguments<'_>, e: &LinkError) {
-        let text = format!("failed: {call}: {e}").replace(['\n', '\r'], " ");
-        let _ = self.write(|w| w.comment(&text));
-    }
-}
-
-/// Lowercase hex of `data`, `-` for none (only for the error comments).
-struct Hex<'a>(&'a [u8]);
-
-impl std::fmt::Display for Hex<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("-");
-        }
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
-    }
 }
 
 impl<L: Link, W: Write + Send> Link for RecordingLink<L, W> {
-    fn open(&mut self, vendor: u16, product: u16) -> Result<(), LinkError> {
-        let r = self.inner.open(vendor, product);
-        match &r {
-            Ok(()) => {
-                let _ = self.write(|w| w.open(vendor, product));
-            }
-            Err(e) => self.failed(format_args!("open {vendor:04x}:{product:04x}"), e),
-        }
-        r
-    }
-
-    fn set_configuration(&mut self, config: u8) -> Result<(), LinkError> {
-        let r = self.inner.set_configuration(config);
-        match &r {
-            Ok(()) => {
-                let _ = self.write(|w| w.set_configuration(config));
-            }
-            Err(e) => self.failed(format_args!("set_configuration {config}"), e),
-        }
-        r
-    }
-
-    fn claim_interface(&mut self, iface: u8) -> Result<(), LinkError> {
-        let r = self.inner.claim_interface(iface);
-        match &r {
-            Ok(()) => {
-                let _ = self.write(|w| w.claim_interface(iface));
-            }
-            Err(e) => self.failed(format_args!("claim_interface {iface}"), e),
-        }
-        r
-    }
-
-    fn close(&mut self) {
-        self.inner.close();
-        let _ = self.write(|w| w.close());
-    }
-
-    fn control_out(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        data: &[u8],
-    ) -> Result<usize, LinkError> {
-        let r = self
-            .inner
-            .control_out(request_type, request, value, index, data);
-        match &r {
-            Ok(_) => {
-                let _ = self.write(|w| w.control_out(request_type, request, value, index, data));
-            }
-            Err(e) => self.failed(
-                format_args!(
-                    "control_out {request_type:02x} {request:02x} {value:04x} {index:04x} {}",
-                    Hex(data)
-                ),
-                e,
-            ),
-        }
-        r
-    }
-
-    fn control_in(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        buf: &mut [u8],
-    ) -> Result<usize, LinkError> {
-        let r = self
-            .inner
-            .control_in(request_type, request, value, index, buf);
-        let length = u16::try_from(buf.len()).unwrap_or(u16::MAX);
-        match &r {
-            Ok(n) => {
-                let answer = &buf[..(*n).min(buf.len())];
-                let _ = self
-                    .write(|w| w.control_in(request_type, request, value, index, length, answer));
-            }
-            Err(e) => self.failed(
-                format_args!(
-                    "control_in {request_type:02x} {request:02x} {value:04x} {index:04x} {length}"
-                ),
-                e,
-            ),
-        }
-        r
-    }
-
-    fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> Result<usize, LinkError> {
-        let r = self.inner.bulk_out(endpoint, data);
-        match &r {
-            Ok(_) => {
-                let _ = self.write(|w| w.bulk_out(endpoint, data));
-            }
-            Err(e) => self.failed(format_args!("bulk_out {endpoint:02x} {}", Hex(data)), e),
-        }
-        r
-    }
-
-    fn bulk_in(&mut self, endpoint: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
-        let r = self.inner.bulk_in(endpoint, buf);
-        let length = buf.len();
-        let answer = match &r {
-            Ok(n) => Ok(&buf[..(*n).min(buf.len())]),
-            Err(LinkError::Timeout) => Err(BulkError::Timeout),
-            Err(LinkError::Pipe) => Err(BulkError::Pipe),
-            Err(LinkError::NoDevice) => Err(BulkError::NoDevice),
-            Err(other) => {
-                let text =
-                    format!("bulk_in {endpoint:02x} {length} failed: {other}; written as !pipe")
+    fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
+        let r = self.inner.call(call, answer);
+        let read = |n: usize| &answer[..n.min(call.answer_len()).min(answer.len())];
+        let _ = match (r, call) {
+            // `close` never fails: its line stands whatever the link said.
+            (_, Call::Close) => self.write(|w| w.close()),
+            (Ok(n), _) => self.write(|w| w.call(call, Ok(read(n)))),
+            (Err(e), Call::BulkIn { .. }) => {
+                if !matches!(
+                    e,
+                    LinkError::Timeout | LinkError::Pipe | LinkError::NoDevice
+                ) {
+                    let why = self.inner.detail().unwrap_or("");
+                    let text = format!("{call} failed: {e} {why}; written as !pipe")
                         .replace(['\n', '\r'], " ");
-                let _ = self.write(|w| w.comment(&text));
-                Err(BulkError::Pipe)
+                    let _ = self.write(|w| w.comment(&text));
+                }
+                self.write(|w| w.call(call, Err(e)))
+            }
+            (Err(e), _) => {
+                let why = self.inner.detail().unwrap_or("");
+                let text = format!("failed: {call}: {e} {why}").replace(['\n', '\r'], " ");
+                self.write(|w| w.comment(text.trim_end()))
             }
         };
-        let _ = self.write(|w| w.bulk_in(endpoint, length, answer));
         r
+    }
+
+    fn detail(&self) -> Option<&str> {
+        self.inner.detail()
     }
 }

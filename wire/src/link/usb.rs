@@ -7,12 +7,12 @@
 //! synchronous and returns at once or after its timeout. This link allocates
 //! nothing on the cycle path on success (libusb allocates its own transfer
 //! per synchronous call, inside the C library); an unusual error
-//! ([`LinkError::Other`]) formats its message.
+//! ([`LinkError::Other`]) formats its message into [`Link::detail`].
 //!
 //! Errors map as: rusb `Timeout` → [`LinkError::Timeout`], `Pipe` →
 //! [`LinkError::Pipe`], `NoDevice` / `NotFound` → [`LinkError::NoDevice`],
-//! `Busy` → [`LinkError::Busy`], anything else → [`LinkError::Other`] with a
-//! message naming the call, the device and the error. A call on a link that
+//! `Busy` → [`LinkError::Busy`], anything else → [`LinkError::Other`]; the
+//! message naming the call, the device and the error is [`Link::detail`]. A call on a link that
 //! is not open fails with [`LinkError::NoDevice`], so the runtime's reconnect
 //! rule handles it like an unplugged board.
 
@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use rusb::{Context, DeviceHandle, UsbContext};
 
-use super::{Link, LinkError};
+use super::{answer_buf, Call, Link, LinkError, Setup};
 
-/// Timeout of every control transfer (spec section 1).
+/// Timeout of every control transfer (`docs/protocol.md` section 1).
 pub const CONTROL_TIMEOUT: Duration = Duration::from_millis(100);
-/// Timeout of every bulk transfer (spec section 1).
+/// Timeout of every bulk transfer (`docs/protocol.md` section 1).
 pub const BULK_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// The chest board through libusb.
@@ -33,7 +33,7 @@ pub const BULK_TIMEOUT: Duration = Duration::from_millis(20);
 /// use nao_wire::link::{usb::UsbLink, Link, PRODUCT_ID, VENDOR_ID};
 /// let mut link = UsbLink::new();
 /// if let Err(e) = link.open(VENDOR_ID, PRODUCT_ID) {
-///     eprintln!("{e}: {}", link.last_error().unwrap_or(""));
+///     eprintln!("{e}: {}", link.detail().unwrap_or(""));
 /// }
 /// ```
 pub struct UsbLink {
@@ -68,13 +68,6 @@ impl UsbLink {
         self.handle.is_some()
     }
 
-    /// The full message of the last failed `open`, `set_configuration` or
-    /// `claim_interface` (the [`LinkError`] it returned is the kind), e.g.
-    /// `no chest board (USB ffff:0006) found: ...`.
-    pub fn last_error(&self) -> Option<&str> {
-        self.last_error.as_deref()
-    }
-
     fn fail(&mut self, kind: LinkError, message: String) -> LinkError {
         self.last_error = Some(message);
         kind
@@ -84,8 +77,9 @@ impl UsbLink {
         self.handle.as_ref().ok_or(LinkError::NoDevice)
     }
 
-    /// Maps a rusb error of call `what` to a [`LinkError`].
-    fn map(&self, e: rusb::Error, what: &str) -> LinkError {
+    /// Maps a rusb error of call `what` to a [`LinkError`], keeping the
+    /// message of an unusual one.
+    fn map(&mut self, e: rusb::Error, what: &str) -> LinkError {
         match e {
             rusb::Error::Timeout => LinkError::Timeout,
             rusb::Error::Pipe => LinkError::Pipe,
@@ -93,17 +87,52 @@ impl UsbLink {
             rusb::Error::Busy => LinkError::Busy,
             other => {
                 let (v, p, bus, addr) = self.at;
-                LinkError::Other(format!(
-                    "USB {what} on {v:04x}:{p:04x} (bus {bus:03} device {addr:03}) failed: {other}"
-                ))
+                self.fail(
+                    LinkError::Other,
+                    format!(
+                        "USB {what} on {v:04x}:{p:04x} (bus {bus:03} device {addr:03}) failed: {other}"
+                    ),
+                )
             }
         }
     }
 }
 
 impl Link for UsbLink {
-    fn open(&mut self, vendor: u16, product: u16) -> Result<(), LinkError> {
-        self.close();
+    fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
+        match call {
+            Call::Open { vendor, product } => self.open_device(vendor, product).map(|()| 0),
+            Call::SetConfiguration(n) => self.configure(n).map(|()| 0),
+            Call::ClaimInterface(n) => self.claim(n).map(|()| 0),
+            Call::Close => {
+                self.close_device();
+                Ok(0)
+            }
+            Call::ControlOut { setup, data } => self.write_control(setup, data),
+            Call::ControlIn { setup, .. } => {
+                let buf = answer_buf(&call, answer)?;
+                self.read_control(setup, buf)
+            }
+            Call::BulkOut { endpoint, data } => {
+                let r = self.handle()?.write_bulk(endpoint, data, BULK_TIMEOUT);
+                r.map_err(|e| self.map(e, "bulk_out"))
+            }
+            Call::BulkIn { endpoint, .. } => {
+                let buf = answer_buf(&call, answer)?;
+                let r = self.handle()?.read_bulk(endpoint, buf, BULK_TIMEOUT);
+                r.map_err(|e| self.map(e, "bulk_in"))
+            }
+        }
+    }
+
+    fn detail(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+}
+
+impl UsbLink {
+    fn open_device(&mut self, vendor: u16, product: u16) -> Result<(), LinkError> {
+        self.close_device();
         let id = format!("{vendor:04x}:{product:04x}");
         if self.context.is_none() {
             match Context::new() {
@@ -157,11 +186,11 @@ impl Link for UsbLink {
                 Ok(())
             }
             Err(rusb::Error::Access) => Err(self.fail(
-                LinkError::Other(format!(
+                LinkError::Other,
+                format!(
                     "cannot open the chest board (USB {id}, bus {bus:03} device {addr:03}): permission \
                      denied; run as root or add a udev rule giving your user access to {id}"
-                )),
-                format!("permission denied opening USB {id} (bus {bus:03} device {addr:03})"),
+                ),
             )),
             Err(e) => {
                 let kind = self.map(e, "open");
@@ -170,7 +199,7 @@ impl Link for UsbLink {
         }
     }
 
-    fn set_configuration(&mut self, config: u8) -> Result<(), LinkError> {
+    fn configure(&mut self, config: u8) -> Result<(), LinkError> {
         let r = self.handle()?.set_active_configuration(config);
         r.map_err(|e| {
             let kind = self.map(e, "set_configuration");
@@ -181,7 +210,7 @@ impl Link for UsbLink {
         })
     }
 
-    fn claim_interface(&mut self, iface: u8) -> Result<(), LinkError> {
+    fn claim(&mut self, iface: u8) -> Result<(), LinkError> {
         let r = self.handle()?.claim_interface(iface);
         match r {
             Ok(()) => {
@@ -201,68 +230,60 @@ impl Link for UsbLink {
         }
     }
 
-    fn close(&mut self) {
+    fn close_device(&mut self) {
         if let (Some(h), Some(iface)) = (self.handle.as_ref(), self.claimed.take()) {
             let _ = h.release_interface(iface);
         }
         self.handle = None;
     }
 
-    fn control_out(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        data: &[u8],
-    ) -> Result<usize, LinkError> {
-        if data.len() > usize::from(u16::MAX) || request_type & 0x80 != 0 {
-            return Err(LinkError::Other(format!(
-                "control_out with bmRequestType {request_type:02x} and {} bytes: needs direction \
-                 bit 0x80 clear and at most 65535 bytes",
-                data.len()
-            )));
+    fn write_control(&mut self, s: Setup, data: &[u8]) -> Result<usize, LinkError> {
+        if data.len() > usize::from(u16::MAX) || s.request_type & 0x80 != 0 {
+            return Err(self.fail(
+                LinkError::Other,
+                format!(
+                    "control_out with bmRequestType {:02x} and {} bytes: needs direction bit 0x80 \
+                     clear and at most 65535 bytes",
+                    s.request_type,
+                    data.len()
+                ),
+            ));
         }
-        let h = self.handle()?;
-        h.write_control(request_type, request, value, index, data, CONTROL_TIMEOUT)
-            .map_err(|e| self.map(e, "control_out"))
+        let r = self.handle()?.write_control(
+            s.request_type,
+            s.request,
+            s.value,
+            s.index,
+            data,
+            CONTROL_TIMEOUT,
+        );
+        r.map_err(|e| self.map(e, "control_out"))
     }
 
-    fn control_in(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        buf: &mut [u8],
-    ) -> Result<usize, LinkError> {
-        if buf.len() > usize::from(u16::MAX) || request_type & 0x80 == 0 {
-            return Err(LinkError::Other(format!(
-                "control_in with bmRequestType {request_type:02x} and wLength {}: needs direction \
-                 bit 0x80 set and wLength at most 65535",
-                buf.len()
-            )));
+    fn read_control(&mut self, s: Setup, buf: &mut [u8]) -> Result<usize, LinkError> {
+        if s.request_type & 0x80 == 0 {
+            return Err(self.fail(
+                LinkError::Other,
+                format!(
+                    "control_in with bmRequestType {:02x}: needs direction bit 0x80 set",
+                    s.request_type
+                ),
+            ));
         }
-        let h = self.handle()?;
-        h.read_control(request_type, request, value, index, buf, CONTROL_TIMEOUT)
-            .map_err(|e| self.map(e, "control_in"))
-    }
-
-    fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> Result<usize, LinkError> {
-        let h = self.handle()?;
-        h.write_bulk(endpoint, data, BULK_TIMEOUT)
-            .map_err(|e| self.map(e, "bulk_out"))
-    }
-
-    fn bulk_in(&mut self, endpoint: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
-        let h = self.handle()?;
-        h.read_bulk(endpoint, buf, BULK_TIMEOUT)
-            .map_err(|e| self.map(e, "bulk_in"))
+        let r = self.handle()?.read_control(
+            s.request_type,
+            s.request,
+            s.value,
+            s.index,
+            buf,
+            CONTROL_TIMEOUT,
+        );
+        r.map_err(|e| self.map(e, "control_in"))
     }
 }
 
 impl Drop for UsbLink {
     fn drop(&mut self) {
-        self.close();
+        self.close_device();
     }
 }

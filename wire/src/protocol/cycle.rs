@@ -1,4 +1,4 @@
-//! The cycle (spec sections 7 to 10): inputs, safety, each joint's values,
+//! The cycle (`docs/protocol.md` sections 7 to 10): inputs, safety, each joint's values,
 //! the frame in HAL's order, the client state request, the USB exchange,
 //! handing the answer to the devices, and the reconnect rule.
 //!
@@ -51,45 +51,15 @@ pub struct CycleInput<'a> {
     pub trip_count: u64,
 }
 
-/// A link error without its message (so the output stays `Copy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkFailure {
-    /// Timed out.
-    Timeout,
-    /// Endpoint stalled.
-    Pipe,
-    /// Device gone.
-    NoDevice,
-    /// Interface held by another process.
-    Busy,
-    /// Replay mismatch.
-    Mismatch,
-    /// Anything else, or a short write.
-    Other,
-}
-
-impl From<&LinkError> for LinkFailure {
-    fn from(e: &LinkError) -> Self {
-        match e {
-            LinkError::Timeout => LinkFailure::Timeout,
-            LinkError::Pipe => LinkFailure::Pipe,
-            LinkError::NoDevice => LinkFailure::NoDevice,
-            LinkError::Busy => LinkFailure::Busy,
-            LinkError::Mismatch(_) => LinkFailure::Mismatch,
-            LinkError::Other(_) => LinkFailure::Other,
-        }
-    }
-}
-
-/// Why an exchange failed (spec section 7, step 6).
+/// Why an exchange failed (`docs/protocol.md` section 7, step 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExchangeFailure {
     /// Reading the answer failed.
-    Read(LinkFailure),
+    Read(LinkError),
     /// The answer's sync, CRC, seq or layout is wrong.
     Answer(FrameError),
     /// Writing the frame failed.
-    Write(LinkFailure),
+    Write(LinkError),
 }
 
 /// What the read of the previous answer gave.
@@ -99,7 +69,7 @@ pub enum ReadResult<'a> {
     /// the first cycle on the link.
     Skipped,
     /// The read failed.
-    Failed(LinkFailure),
+    Failed(LinkError),
     /// The bytes read.
     Answer(&'a [u8]),
 }
@@ -358,11 +328,7 @@ impl Cycle {
 
     /// Step 5's end: hands the answer over (after the write) and counts the
     /// failure, if any; ends the cycle. `write` is the frame write's result.
-    pub fn complete(
-        &mut self,
-        read: ReadResult<'_>,
-        write: Result<(), LinkFailure>,
-    ) -> CycleOutput {
+    pub fn complete(&mut self, read: ReadResult<'_>, write: Result<(), LinkError>) -> CycleOutput {
         self.core.complete(read, write)
     }
 
@@ -396,13 +362,13 @@ impl Cycle {
         };
         let write = match link.bulk_out(EP_OUT, &self.frame[..len]) {
             Ok(n) if n == len => Ok(()),
-            Ok(_) => Err(LinkFailure::Other),
-            Err(e) => Err(LinkFailure::from(&e)),
+            Ok(_) => Err(LinkError::Other),
+            Err(e) => Err(e),
         };
         let read = match &read {
             None => ReadResult::Skipped,
             Some(Ok(n)) => ReadResult::Answer(&self.answer[..*n]),
-            Some(Err(e)) => ReadResult::Failed(LinkFailure::from(e)),
+            Some(Err(e)) => ReadResult::Failed(*e),
         };
         let mut out = self.core.complete(read, write);
         if out.reconnect_needed {
@@ -470,7 +436,7 @@ fn build_frame(c: &Core, buf: &mut [u8; MAX_FRAME_LEN]) -> usize {
 }
 
 impl Core {
-    fn complete(&mut self, read: ReadResult<'_>, write: Result<(), LinkFailure>) -> CycleOutput {
+    fn complete(&mut self, read: ReadResult<'_>, write: Result<(), LinkError>) -> CycleOutput {
         let mut failure = None;
         let mut trips = Trips::default();
         let expected_seq = self.seq.wrapping_sub(1);

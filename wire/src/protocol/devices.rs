@@ -1,11 +1,12 @@
-//! The devices' data (spec section 5, answers) and handing an answer to the
+//! The devices' data (`docs/protocol.md` section 5, answers) and handing an answer to the
 //! devices (section 7): each answering device's data is updated, and the
 //! chest button, a hot joint or a joint fault raise a trip.
 
 use super::frame::Frame;
 use super::handshake::Handshake;
 use super::tables::*;
-use crate::command::JOINTS;
+use crate::command::{Joint, JOINTS};
+use deathswitch::Reason;
 
 /// The inertial unit's latest reading (raw units of the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -97,9 +98,9 @@ pub struct Trips {
     /// The chest button is pressed (reason `chest-button`).
     pub chest_button: bool,
     /// A joint reports 90 degC or more (reason `heat`); the first such joint.
-    pub heat: Option<u8>,
+    pub heat: Option<Joint>,
     /// A joint reports status bit 0 (reason `fault`); the first such joint.
-    pub fault: Option<u8>,
+    pub fault: Option<Joint>,
 }
 
 impl Trips {
@@ -108,15 +109,15 @@ impl Trips {
         self.chest_button || self.heat.is_some() || self.fault.is_some()
     }
 
-    /// The death switch reason name of the first trip (`chest-button`,
-    /// `heat`, `fault`), if any.
-    pub fn reason(&self) -> Option<&'static str> {
+    /// The death switch reason of the first trip (chest button, heat,
+    /// fault), if any.
+    pub fn reason(&self) -> Option<Reason> {
         if self.chest_button {
-            Some("chest-button")
+            Some(Reason::ChestButton)
         } else if self.heat.is_some() {
-            Some("heat")
+            Some(Reason::Heat)
         } else if self.fault.is_some() {
-            Some("fault")
+            Some(Reason::Fault)
         } else {
             None
         }
@@ -182,10 +183,10 @@ pub fn hand_answer(
                             sensors.temperature[j] = temperature;
                             sensors.joint_status[j] = status;
                             if temperature >= HEAT_TRIP_DEG_C && trips.heat.is_none() {
-                                trips.heat = Some(j as u8);
+                                trips.heat = Joint::from_index(j);
                             }
                             if status & JOINT_STATUS_FAULT != 0 && trips.fault.is_none() {
-                                trips.fault = Some(j as u8);
+                                trips.fault = Joint::from_index(j);
                             }
                         }
                     }
@@ -249,7 +250,7 @@ mod tests {
             &mut s,
             &mut h,
         );
-        assert_eq!(t.reason(), Some("chest-button"));
+        assert_eq!(t.reason(), Some(Reason::ChestButton));
         assert!(s.chest_button);
         let t = hand(
             &answer(|w| w.push(ADDR_CHEST, ANS_READ, &[0, 0x24]).unwrap()),
@@ -263,7 +264,7 @@ mod tests {
     fn joint_at_90_degrees_trips_heat_and_status_bit_0_trips_fault() {
         let mut s = Sensors::new(&[2048; JOINTS]);
         let mut h = Handshake::new(&DEFAULT_ACCEPTED);
-        // LWrist board: joints 6, 23.
+        // The LWrist board: LWristYaw, then LHand.
         let mut p = [0u8; 12];
         p[0..2].copy_from_slice(&2100u16.to_le_bytes());
         p[4] = 89;
@@ -274,11 +275,13 @@ mod tests {
             &mut s,
             &mut h,
         );
-        assert_eq!(t.heat, Some(23));
+        assert_eq!(t.heat, Some(Joint::LHand));
         assert_eq!(t.fault, None);
-        assert_eq!(s.position_count[6], 2100);
-        assert_eq!(s.position_count[23], 2000);
-        assert!((s.position[6] - 52.0 * std::f32::consts::TAU / 4096.0).abs() < 1e-5);
+        assert_eq!(s.position_count[Joint::LWristYaw], 2100);
+        assert_eq!(s.position_count[Joint::LHand], 2000);
+        assert!(
+            (s.position[Joint::LWristYaw] - 52.0 * std::f32::consts::TAU / 4096.0).abs() < 1e-5
+        );
         p[10] = 20;
         p[5] = 1;
         let t = hand(
@@ -288,7 +291,7 @@ mod tests {
         );
         assert_eq!(
             (t.heat, t.fault, t.reason()),
-            (None, Some(6), Some("fault"))
+            (None, Some(Joint::LWristYaw), Some(Reason::Fault))
         );
     }
 

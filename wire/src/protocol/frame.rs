@@ -1,4 +1,4 @@
-//! Frames and answers (spec section 5): one layout both ways.
+//! Frames and answers (`docs/protocol.md` section 5): one layout both ways.
 //!
 //! `sync u8, seq u16 LE, count u8, count x (address u8, command u8, length u8,
 //! payload), CRC-16/IBM-3740 u16 LE` of all bytes before the CRC.

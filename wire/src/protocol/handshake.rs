@@ -1,4 +1,4 @@
-//! The motor board handshake (spec section 8): each joint and foot board is
+//! The motor board handshake (`docs/protocol.md` section 8): each joint and foot board is
 //! asked CONFIG_REQUEST in cycles 0, 1 and 2 until decided; a board is
 //! accepted when its first configuration answer carries an accepted version.
 

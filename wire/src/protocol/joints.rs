@@ -1,4 +1,4 @@
-//! Each joint's values in a frame (spec section 10).
+//! Each joint's values in a frame (`docs/protocol.md` section 10).
 
 use super::safety::Levels;
 use super::tables::{encode_position, joint_board, stiffness_per_mille};

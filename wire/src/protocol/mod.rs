@@ -1,4 +1,4 @@
-//! The protocol core of `spec/board-protocol.md`: no I/O, time passed in.
+//! The protocol core of `docs/protocol.md`: no I/O, time passed in.
 //!
 //! - [`tables`]: addresses, boards, joints, bus slots, command bytes, encodings.
 //! - [`frame`]: frames and answers, both ways, without allocating.

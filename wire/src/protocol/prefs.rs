@@ -1,4 +1,4 @@
-//! The preference block (spec section 2): 4,635 bytes read from the chest
+//! The preference block (`docs/protocol.md` section 2): 4,635 bytes read from the chest
 //! board at start-up, checked by magic, layout version and CRC-32/ISO-HDLC.
 
 use core::fmt;

@@ -1,4 +1,4 @@
-//! HAL's stiffness safety (spec section 9): three levels per mille, each
+//! HAL's stiffness safety (`docs/protocol.md` section 9): three levels per mille, each
 //! updated once per cycle, that scale every joint's stiffness.
 
 /// The highest level.

@@ -1,4 +1,4 @@
-//! Start-up (spec section 6): the link step, the preference block, the
+//! Start-up (`docs/protocol.md` section 6): the link step, the preference block, the
 //! bootloader ids and the two device start-up frames.
 //!
 //! [`link_up`] is step 1 alone (the guard's takeover and every reconnect);
@@ -60,8 +60,10 @@ pub enum StartupError {
     Link {
         /// The call, e.g. `open ffff:0006` or `PREFS offset 2048`.
         step: String,
-        /// What the link said.
+        /// What kind of failure.
         error: LinkError,
+        /// The link's words for it ([`Link::detail`]), if it had any.
+        detail: Option<String>,
     },
     /// A control transfer returned fewer bytes than asked.
     ShortRead {
@@ -95,7 +97,12 @@ pub enum StartupError {
 impl fmt::Display for StartupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartupError::Link { step, error } => write!(f, "start-up: {step}: {error}"),
+            StartupError::Link {
+                step,
+                error,
+                detail: Some(d),
+            } => write!(f, "start-up: {step}: {error}: {d}"),
+            StartupError::Link { step, error, .. } => write!(f, "start-up: {step}: {error}"),
             StartupError::ShortRead {
                 step,
                 expected,
@@ -134,10 +141,13 @@ impl From<PrefsError> for StartupError {
     }
 }
 
-fn step<T>(r: Result<T, LinkError>, what: &str) -> Result<T, StartupError> {
+/// The result of a call made for step `what`; a failure keeps the link's
+/// [`Link::detail`].
+fn step<T>(r: Result<T, LinkError>, what: &str, link: &dyn Link) -> Result<T, StartupError> {
     r.map_err(|error| StartupError::Link {
         step: what.to_string(),
         error,
+        detail: link.detail().map(str::to_string),
     })
 }
 
@@ -152,6 +162,7 @@ fn control_in_exact(
     let n = step(
         link.control_in(REQUEST_TYPE_IN, request, value, index, buf),
         what,
+        &*link,
     )?;
     if n < buf.len() {
         return Err(StartupError::ShortRead {
@@ -167,13 +178,18 @@ fn control_in_exact(
 /// interface 0, VERSION. The guard's takeover and every reconnect run this
 /// alone.
 pub fn link_up(link: &mut dyn Link) -> Result<ChestVersion, StartupError> {
-    step(link.open(VENDOR_ID, PRODUCT_ID), "open ffff:0006")?;
-    step(link.set_configuration(CONFIGURATION), "set_configuration 1")?;
+    step(link.open(VENDOR_ID, PRODUCT_ID), "open ffff:0006", &*link)?;
+    step(
+        link.set_configuration(CONFIGURATION),
+        "set_configuration 1",
+        &*link,
+    )?;
     step(
         link.control_out(REQUEST_TYPE_OUT, REQ_START, 0, 0, &[]),
         "START request",
+        &*link,
     )?;
-    step(link.claim_interface(INTERFACE), "claim_interface 0")?;
+    step(link.claim_interface(INTERFACE), "claim_interface 0", &*link)?;
     let mut v = [0u8; VERSION_LEN];
     control_in_exact(link, REQ_VERSION, 0, 0, &mut v, "VERSION request")?;
     Ok(ChestVersion {
@@ -304,10 +320,12 @@ fn exchange(
     step(
         link.bulk_out(EP_OUT, frame),
         &format!("writing start-up frame {seq}"),
+        &*link,
     )?;
     step(
         link.bulk_in(EP_IN, answer),
         &format!("reading the answer to start-up frame {seq}"),
+        &*link,
     )
 }
 

@@ -1,4 +1,4 @@
-//! The fixed tables of `spec/board-protocol.md`: USB constants (section 1),
+//! The fixed tables of `docs/protocol.md`: USB constants (section 1),
 //! the preference block's size (section 2), device addresses in HAL's order
 //! (section 3), joints, boards and bus slots (section 4), command bytes
 //! (section 5) and the position and stiffness encodings.
@@ -6,7 +6,8 @@
 //! Everything here is a `const` or a pure function; this module's API is
 //! stable (the virtual robot builds on it).
 
-use crate::command::JOINTS;
+use crate::command::{Joint, JOINTS};
+use Joint as J;
 
 // ---------------------------------------------------------------- section 1
 
@@ -202,34 +203,16 @@ pub fn device_index(address: u8) -> Option<usize> {
 
 // ---------------------------------------------------------------- section 4
 
-/// Joint names in joint index order (as in LoLA).
-pub const JOINT_NAMES: [&str; JOINTS] = [
-    "HeadYaw",
-    "HeadPitch",
-    "LShoulderPitch",
-    "LShoulderRoll",
-    "LElbowYaw",
-    "LElbowRoll",
-    "LWristYaw",
-    "LHipYawPitch",
-    "LHipRoll",
-    "LHipPitch",
-    "LKneePitch",
-    "LAnklePitch",
-    "LAnkleRoll",
-    "RHipRoll",
-    "RHipPitch",
-    "RKneePitch",
-    "RAnklePitch",
-    "RAnkleRoll",
-    "RShoulderPitch",
-    "RShoulderRoll",
-    "RElbowYaw",
-    "RElbowRoll",
-    "RWristYaw",
-    "LHand",
-    "RHand",
-];
+/// Joint names in joint index order (as in LoLA): [`Joint::name`].
+pub const JOINT_NAMES: [&str; JOINTS] = {
+    let mut out = [""; JOINTS];
+    let mut i = 0;
+    while i < JOINTS {
+        out[i] = Joint::ALL[i].name();
+        i += 1;
+    }
+    out
+};
 
 /// A motor bus: 0 = A (`0xf0`, upper body), 1 = B (`0xf1`, lower body).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,86 +262,117 @@ pub const JOINT_BOARDS: [Board; JOINT_BOARD_COUNT] = [
         address: 0x10,
         name: "Head",
         bus: Bus::A,
-        joints: &[0, 1],
+        joints: &[J::HeadYaw.index(), J::HeadPitch.index()],
     },
     Board {
         address: 0x11,
         name: "LShoulder",
         bus: Bus::A,
-        joints: &[2, 3],
+        joints: &[J::LShoulderPitch.index(), J::LShoulderRoll.index()],
     },
     Board {
         address: 0x12,
         name: "LElbow",
         bus: Bus::A,
-        joints: &[4, 5],
+        joints: &[J::LElbowYaw.index(), J::LElbowRoll.index()],
     },
     Board {
         address: 0x13,
         name: "LWrist",
         bus: Bus::A,
-        joints: &[6, 23],
+        joints: &[J::LWristYaw.index(), J::LHand.index()],
     },
     Board {
         address: 0x14,
         name: "RShoulder",
         bus: Bus::A,
-        joints: &[18, 19],
+        joints: &[J::RShoulderPitch.index(), J::RShoulderRoll.index()],
     },
     Board {
         address: 0x15,
         name: "RElbow",
         bus: Bus::A,
-        joints: &[20, 21],
+        joints: &[J::RElbowYaw.index(), J::RElbowRoll.index()],
     },
     Board {
         address: 0x16,
         name: "RWrist",
         bus: Bus::A,
-        joints: &[22, 24],
+        joints: &[J::RWristYaw.index(), J::RHand.index()],
     },
     Board {
         address: 0x17,
         name: "LHip",
         bus: Bus::B,
-        joints: &[7, 8, 9],
+        joints: &[
+            J::LHipYawPitch.index(),
+            J::LHipRoll.index(),
+            J::LHipPitch.index(),
+        ],
     },
     Board {
         address: 0x18,
         name: "LKnee",
         bus: Bus::B,
-        joints: &[10],
+        joints: &[J::LKneePitch.index()],
     },
     Board {
         address: 0x19,
         name: "LAnkle",
         bus: Bus::B,
-        joints: &[11, 12],
+        joints: &[J::LAnklePitch.index(), J::LAnkleRoll.index()],
     },
     Board {
         address: 0x1a,
         name: "RHip",
         bus: Bus::B,
-        joints: &[13, 14],
+        joints: &[J::RHipRoll.index(), J::RHipPitch.index()],
     },
     Board {
         address: 0x1b,
         name: "RKnee",
         bus: Bus::B,
-        joints: &[15],
+        joints: &[J::RKneePitch.index()],
     },
     Board {
         address: 0x1c,
         name: "RAnkle",
         bus: Bus::B,
-        joints: &[16, 17],
+        joints: &[J::RAnklePitch.index(), J::RAnkleRoll.index()],
     },
 ];
 
 /// Bus A's slots: joint indices in slot order (14 slots).
-pub const BUS_A_SLOTS: [usize; 14] = [0, 1, 2, 3, 4, 5, 6, 23, 18, 19, 20, 21, 22, 24];
+pub const BUS_A_SLOTS: [usize; 14] = [
+    J::HeadYaw.index(),
+    J::HeadPitch.index(),
+    J::LShoulderPitch.index(),
+    J::LShoulderRoll.index(),
+    J::LElbowYaw.index(),
+    J::LElbowRoll.index(),
+    J::LWristYaw.index(),
+    J::LHand.index(),
+    J::RShoulderPitch.index(),
+    J::RShoulderRoll.index(),
+    J::RElbowYaw.index(),
+    J::RElbowRoll.index(),
+    J::RWristYaw.index(),
+    J::RHand.index(),
+];
 /// Bus B's slots: joint indices in slot order (11 slots).
-pub const BUS_B_SLOTS: [usize; 11] = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17];
+pub const BUS_B_SLOTS: [usize; 11] = [
+    J::LHipYawPitch.index(),
+    J::LHipRoll.index(),
+    J::LHipPitch.index(),
+    J::LKneePitch.index(),
+    J::LAnklePitch.index(),
+    J::LAnkleRoll.index(),
+    J::RHipRoll.index(),
+    J::RHipPitch.index(),
+    J::RKneePitch.index(),
+    J::RAnklePitch.index(),
+    J::RAnkleRoll.index(),
+];
 
 /// Number of boards in the motor board handshake (13 joint + 2 foot boards).
 pub const HANDSHAKE_BOARD_COUNT: usize = 15;
@@ -407,7 +421,7 @@ pub const COUNTS_PER_REV: f64 = 4096.0;
 /// Largest encoder count.
 pub const MAX_COUNT: u16 = 4095;
 
-/// `round` of the spec: half away from zero, in f64 from the f32 value.
+/// `round` of `docs/protocol.md`: half away from zero, in f64 from the f32 value.
 #[inline]
 pub fn round_spec(v: f32, k: f64) -> f64 {
     (v as f64 * k).round()

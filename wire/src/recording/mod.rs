@@ -1,11 +1,15 @@
-//! The recording format of `spec/recording-format.md`, both ways: the reader
+//! The recording format of `docs/recording.md`, both ways: the reader
 //! (every malformed line rejected with its number and the reason) and the
 //! writer.
 //!
 //! The types below are the contract between the reader, the writer, the
 //! replay and the recording link; keep them stable.
 
+use core::fmt;
+
 use crate::command::Command;
+use crate::link::{Answer, Call, LinkError, Setup};
+use deathswitch::Reason;
 
 mod reader;
 mod writer;
@@ -17,20 +21,14 @@ pub use writer::{to_text, RecordingWriter};
 /// ns, fits a u64.
 pub const MAX_T_MS: u64 = u64::MAX / 1_000_000;
 
-/// The error of a failed `bulk_in` as a recording holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BulkError {
-    /// `!timeout`
-    Timeout,
-    /// `!pipe`
-    Pipe,
-    /// `!nodev`
-    NoDevice,
-}
+/// The word of a `trip` line whose reason is not known.
+pub const UNKNOWN_REASON: &str = "unknown";
 
-/// One USB call line.
+/// One USB call line: the call with its data and, for `control_in` and
+/// `bulk_in`, its recorded answer. [`Recorded::call`] is the borrowed
+/// [`Call`] the links perform; the `Display` is the line's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Call {
+pub enum Recorded {
     /// `open ffff:0006`
     Open { vendor: u16, product: u16 },
     /// `set_configuration <n>`
@@ -58,12 +56,122 @@ pub enum Call {
     },
     /// `bulk_out <ep> <data>`
     BulkOut { endpoint: u8, data: Vec<u8> },
-    /// `bulk_in <ep> <buffer length> <answer | !error>`
+    /// `bulk_in <ep> <buffer length> <answer | !error>`: the error is
+    /// [`LinkError::Timeout`] (`!timeout`), [`LinkError::Pipe`] (`!pipe`) or
+    /// [`LinkError::NoDevice`] (`!nodev`).
     BulkIn {
         endpoint: u8,
         length: usize,
-        answer: Result<Vec<u8>, BulkError>,
+        answer: Result<Vec<u8>, LinkError>,
     },
+}
+
+impl Recorded {
+    /// The call, borrowing the line's data.
+    pub fn call(&self) -> Call<'_> {
+        let setup = |request_type, request, value, index| Setup {
+            request_type,
+            request,
+            value,
+            index,
+        };
+        match self {
+            Recorded::Open { vendor, product } => Call::Open {
+                vendor: *vendor,
+                product: *product,
+            },
+            Recorded::SetConfiguration(n) => Call::SetConfiguration(*n),
+            Recorded::ClaimInterface(n) => Call::ClaimInterface(*n),
+            Recorded::Close => Call::Close,
+            Recorded::ControlOut {
+                request_type,
+                request,
+                value,
+                index,
+                data,
+            } => Call::ControlOut {
+                setup: setup(*request_type, *request, *value, *index),
+                data,
+            },
+            Recorded::ControlIn {
+                request_type,
+                request,
+                value,
+                index,
+                length,
+                ..
+            } => Call::ControlIn {
+                setup: setup(*request_type, *request, *value, *index),
+                length: *length,
+            },
+            Recorded::BulkOut { endpoint, data } => Call::BulkOut {
+                endpoint: *endpoint,
+                data,
+            },
+            Recorded::BulkIn {
+                endpoint, length, ..
+            } => Call::BulkIn {
+                endpoint: *endpoint,
+                length: *length,
+            },
+        }
+    }
+
+    /// The recorded answer of an IN call (`None` for the other calls).
+    pub fn answer(&self) -> Option<Result<&[u8], LinkError>> {
+        match self {
+            Recorded::ControlIn { answer, .. } => Some(Ok(answer)),
+            Recorded::BulkIn { answer, .. } => Some(answer.as_deref().map_err(|e| *e)),
+            _ => None,
+        }
+    }
+
+    /// The line of `call` with `answer` (ignored for a call that reads
+    /// nothing), owning its data.
+    pub fn new(call: Call<'_>, answer: Result<&[u8], LinkError>) -> Recorded {
+        let bytes = || answer.map(<[u8]>::to_vec).unwrap_or_default();
+        match call {
+            Call::Open { vendor, product } => Recorded::Open { vendor, product },
+            Call::SetConfiguration(n) => Recorded::SetConfiguration(n),
+            Call::ClaimInterface(n) => Recorded::ClaimInterface(n),
+            Call::Close => Recorded::Close,
+            Call::ControlOut { setup, data } => Recorded::ControlOut {
+                request_type: setup.request_type,
+                request: setup.request,
+                value: setup.value,
+                index: setup.index,
+                data: data.to_vec(),
+            },
+            Call::ControlIn { setup, length } => Recorded::ControlIn {
+                request_type: setup.request_type,
+                request: setup.request,
+                value: setup.value,
+                index: setup.index,
+                length,
+                answer: bytes(),
+            },
+            Call::BulkOut { endpoint, data } => Recorded::BulkOut {
+                endpoint,
+                data: data.to_vec(),
+            },
+            Call::BulkIn { endpoint, length } => Recorded::BulkIn {
+                endpoint,
+                length,
+                answer: answer.map(<[u8]>::to_vec),
+            },
+        }
+    }
+}
+
+/// The line's text: the call, then the answer of an IN call.
+impl fmt::Display for Recorded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.call().fmt(f)?;
+        match self.answer() {
+            Some(a) => write!(f, " {}", Answer(a)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One meaningful line of a recording.
@@ -79,12 +187,14 @@ pub enum Item {
     Command(Box<Command>),
     /// `silence`
     Silence,
-    /// `trip <reason>` (the reason's name as written, e.g. `udp`)
-    Trip(String),
+    /// `trip <reason>`, the reason by its name (`udp`, ...), or `trip
+    /// unknown` (`None`): a trip whose reason was gone when the runtime saw
+    /// it (tripped and re-armed between two frames).
+    Trip(Option<Reason>),
     /// `rearm`
     Rearm,
     /// A USB call.
-    Call(Call),
+    Call(Recorded),
 }
 
 /// An item with the 1-based line number it stands on.
@@ -94,4 +204,29 @@ pub struct Line {
     pub number: usize,
     /// What the line says.
     pub item: Item,
+}
+
+/// The line's text as the writer writes it (a `command` line is shortened
+/// to `command ...`).
+impl fmt::Display for Item {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Item::Call(c) => c.fmt(f),
+            Item::Accepted(v) => {
+                f.write_str("accepted ")?;
+                for (i, x) in v.iter().enumerate() {
+                    let sep = if i == 0 { "" } else { "," };
+                    write!(f, "{sep}{x}")?;
+                }
+                Ok(())
+            }
+            Item::SwitchArmed(true) => f.write_str("switch armed"),
+            Item::SwitchArmed(false) => f.write_str("switch tripped"),
+            Item::Cycle { k, t_ms } => write!(f, "cycle {k} {t_ms}"),
+            Item::Command(_) => f.write_str("command ..."),
+            Item::Silence => f.write_str("silence"),
+            Item::Trip(r) => write!(f, "trip {}", r.map_or(UNKNOWN_REASON, Reason::name)),
+            Item::Rearm => f.write_str("rearm"),
+        }
+    }
 }

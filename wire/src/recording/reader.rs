@@ -1,8 +1,8 @@
 //! The recording reader: text to [`Line`]s, every malformed line rejected
 //! with its line number and the reason.
 //!
-//! Rules (spec `recording-format.md`, plus the choices written in
-//! `docs/recording.md` where the spec is silent):
+//! Rules (the format in `docs/recording.md`, plus the choices written in
+//! `docs/recording.md` where the format is silent):
 //! - line 1 is exactly `nao-rs recording 1`;
 //! - blank lines and lines whose first character is `#` are skipped;
 //! - fields are separated by spaces or tabs; a trailing `\r` (CRLF files) is
@@ -25,9 +25,11 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{BulkError, Call, Item, Line, MAX_T_MS};
+use super::{Item, Line, Recorded, MAX_T_MS, UNKNOWN_REASON};
 use crate::command::{Command, JOINTS};
+use crate::link::LinkError;
 use crate::protocol::handshake::parse_accepted;
+use deathswitch::Reason;
 
 /// The first line of every recording.
 pub const HEADER: &str = "nao-rs recording 1";
@@ -247,8 +249,17 @@ impl Parser {
             }
             "rearm" => Item::Rearm,
             "trip" => {
-                let reason = f.next("the reason (naoctl, udp, api, ...)")?;
-                Item::Trip(reason.to_string())
+                let name = f.next("the reason (naoctl, udp, api, ...)")?;
+                let reason = Reason::from_name(name);
+                if reason.is_none() && name != UNKNOWN_REASON {
+                    let known: Vec<&str> = Reason::ALL.iter().map(|r| r.name()).collect();
+                    return Err(format!(
+                        "unknown trip reason {:?} (expected one of {}, or {UNKNOWN_REASON})",
+                        shorten(name),
+                        known.join(", ")
+                    ));
+                }
+                Item::Trip(reason)
             }
             "open" | "set_configuration" | "claim_interface" | "close" | "control_out" | "control_in" | "bulk_out"
             | "bulk_in" => {
@@ -444,7 +455,7 @@ fn dec_u8(s: &str) -> R<u8> {
     Ok(dec_max(s, u8::MAX.into())? as u8)
 }
 
-fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<Call> {
+fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<Recorded> {
     let k = key;
     Ok(match key {
         "open" => {
@@ -454,15 +465,15 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                 .ok_or_else(|| format!("open: {:?} is not vendor:product", shorten(id)))?;
             let vendor = hex_u16(v).map_err(|e| format!("open: vendor {e}"))?;
             let product = hex_u16(p).map_err(|e| format!("open: product {e}"))?;
-            Call::Open { vendor, product }
+            Recorded::Open { vendor, product }
         }
-        "set_configuration" => Call::SetConfiguration(
+        "set_configuration" => Recorded::SetConfiguration(
             dec_u8(f.next("the configuration")?).map_err(|e| format!("{k}: configuration {e}"))?,
         ),
-        "claim_interface" => Call::ClaimInterface(
+        "claim_interface" => Recorded::ClaimInterface(
             dec_u8(f.next("the interface")?).map_err(|e| format!("{k}: interface {e}"))?,
         ),
-        "close" => Call::Close,
+        "close" => Recorded::Close,
         "control_out" | "control_in" => {
             let request_type =
                 hex_u8(f.next("bmRequestType")?).map_err(|e| format!("{k}: bmRequestType {e}"))?;
@@ -482,7 +493,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                         data.len()
                     ));
                 }
-                Call::ControlOut {
+                Recorded::ControlOut {
                     request_type,
                     request,
                     value,
@@ -503,7 +514,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                         answer.len()
                     ));
                 }
-                Call::ControlIn {
+                Recorded::ControlIn {
                     request_type,
                     request,
                     value,
@@ -523,7 +534,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
             }
             let data = data(f.next("the data (hex, - for none)")?)
                 .map_err(|e| format!("{k}: data {e}"))?;
-            Call::BulkOut { endpoint, data }
+            Recorded::BulkOut { endpoint, data }
         }
         _ => {
             // bulk_in
@@ -537,9 +548,9 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
             let length = dec_max(f.next("the buffer length (decimal)")?, u32::MAX.into())
                 .map_err(|e| format!("{k}: buffer length {e}"))? as usize;
             let answer = match f.next("the answer (hex, -, !timeout, !pipe or !nodev)")? {
-                "!timeout" => Err(BulkError::Timeout),
-                "!pipe" => Err(BulkError::Pipe),
-                "!nodev" => Err(BulkError::NoDevice),
+                "!timeout" => Err(LinkError::Timeout),
+                "!pipe" => Err(LinkError::Pipe),
+                "!nodev" => Err(LinkError::NoDevice),
                 e if e.starts_with('!') => {
                     return Err(format!(
                         "{k}: unknown error {:?} (expected !timeout, !pipe or !nodev)",
@@ -557,7 +568,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                     Ok(a)
                 }
             };
-            Call::BulkIn {
+            Recorded::BulkIn {
                 endpoint,
                 length,
                 answer,
@@ -583,13 +594,24 @@ mod tests {
     }
 
     #[test]
+    fn trip_with_an_unknown_reason_is_rejected_naming_the_line() {
+        let e = err("nao-rs recording 1\ntrip udp\ntrip chest_button\n");
+        assert_eq!(e.line, 3);
+        assert!(e.reason.contains("unknown trip reason"), "{}", e.reason);
+        assert!(e.reason.contains("chest-button"), "{}", e.reason);
+        let l = parse("nao-rs recording 1\ntrip chest-button\ntrip unknown\n").unwrap();
+        assert_eq!(l[0].item, Item::Trip(Some(Reason::ChestButton)));
+        assert_eq!(l[1].item, Item::Trip(None));
+    }
+
+    #[test]
     fn blank_and_comment_lines_are_ignored() {
         let l = parse("nao-rs recording 1\n\n# hi\n   \nclose\n").unwrap();
         assert_eq!(
             l,
             vec![Line {
                 number: 5,
-                item: Item::Call(Call::Close)
+                item: Item::Call(Recorded::Close)
             }]
         );
     }
@@ -760,16 +782,16 @@ mod tests {
         let answers: Vec<_> = l
             .iter()
             .map(|l| match &l.item {
-                Item::Call(Call::BulkIn { answer, .. }) => answer.clone(),
+                Item::Call(Recorded::BulkIn { answer, .. }) => answer.clone(),
                 o => panic!("{o:?}"),
             })
             .collect();
         assert_eq!(
             answers,
             vec![
-                Err(BulkError::Timeout),
-                Err(BulkError::Pipe),
-                Err(BulkError::NoDevice)
+                Err(LinkError::Timeout),
+                Err(LinkError::Pipe),
+                Err(LinkError::NoDevice)
             ]
         );
         assert!(err("nao-rs recording 1\nbulk_in 81 512 !stall\n")

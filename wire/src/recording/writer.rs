@@ -9,9 +9,11 @@
 
 use std::io::{self, Write};
 
-use super::{BulkError, Call, Item, Line, HEADER, MAX_T_MS};
+use super::{Item, Line, Recorded, HEADER, MAX_T_MS, UNKNOWN_REASON};
 use crate::command::Command;
+use crate::link::{Answer, Call, LinkError};
 use crate::protocol::handshake::check_accepted;
+use deathswitch::Reason;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -85,20 +87,6 @@ impl<W: Write> RecordingWriter<W> {
     fn push_hex_byte(&mut self, b: u8) {
         self.line.push(HEX[usize::from(b >> 4)]);
         self.line.push(HEX[usize::from(b & 0xf)]);
-    }
-
-    fn push_hex_u16(&mut self, v: u16) {
-        self.push_hex_byte((v >> 8) as u8);
-        self.push_hex_byte(v as u8);
-    }
-
-    fn push_data(&mut self, data: &[u8]) {
-        if data.is_empty() {
-            self.line.push(b'-');
-        }
-        for &b in data {
-            self.push_hex_byte(b);
-        }
     }
 
     fn push_dec(&mut self, v: u64) {
@@ -237,15 +225,11 @@ impl<W: Write> RecordingWriter<W> {
         Ok(())
     }
 
-    /// `trip <reason>`: the reason is one word (`naoctl`, `udp`, `api`, ...).
-    pub fn trip(&mut self, reason: &str) -> io::Result<()> {
-        if reason.is_empty() || reason.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(invalid(format!(
-                "recording: trip reason {reason:?} must be one word without spaces"
-            )));
-        }
+    /// `trip <reason>`, the reason by its name (`naoctl`, `udp`, ...), or
+    /// `trip unknown` for `None`.
+    pub fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
         self.push_str("trip ");
-        self.push_str(reason);
+        self.push_str(reason.into().map_or(UNKNOWN_REASON, Reason::name));
         self.flush_line()
     }
 
@@ -255,115 +239,70 @@ impl<W: Write> RecordingWriter<W> {
         self.flush_line()
     }
 
+    /// One call line: `call` as [`Call`]'s `Display` writes it, then, for
+    /// `control_in` and `bulk_in`, the answer (the bytes, or for `bulk_in`
+    /// the error: [`LinkError::recorded`]). Refuses what the reader rejects:
+    /// a control transfer whose bmRequestType direction bit does not match,
+    /// more than 65535 control bytes, a bulk endpoint of the wrong direction,
+    /// an answer longer than asked, a `bulk_in` length of 2^32 or more, a
+    /// failed `control_in`.
+    pub fn call(&mut self, call: Call<'_>, answer: Result<&[u8], LinkError>) -> io::Result<()> {
+        let answer_len = answer.map_or(0, <[u8]>::len);
+        let wrong = match call {
+            Call::ControlOut { setup, data } => {
+                setup.request_type & 0x80 != 0 || data.len() > usize::from(u16::MAX)
+            }
+            Call::ControlIn { setup, length } => {
+                setup.request_type & 0x80 == 0
+                    || answer.is_err()
+                    || answer_len > usize::from(length)
+            }
+            Call::BulkOut { endpoint, .. } => endpoint & 0x80 != 0,
+            Call::BulkIn { endpoint, length } => {
+                endpoint & 0x80 == 0 || answer_len > length || length > u32::MAX as usize
+            }
+            _ => false,
+        };
+        if wrong {
+            return Err(invalid(format!(
+                "recording: `{call}` with a {answer_len}-byte answer cannot be written (control \
+                 transfers need the bmRequestType direction bit 0x80 to match and at most 65535 \
+                 bytes; bulk_out needs an OUT endpoint, bulk_in an IN endpoint and a length below \
+                 2^32; an answer is at most the length asked)"
+            )));
+        }
+        self.first_call_written = true;
+        // Writing into a Vec cannot fail.
+        let _ = write!(self.line, "{call}");
+        if matches!(call, Call::ControlIn { .. } | Call::BulkIn { .. }) {
+            let _ = write!(self.line, " {}", Answer(answer));
+        }
+        self.flush_line()
+    }
+
     /// `open vvvv:pppp`
     pub fn open(&mut self, vendor: u16, product: u16) -> io::Result<()> {
-        self.first_call_written = true;
-        self.push_str("open ");
-        self.push_hex_u16(vendor);
-        self.line.push(b':');
-        self.push_hex_u16(product);
-        self.flush_line()
+        self.call(Call::Open { vendor, product }, Ok(&[]))
     }
 
     /// `set_configuration <n>`
     pub fn set_configuration(&mut self, config: u8) -> io::Result<()> {
-        self.first_call_written = true;
-        self.push_str("set_configuration ");
-        self.push_dec(config.into());
-        self.flush_line()
+        self.call(Call::SetConfiguration(config), Ok(&[]))
     }
 
     /// `claim_interface <n>`
     pub fn claim_interface(&mut self, iface: u8) -> io::Result<()> {
-        self.first_call_written = true;
-        self.push_str("claim_interface ");
-        self.push_dec(iface.into());
-        self.flush_line()
+        self.call(Call::ClaimInterface(iface), Ok(&[]))
     }
 
     /// `close`
     pub fn close(&mut self) -> io::Result<()> {
-        self.first_call_written = true;
-        self.push_str("close");
-        self.flush_line()
-    }
-
-    fn push_setup(&mut self, key: &str, request_type: u8, request: u8, value: u16, index: u16) {
-        self.push_str(key);
-        self.line.push(b' ');
-        self.push_hex_byte(request_type);
-        self.line.push(b' ');
-        self.push_hex_byte(request);
-        self.line.push(b' ');
-        self.push_hex_u16(value);
-        self.line.push(b' ');
-        self.push_hex_u16(index);
-        self.line.push(b' ');
-    }
-
-    /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`;
-    /// bmRequestType must have the direction bit (0x80) clear.
-    pub fn control_out(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        data: &[u8],
-    ) -> io::Result<()> {
-        if request_type & 0x80 != 0 || data.len() > usize::from(u16::MAX) {
-            return Err(invalid(format!(
-                "recording: control_out with bmRequestType {request_type:02x} and {} data bytes \
-                 (needs direction bit 0x80 clear and at most 65535 bytes)",
-                data.len()
-            )));
-        }
-        self.first_call_written = true;
-        self.push_setup("control_out", request_type, request, value, index);
-        self.push_data(data);
-        self.flush_line()
-    }
-
-    /// `control_in <bmRequestType> <bRequest> <wValue> <wIndex> <wLength>
-    /// <answer>`; bmRequestType must have the direction bit (0x80) set and the
-    /// answer at most `length` bytes.
-    pub fn control_in(
-        &mut self,
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        length: u16,
-        answer: &[u8],
-    ) -> io::Result<()> {
-        if request_type & 0x80 == 0 || answer.len() > usize::from(length) {
-            return Err(invalid(format!(
-                "recording: control_in with bmRequestType {request_type:02x}, wLength {length} and \
-                 a {}-byte answer (needs direction bit 0x80 set and answer <= wLength)",
-                answer.len()
-            )));
-        }
-        self.first_call_written = true;
-        self.push_setup("control_in", request_type, request, value, index);
-        self.push_dec(length.into());
-        self.line.push(b' ');
-        self.push_data(answer);
-        self.flush_line()
+        self.call(Call::Close, Ok(&[]))
     }
 
     /// `bulk_out <ep> <data>`; the endpoint has bit 7 clear.
     pub fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> io::Result<()> {
-        if endpoint & 0x80 != 0 {
-            return Err(invalid(format!(
-                "recording: bulk_out to endpoint {endpoint:02x}, an IN endpoint"
-            )));
-        }
-        self.first_call_written = true;
-        self.push_str("bulk_out ");
-        self.push_hex_byte(endpoint);
-        self.line.push(b' ');
-        self.push_data(data);
-        self.flush_line()
+        self.call(Call::BulkOut { endpoint, data }, Ok(&[]))
     }
 
     /// `bulk_in <ep> <buffer length> <answer | !timeout | !pipe | !nodev>`;
@@ -372,59 +311,14 @@ impl<W: Write> RecordingWriter<W> {
         &mut self,
         endpoint: u8,
         length: usize,
-        answer: Result<&[u8], BulkError>,
+        answer: Result<&[u8], LinkError>,
     ) -> io::Result<()> {
-        let too_long = matches!(answer, Ok(a) if a.len() > length);
-        if endpoint & 0x80 == 0 || too_long || length > u32::MAX as usize {
-            return Err(invalid(format!(
-                "recording: bulk_in from endpoint {endpoint:02x} with buffer length {length} \
-                 (needs an IN endpoint, a length below 2^32 and answer <= length)"
-            )));
-        }
-        self.first_call_written = true;
-        self.push_str("bulk_in ");
-        self.push_hex_byte(endpoint);
-        self.line.push(b' ');
-        self.push_dec(length as u64);
-        self.line.push(b' ');
-        match answer {
-            Ok(a) => self.push_data(a),
-            Err(BulkError::Timeout) => self.push_str("!timeout"),
-            Err(BulkError::Pipe) => self.push_str("!pipe"),
-            Err(BulkError::NoDevice) => self.push_str("!nodev"),
-        }
-        self.flush_line()
+        self.call(Call::BulkIn { endpoint, length }, answer)
     }
 
-    /// Writes one call line.
-    pub fn call(&mut self, call: &Call) -> io::Result<()> {
-        match call {
-            Call::Open { vendor, product } => self.open(*vendor, *product),
-            Call::SetConfiguration(n) => self.set_configuration(*n),
-            Call::ClaimInterface(n) => self.claim_interface(*n),
-            Call::Close => self.close(),
-            Call::ControlOut {
-                request_type,
-                request,
-                value,
-                index,
-                data,
-            } => self.control_out(*request_type, *request, *value, *index, data),
-            Call::ControlIn {
-                request_type,
-                request,
-                value,
-                index,
-                length,
-                answer,
-            } => self.control_in(*request_type, *request, *value, *index, *length, answer),
-            Call::BulkOut { endpoint, data } => self.bulk_out(*endpoint, data),
-            Call::BulkIn {
-                endpoint,
-                length,
-                answer,
-            } => self.bulk_in(*endpoint, *length, answer.as_deref().map_err(|e| *e)),
-        }
+    /// Writes one recorded call line.
+    pub fn recorded(&mut self, line: &Recorded) -> io::Result<()> {
+        self.call(line.call(), line.answer().unwrap_or(Ok(&[])))
     }
 
     /// Writes one item (any line kind).
@@ -435,9 +329,9 @@ impl<W: Write> RecordingWriter<W> {
             Item::Cycle { k, t_ms } => self.cycle(*k, *t_ms),
             Item::Command(c) => self.command(c),
             Item::Silence => self.silence(),
-            Item::Trip(reason) => self.trip(reason),
+            Item::Trip(reason) => self.trip(*reason),
             Item::Rearm => self.rearm(),
-            Item::Call(c) => self.call(c),
+            Item::Call(c) => self.recorded(c),
         }
     }
 
@@ -553,9 +447,9 @@ mod tests {
     #[test]
     fn bulk_in_errors_are_written() {
         let mut w = RecordingWriter::new(Vec::new()).unwrap();
-        w.bulk_in(0x81, 512, Err(BulkError::Timeout)).unwrap();
-        w.bulk_in(0x81, 512, Err(BulkError::Pipe)).unwrap();
-        w.bulk_in(0x81, 512, Err(BulkError::NoDevice)).unwrap();
+        w.bulk_in(0x81, 512, Err(LinkError::Timeout)).unwrap();
+        w.bulk_in(0x81, 512, Err(LinkError::Pipe)).unwrap();
+        w.bulk_in(0x81, 512, Err(LinkError::NoDevice)).unwrap();
         w.bulk_in(0x81, 512, Ok(&[])).unwrap();
         assert!(w.bulk_in(0x81, 1, Ok(&[1, 2])).is_err());
         let text = String::from_utf8(w.into_inner()).unwrap();
@@ -567,11 +461,11 @@ mod tests {
     }
 
     #[test]
-    fn comments_and_trip_reasons_are_one_line() {
+    fn comments_are_one_line_and_trips_are_written_by_reason_name() {
         let mut w = RecordingWriter::new(Vec::new()).unwrap();
         assert!(w.comment("a\nb").is_err());
-        assert!(w.trip("chest button").is_err());
-        assert!(w.trip("").is_err());
-        w.trip("udp").unwrap();
+        w.trip(Reason::ChestButton).unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert!(text.ends_with("trip chest-button\n"), "{text}");
     }
 }

@@ -1,8 +1,9 @@
 //! A fake chest board for the protocol tests: a `Link` that answers every
-//! frame as the spec's devices would, allocates nothing, and can be told to
+//! frame as the protocol's devices would, allocates nothing, and can be told to
 //! fail reads and writes or corrupt answers.
 #![allow(dead_code)]
 
+use nao_wire::link::Call;
 use nao_wire::protocol::frame::{Frame, FrameWriter, SYNC_FRAME};
 use nao_wire::protocol::prefs::crc32;
 use nao_wire::protocol::tables::*;
@@ -169,72 +170,52 @@ impl FakeBoard {
 }
 
 impl Link for FakeBoard {
-    fn open(&mut self, _v: u16, _p: u16) -> Result<(), LinkError> {
-        self.note(Kind::Open);
-        Ok(())
-    }
-    fn set_configuration(&mut self, _c: u8) -> Result<(), LinkError> {
-        self.note(Kind::SetConfiguration);
-        Ok(())
-    }
-    fn claim_interface(&mut self, _i: u8) -> Result<(), LinkError> {
-        self.note(Kind::ClaimInterface);
-        Ok(())
-    }
-    fn close(&mut self) {
-        self.note(Kind::Close);
-    }
-    fn control_out(
-        &mut self,
-        _t: u8,
-        r: u8,
-        v: u16,
-        _i: u16,
-        _d: &[u8],
-    ) -> Result<usize, LinkError> {
-        self.note(Kind::ControlOut(r, v));
-        Ok(0)
-    }
-    fn control_in(
-        &mut self,
-        _t: u8,
-        r: u8,
-        v: u16,
-        i: u16,
-        buf: &mut [u8],
-    ) -> Result<usize, LinkError> {
-        self.note(Kind::ControlIn(r));
-        match r {
-            REQ_VERSION => buf[..4].copy_from_slice(&[2, 17, 7, 0]),
-            REQ_PREFS => {
-                let at = i as usize;
-                let n = buf.len().min(PREFS_LEN.saturating_sub(at));
-                buf[..n].copy_from_slice(&self.prefs[at..at + n]);
+    fn call(&mut self, call: Call<'_>, buf: &mut [u8]) -> Result<usize, LinkError> {
+        match call {
+            Call::Open { .. } => self.note(Kind::Open),
+            Call::SetConfiguration(_) => self.note(Kind::SetConfiguration),
+            Call::ClaimInterface(_) => self.note(Kind::ClaimInterface),
+            Call::Close => self.note(Kind::Close),
+            Call::ControlOut { setup, .. } => {
+                self.note(Kind::ControlOut(setup.request, setup.value))
             }
-            REQ_BOOT_ID => buf.fill(b'0' + v as u8),
-            _ => {}
+            Call::ControlIn { setup, .. } => {
+                let (r, v, i) = (setup.request, setup.value, setup.index);
+                self.note(Kind::ControlIn(r));
+                match r {
+                    REQ_VERSION => buf[..4].copy_from_slice(&[2, 17, 7, 0]),
+                    REQ_PREFS => {
+                        let at = i as usize;
+                        let n = buf.len().min(PREFS_LEN.saturating_sub(at));
+                        buf[..n].copy_from_slice(&self.prefs[at..at + n]);
+                    }
+                    REQ_BOOT_ID => buf.fill(b'0' + v as u8),
+                    _ => {}
+                }
+                return Ok(buf.len());
+            }
+            Call::BulkOut { data, .. } => {
+                self.note(Kind::BulkOut);
+                self.last_frame[..data.len()].copy_from_slice(data);
+                self.last_frame_len = data.len();
+                self.frames_written += 1;
+                if self.fail_writes > 0 {
+                    self.fail_writes -= 1;
+                    return Err(LinkError::Timeout);
+                }
+                self.make_answer();
+                return Ok(data.len());
+            }
+            Call::BulkIn { .. } => {
+                self.note(Kind::BulkIn);
+                if self.fail_reads > 0 {
+                    self.fail_reads -= 1;
+                    return Err(LinkError::Timeout);
+                }
+                buf[..self.answer_len].copy_from_slice(&self.answer[..self.answer_len]);
+                return Ok(self.answer_len);
+            }
         }
-        Ok(buf.len())
-    }
-    fn bulk_out(&mut self, _e: u8, data: &[u8]) -> Result<usize, LinkError> {
-        self.note(Kind::BulkOut);
-        self.last_frame[..data.len()].copy_from_slice(data);
-        self.last_frame_len = data.len();
-        self.frames_written += 1;
-        if self.fail_writes > 0 {
-            self.fail_writes -= 1;
-            return Err(LinkError::Timeout);
-        }
-        self.make_answer();
-        Ok(data.len())
-    }
-    fn bulk_in(&mut self, _e: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
-        self.note(Kind::BulkIn);
-        if self.fail_reads > 0 {
-            self.fail_reads -= 1;
-            return Err(LinkError::Timeout);
-        }
-        buf[..self.answer_len].copy_from_slice(&self.answer[..self.answer_len]);
-        Ok(self.answer_len)
+        Ok(0)
     }
 }

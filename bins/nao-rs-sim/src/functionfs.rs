@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use nao_wire::link::sim::{
+use nao_wire::link::codec::{
     OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CONTROL_IN, OP_CONTROL_OUT, OP_OPEN, ST_OK,
 };
 use nao_wire::link::{PRODUCT_ID, VENDOR_ID};

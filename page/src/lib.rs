@@ -9,6 +9,7 @@ mod cells;
 pub mod flags;
 mod reason;
 pub mod rules;
+pub mod stop;
 mod sync;
 mod time;
 

@@ -14,20 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The stop datagram's prefix: 11 ASCII bytes.
-pub const STOP_PREFIX: &[u8; 11] = b"NAO-RS STOP";
-/// The default UDP stop port.
-pub const DEFAULT_PORT: u16 = 7701;
+/// The stop datagram's prefix and port: one place, with the death switch.
+pub use deathswitch::stop::{is_stop, PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX};
 /// How long the listener blocks on one receive, so it re-checks the guard
 /// at least this often (well within the 1 s rule).
 pub const RECV_TIMEOUT_MS: u64 = 50;
 /// How often an unbound listener retries the bind, ms.
 pub const RETRY_MS: u64 = 1000;
-
-/// True when `payload` is a stop datagram.
-pub fn is_stop(payload: &[u8]) -> bool {
-    payload.starts_with(STOP_PREFIX)
-}
 
 /// What the listener should do next (the port ownership rule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -121,6 +121,18 @@ pub enum Event {
     },
     /// The guard stops (SIGTERM / SIGINT).
     Stopping,
+    /// A runtime registered: the guard holds its pidfd.
+    Registered {
+        /// The runtime's pid.
+        pid: u32,
+    },
+    /// `pidfd_open` failed (not ESRCH): the guard watches by pid alone.
+    PidfdFailed {
+        /// The runtime's pid.
+        pid: u32,
+        /// The errno.
+        errno: i32,
+    },
 }
 
 /// The sending end, owned by one thread. Never blocks, never allocates.
@@ -234,7 +246,7 @@ fn write(log: &slog::Logger, e: &Event) {
         Event::Watching { pid } => info!(log, "watching the runtime"; "driver_pid" => format!("{pid:?}")),
         Event::Unwatched => info!(log, "the heartbeat was cleared: idle"),
         Event::TookOver { reason, pid, kill, beat_age_ms } => error!(log, "TAKE-OVER";
-            "reason" => format!("{reason:?}"), "driver_pid" => format!("{pid:?}"), "kill" => format!("{kill:?}"), "beat_age_ms" => format!("{beat_age_ms:?}")),
+            "reason" => reason.name(), "driver_pid" => format!("{pid:?}"), "kill" => format!("{kill:?}"), "beat_age_ms" => format!("{beat_age_ms:?}")),
         Event::BoardOpened => info!(log, "chest board opened: sending all-off every 12 ms"),
         Event::BoardOpenFailed(f) => warn!(log, "opening the chest board failed, retrying every 2 ms"; "error" => format!("{f:?}")),
         Event::FrameFailed(f) => warn!(log, "all-off frame exchange failed"; "error" => format!("{f:?}")),
@@ -248,6 +260,9 @@ fn write(log: &slog::Logger, e: &Event) {
         Event::UdpStop { from_v4, tripped } => error!(log, "UDP stop received";
             "from" => format!("{}", std::net::Ipv4Addr::from(from_v4)), "tripped_now" => tripped),
         Event::Stopping => info!(log, "guard stopping"),
+        Event::Registered { pid } => info!(log, "runtime registered: holding its pidfd"; "driver_pid" => pid),
+        Event::PidfdFailed { pid, errno } => warn!(log, "cannot open the runtime's pidfd (needs Linux 5.3): watching it by pid alone";
+            "driver_pid" => pid, "error" => format!("{}", nix::errno::Errno::from_raw(errno))),
     }
 }
 

@@ -128,7 +128,8 @@ fn run(args: Args) -> Result<(), String> {
             let mut ticker = kit::Ticker::new(POLL_PERIOD_NS);
             // Acquire: pairs with the Release store in the signal handler.
             while !STOP.load(Ordering::Acquire) {
-                ticker.wait();
+                // The 2 ms deadline, or at once when the runtime exits.
+                ticker.wait_or_readable(poller.runtime_fd());
                 poller.poll(&loop_page, deathswitch::now_ns());
             }
             poller.log_event(Event::Stopping);

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::core::is_stop_datagram;
 use crate::log::{Event, LogSender};
+use deathswitch::stop::is_stop as is_stop_datagram;
 
 /// How long between bind attempts.
 pub const BIND_RETRY: Duration = Duration::from_secs(1);

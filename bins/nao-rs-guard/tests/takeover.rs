@@ -169,7 +169,7 @@ fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
         gaps.iter().all(|&g| g > 2_000_000),
         "two guard frames in one poll: {gaps:?}"
     );
-    rig.wait_log("GuardHeartbeatLost");
+    rig.wait_log("guard-heartbeat-lost");
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
         .expect("the guard killed the runtime");
     // The first reason stays; the guard's own reason is in its log.
     assert_eq!(rig.page.snapshot().reason, Some(Reason::Naoctl));
-    rig.wait_log("GuardNoConfirmation");
+    rig.wait_log("guard-no-confirmation");
     // Within the 40 ms window, one 2 ms poll, and the kernel's release of
     // the board (generous bound: the machine is shared).
     let first = frames
@@ -210,7 +210,8 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
     rt1.signal(Signal::SIGKILL);
     rt1.wait_exit(Duration::from_secs(2)).unwrap();
     rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
-    assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
+    // The pidfd saw the exit: taken over at once, not after the beat timeout.
+    assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardRuntimeExited));
 
     // The restart: hand-over, the switch stays tripped.
     let rt2 = rig.runtime(&["--stiffness", "0.5"]);
@@ -314,5 +315,51 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
         if w[0].peer_pid != w[1].peer_pid {
             assert!(w[1].t_ns > w[0].t_ns, "two senders in the same instant");
         }
+    }
+}
+
+/// Issue 12: the runtime's pidfd. A runtime that ends for any reason
+/// (SIGKILL, segfault, abort, a clean SIGTERM) is taken over at once with
+/// `guard-runtime-exited` (not after the beat timeout, whose reason would
+/// be `guard-heartbeat-lost`), and the board keeps getting all-off frames
+/// from the guard. A clean exit tripped `shutdown` first: the first reason
+/// stays, and the guard takes the board over the same way.
+#[test]
+fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
+    for (sig, want) in [
+        (Signal::SIGKILL, Reason::GuardRuntimeExited),
+        // A real segfault in the runtime's cycle thread (SIGUSR2 asks
+        // the test runtime for one).
+        (Signal::SIGUSR2, Reason::GuardRuntimeExited),
+        (Signal::SIGABRT, Reason::GuardRuntimeExited),
+        (Signal::SIGTERM, Reason::Shutdown),
+    ] {
+        let rig = Rig::new();
+        rig.page.rearm();
+        let mut rt = rig.runtime(&["--stiffness", "0.5"]);
+        rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        let count_before = rig.page.trip_count();
+        rt.signal(sig);
+        let status = rt
+            .wait_exit(Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("{sig}: the runtime did not exit"));
+        if sig == Signal::SIGUSR2 {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(status.signal(), Some(libc::SIGSEGV), "a real segfault");
+        }
+        let frames = rig.wait_frames_from(rig.guard.pid(), 5, Duration::from_secs(5));
+        let snap = rig.page.snapshot();
+        assert_eq!(snap.reason, Some(want), "{sig}");
+        assert!(snap.guard_holding, "{sig}: the guard holds the board");
+        assert!(snap.trip_count > count_before, "{sig}");
+        assert_eq!(runs(&frames), vec![rt.pid(), rig.guard.pid()], "{sig}");
+        assert!(
+            frames
+                .iter()
+                .filter(|l| l.peer_pid as u32 == rig.guard.pid())
+                .all(|l| l.all_off && l.max_stiffness == 0),
+            "{sig}: the guard's frames are all-off"
+        );
+        rig.wait_log("guard-runtime-exited");
     }
 }

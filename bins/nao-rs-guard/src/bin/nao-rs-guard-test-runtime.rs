@@ -12,7 +12,12 @@
 //! `--stiffness S` commands every joint at stiffness S (0..1) at its zero
 //! position. `--never-confirm` is the "test build that ignores the switch":
 //! it beats but never confirms an all-off frame, and its frames ignore a trip.
-//! On SIGTERM it trips `shutdown`, sends one all-off frame and exits.
+//! On SIGTERM it trips `shutdown`, sends one all-off frame and exits. On
+//! SIGUSR2 its cycle thread writes through a null pointer: a real
+//! segfault, the crash the guard's pidfd must see (a SIGSEGV sent with
+//! kill(2) is absorbed by Rust's stack-overflow handler). Every cycle
+//! calls `Page::check`, as the runtime does, so it follows a repaired or
+//! replaced page.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +32,12 @@ use nao_wire::protocol::startup::{Startup, StartupError};
 use nao_wire::{Command, Link, LinkError, JOINTS};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static CRASH: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    // Release: pairs with the Acquire load in the cycle loop.
+    CRASH.store(true, Ordering::Release);
+}
 
 extern "C" fn on_term(_: libc::c_int) {
     // Release: pairs with the Acquire load in the cycle loop.
@@ -88,6 +99,14 @@ fn run() -> Result<(), String> {
     // SAFETY: the handler only stores to an atomic (async-signal-safe).
     unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &act) }
         .map_err(|e| e.to_string())?;
+    let crash = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(on_usr2),
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGUSR2, &crash) }
+        .map_err(|e| e.to_string())?;
 
     let page = Page::open(&a.page).map_err(|e| e.to_string())?;
     page.register_driver(std::process::id());
@@ -122,6 +141,12 @@ fn run() -> Result<(), String> {
     let mut ticker = Ticker::new(12_000_000);
     loop {
         ticker.wait();
+        // Acquire: pairs with the Release in the SIGUSR2 handler.
+        if CRASH.load(Ordering::Acquire) {
+            // SAFETY: none, on purpose: the test's crash (SIGSEGV).
+            unsafe { std::ptr::null_mut::<u8>().write_volatile(1) };
+        }
+        page.check();
         let stopping = STOP.load(Ordering::Acquire);
         if stopping {
             page.trip(Reason::Shutdown);

@@ -82,7 +82,7 @@ fn damage(d: Damage, path: &Path, armed_copy: &[u8]) {
             .unwrap()
             .set_len(n)
             .unwrap(),
-        Damage::Zero => write_at(path, 0, &vec![0; deathswitch::LEN]),
+        Damage::Zero => write_at(path, 0, &[0; deathswitch::LEN]),
         Damage::Garbage => write_at(path, 0, &garbage(7)),
         Damage::GarbageKeepingMagicsAndVersion => {
             let mut g = garbage(11);

@@ -114,13 +114,13 @@ pub enum Event {
     },
     /// A UDP stop datagram tripped the switch.
     UdpStop {
-        /// The sender's IPv4 address, or 0 when not IPv4.
-        from_v4: u32,
         /// True when this datagram tripped it (false: already tripped).
         tripped: bool,
     },
     /// The guard stops (SIGTERM / SIGINT).
     Stopping,
+    /// The UDP listener panicked (tripped `fault`).
+    UdpPanicked,
     /// A runtime registered: the guard holds its pidfd.
     Registered {
         /// The runtime's pid.
@@ -255,10 +255,10 @@ fn write(log: &slog::Logger, e: &Event) {
         Event::PageRepaired => error!(log, "PageRepaired: the page had lost its magic; made whole, tripped page-lost"),
         Event::PageReplaced => error!(log, "PageReplaced: the page file was replaced or deleted; now mapped to the page at the path, tripped page-lost"),
         Event::UdpBound { port } => info!(log, "UDP stop listening"; "port" => port),
-        Event::UdpBindFailed { port, errno } => warn!(log, "cannot bind the UDP stop port, retrying every second";
+        Event::UdpBindFailed { port, errno } => warn!(log, "cannot bind or share the UDP stop port, retrying every 50 ms";
             "port" => port, "error" => format!("{}", nix::errno::Errno::from_raw(errno))),
-        Event::UdpStop { from_v4, tripped } => error!(log, "UDP stop received";
-            "from" => format!("{}", std::net::Ipv4Addr::from(from_v4)), "tripped_now" => tripped),
+        Event::UdpStop { tripped } => error!(log, "UDP stop received"; "tripped_now" => tripped),
+        Event::UdpPanicked => error!(log, "the UDP listener panicked: tripped fault; the runtime's listener still reads the port"),
         Event::Stopping => info!(log, "guard stopping"),
         Event::Registered { pid } => info!(log, "runtime registered: holding its pidfd"; "driver_pid" => pid),
         Event::PidfdFailed { pid, errno } => warn!(log, "cannot open the runtime's pidfd (needs Linux 5.3): watching it by pid alone";

@@ -87,14 +87,14 @@ fn run(args: Args) -> Result<(), String> {
     install_signals().map_err(|e| format!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
 
     let pid = std::process::id();
-    // Publish ourselves first: the runtime gives the UDP port up once it
-    // sees a live guard.
     page.set_guard(pid, false);
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut hub = LogHub::new();
     let mut loop_log = hub.sender();
     let udp_log = hub.sender();
+    let udp_stops = hub.sender();
+    let mut panic_log = hub.sender();
     let log_thread = hub.spawn(stderr_logger(), stop.clone());
     loop_log.send(Event::Started {
         pid,
@@ -104,9 +104,18 @@ fn run(args: Args) -> Result<(), String> {
 
     let udp_thread = if args.udp_port != 0 {
         let p = page.clone();
-        let t = udp::spawn(args.udp_port, udp_log, stop.clone(), move || {
-            p.trip(Reason::Udp)
-        })
+        let p2 = page.clone();
+        let t = udp::spawn(
+            args.udp_port,
+            udp_log,
+            udp_stops,
+            stop.clone(),
+            move || p.trip(Reason::Udp),
+            move || {
+                p2.trip(Reason::Fault);
+                panic_log.send(Event::UdpPanicked);
+            },
+        )
         .map_err(|e| format!("cannot start the UDP thread: {e}"))?;
         Some(t)
     } else {
@@ -150,7 +159,7 @@ fn run(args: Args) -> Result<(), String> {
     // Release: the UDP and logging threads see it with Acquire.
     stop.store(true, Ordering::Release);
     if let Some(t) = udp_thread {
-        let _ = t.join();
+        t.stop();
     }
     let _ = log_thread.join();
     Ok(())

@@ -12,6 +12,8 @@
 //! `--stiffness S` commands every joint at stiffness S (0..1) at its zero
 //! position. `--never-confirm` is the "test build that ignores the switch":
 //! it beats but never confirms an all-off frame, and its frames ignore a trip.
+//! `--udp-only PORT` runs only the runtime's UDP stop listener on PORT
+//! (the one listener of both processes), for the UDP tests.
 //! On SIGTERM it trips `shutdown`, sends one all-off frame and exits. On
 //! SIGUSR2 its cycle thread writes through a null pointer: a real
 //! segfault, the crash the guard's pidfd must see (a SIGSEGV sent with
@@ -49,6 +51,7 @@ struct Args {
     link: String,
     stiffness: f32,
     never_confirm: bool,
+    udp_only: Option<u16>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -58,6 +61,7 @@ fn parse() -> Result<Args, String> {
         link: String::new(),
         stiffness: 0.0,
         never_confirm: false,
+        udp_only: None,
     };
     while let Some(k) = it.next() {
         match k.as_str() {
@@ -70,10 +74,17 @@ fn parse() -> Result<Args, String> {
                     .map_err(|_| format!("--stiffness {v:?}: not a number"))?;
             }
             "--never-confirm" => a.never_confirm = true,
+            "--udp-only" => {
+                let v = it.next().ok_or("--udp-only needs a port")?;
+                a.udp_only = Some(
+                    v.parse()
+                        .map_err(|_| format!("--udp-only {v:?}: not a port"))?,
+                );
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if a.page.as_os_str().is_empty() || a.link.is_empty() {
+    if a.page.as_os_str().is_empty() || (a.link.is_empty() && a.udp_only.is_none()) {
         return Err("usage: nao-rs-guard-test-runtime --page PATH --link sim:PATH [--stiffness S] [--never-confirm]".into());
     }
     Ok(a)
@@ -110,6 +121,28 @@ fn run() -> Result<(), String> {
 
     let page = Page::open(&a.page).map_err(|e| e.to_string())?;
     page.register_driver(std::process::id());
+    if let Some(port) = a.udp_only {
+        let page = std::sync::Arc::new(page);
+        let p = page.clone();
+        let l = nao_actors::runtime::udp::UdpListener::start_named(
+            "nao-rs-udp",
+            port,
+            Default::default(),
+            Some(nao_actors::runtime::UDP_PRIORITY),
+            move || {
+                p.trip(Reason::Udp);
+            },
+            |_| {},
+            || {},
+        )
+        .map_err(|e| e.to_string())?;
+        // Acquire: pairs with the Release in the SIGTERM handler.
+        while !STOP.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        l.stop();
+        return Ok(());
+    }
     let path = nao_wire::link::sim::sim_path(&a.link)
         .ok_or(format!("--link {:?}: use sim:PATH", a.link))?;
     let mut link = SimLink::new(path);

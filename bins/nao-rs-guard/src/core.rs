@@ -116,6 +116,9 @@ pub struct GuardCore {
     /// The last heartbeat (cycle, monotonic ns) the guard saw in the page,
     /// kept for the held runtime when the page loses it.
     seen_beat: Option<(u64, u64)>,
+    /// When the guard first saw the switch tripped (monotonic ns); `None`
+    /// while armed.
+    seen_trip_ns: Option<u64>,
 }
 
 /// Whether `pid` may be sent SIGKILL by the guard `own_pid`: never 0 (the
@@ -133,6 +136,7 @@ impl GuardCore {
             state: State::Idle,
             own_pid,
             seen_beat: None,
+            seen_trip_ns: None,
         }
     }
 
@@ -150,13 +154,32 @@ impl GuardCore {
     /// has one (remembered); when the page has lost it (damage, repair,
     /// replacement) while the runtime held by its pidfd still runs, the
     /// last heartbeat the guard saw. A runtime that stops beating after
-    /// page damage is still a lost heartbeat.
-    pub fn judged(&mut self, snap: &Snapshot, runtime: Runtime) -> Snapshot {
+    /// page damage is still a lost heartbeat. A trip time that lies after
+    /// `now_ns` (damage: garbage, or a trip time stuck pending) is judged
+    /// from when the guard first saw the switch tripped, and a confirmation
+    /// of a cycle after the last beat's counts as none, so rule 3 still
+    /// runs out.
+    pub fn judged(&mut self, snap: &Snapshot, runtime: Runtime, now_ns: u64) -> Snapshot {
+        let mut s = *snap;
+        if snap.armed {
+            self.seen_trip_ns = None;
+        } else {
+            let first = *self.seen_trip_ns.get_or_insert(now_ns);
+            if snap.tripped_at_ns > now_ns {
+                s.tripped_at_ns = first;
+            }
+        }
+        // A confirmation of a cycle not yet beaten is impossible (damage):
+        // it confirms nothing.
+        if let (Some(conf), Some(c)) = (s.all_off_confirmed_cycle, s.last_cycle) {
+            if conf > c {
+                s.all_off_confirmed_cycle = None;
+            }
+        }
         if let (Some(c), Some(t)) = (snap.last_cycle, snap.last_beat_ns) {
             self.seen_beat = Some((c, t));
-            return *snap;
+            return s;
         }
-        let mut s = *snap;
         if let (Runtime::Alive(_), Some((c, t)), false) = (runtime, self.seen_beat, self.holding())
         {
             s.last_cycle = Some(c);
@@ -605,7 +628,7 @@ mod tests {
         runtime: Runtime,
         driver_alive: bool,
     ) -> (Actions, Transition) {
-        let j = g.judged(snap, runtime);
+        let j = g.judged(snap, runtime, now_ns);
         let verdict =
             deathswitch::rules::decide(&j, now_ns, &deathswitch::rules::Settings::default());
         g.step(&Observation {
@@ -828,5 +851,34 @@ mod tests {
             (a.trip, a.kill),
             (Some(Reason::GuardNoConfirmation), Some(RT))
         );
+    }
+
+    #[test]
+    fn a_trip_time_from_the_future_is_judged_from_when_the_guard_saw_the_trip() {
+        // Garbage that keeps the magics: tripped, trip time far ahead (or
+        // stuck pending), the runtime beats but never confirms.
+        for garbage_trip in [u64::MAX, 1 << 62] {
+            let mut g = GuardCore::new(GUARD);
+            poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+            let mut s = beating(Some(RT), 2, 10 * MS);
+            s.armed = false;
+            s.reason = Some(Reason::PageLost);
+            s.tripped_at_ns = garbage_trip;
+            // ... and a confirmation of a cycle not yet beaten.
+            s.all_off_confirmed_cycle = Some(1 << 60);
+            let (a, _) = poll(&mut g, &s, 10 * MS, Runtime::Alive(RT), false);
+            assert_eq!(a.trip, None);
+            s.last_beat_ns = Some(50 * MS);
+            assert_eq!(
+                poll(&mut g, &s, 50 * MS, Runtime::Alive(RT), false).0.trip,
+                None
+            );
+            s.last_beat_ns = Some(52 * MS);
+            let (a, _) = poll(&mut g, &s, 52 * MS, Runtime::Alive(RT), false);
+            assert_eq!(
+                (a.trip, a.kill),
+                (Some(Reason::GuardNoConfirmation), Some(RT))
+            );
+        }
     }
 }

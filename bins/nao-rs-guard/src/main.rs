@@ -11,7 +11,7 @@ use deathswitch::rules::Settings;
 use deathswitch::{Page, Reason};
 use nao_actors::kit;
 use nao_rs_guard::board::WireBoard;
-use nao_rs_guard::log::{stderr_logger, Event, LogHub};
+use nao_rs_guard::log::{emit, stderr_logbook, Event, RING_CAPACITY};
 use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
 use nao_rs_guard::rt::GUARD_PRIORITY;
 use nao_rs_guard::{link, udp};
@@ -90,17 +90,17 @@ fn run(args: Args) -> Result<(), String> {
     page.set_guard(pid, false);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let mut hub = LogHub::new();
-    let mut loop_log = hub.sender();
-    let udp_log = hub.sender();
-    let udp_stops = hub.sender();
-    let mut panic_log = hub.sender();
-    let log_thread = hub.spawn(stderr_logger(), stop.clone());
-    loop_log.send(Event::Started {
-        pid,
-        beat_timeout_ms: args.beat_timeout_ms,
-        confirm_window_ms: args.confirm_window_ms,
-    });
+    // The kit's logging actor: a ring per thread, written at normal priority.
+    let book = stderr_logbook();
+    let loop_log = book.sink("guard-poll", RING_CAPACITY);
+    let udp_log = book.sink("guard-udp", RING_CAPACITY);
+    let udp_stops = book.sink("guard-udp-stop", RING_CAPACITY);
+    let mut panic_log = book.sink("guard-udp-panic", 4);
+    let log_actor = book
+        .spawn()
+        .map_err(|e| format!("cannot start the logging actor: {e}"))?;
+    slog::info!(book.logger(), "guard started"; "pid" => pid, "poll_ms" => 2,
+        "beat_timeout_ms" => args.beat_timeout_ms, "confirm_window_ms" => args.confirm_window_ms);
 
     let udp_thread = if args.udp_port != 0 {
         let p = page.clone();
@@ -113,7 +113,7 @@ fn run(args: Args) -> Result<(), String> {
             move || p.trip(Reason::Udp),
             move || {
                 p2.trip(Reason::Fault);
-                panic_log.send(Event::UdpPanicked);
+                emit(&mut panic_log, Event::UdpPanicked);
             },
         )
         .map_err(|e| format!("cannot start the UDP thread: {e}"))?;
@@ -146,7 +146,7 @@ fn run(args: Args) -> Result<(), String> {
         },
     )
     .map_err(|e| format!("cannot start the poll thread: {e}"))?;
-    let main_log = stderr_logger();
+    let main_log = book.logger().clone();
     for problem in &actor.placement().problems {
         // Once, at start, not on the 2 ms path.
         slog::warn!(
@@ -161,6 +161,6 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(t) = udp_thread {
         t.stop();
     }
-    let _ = log_thread.join();
+    log_actor.stop();
     Ok(())
 }

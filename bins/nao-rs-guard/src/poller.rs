@@ -14,7 +14,9 @@ use nao_actors::kit::Schedule;
 
 use crate::board::Board;
 use crate::core::{GuardCore, Observation, Runtime, Transition};
-use crate::log::{Event, KillOutcome, LinkFault, LogSender};
+use nao_actors::kit::log::EventSink;
+
+use crate::log::{emit, Event, KillOutcome, LinkFault};
 use crate::process::{self, Pidfd};
 
 /// The runtime's cycle, which the guard's all-off frames keep: 12 ms.
@@ -46,14 +48,14 @@ pub struct Poller<B: Board> {
     published_holding: Option<bool>,
     open_failing: Option<LinkFault>,
     frame_failing: Option<LinkFault>,
-    log: LogSender,
+    log: EventSink,
     /// Frames sent since start.
     pub frames_sent: u64,
 }
 
 impl<B: Board> Poller<B> {
     /// A poller for the guard `own_pid` over `board`.
-    pub fn new(board: B, settings: Settings, own_pid: u32, log: LogSender) -> Poller<B> {
+    pub fn new(board: B, settings: Settings, own_pid: u32, log: EventSink) -> Poller<B> {
         Poller {
             core: GuardCore::new(own_pid),
             frames: None,
@@ -105,12 +107,12 @@ impl<B: Board> Poller<B> {
     pub fn poll(&mut self, page: &Page, now_ns: u64) {
         match page.check() {
             Integrity::Intact => {}
-            Integrity::Repaired => self.log.send(Event::PageRepaired),
-            Integrity::Replaced => self.log.send(Event::PageReplaced),
+            Integrity::Repaired => emit(&mut self.log, Event::PageRepaired),
+            Integrity::Replaced => emit(&mut self.log, Event::PageReplaced),
         }
         let snap = page.snapshot();
         let runtime = self.runtime_status();
-        let judged = self.core.judged(&snap, runtime);
+        let judged = self.core.judged(&snap, runtime, now_ns);
         let verdict = decide(&judged, now_ns, &self.settings);
         // The liveness probe is a syscall: only while holding (hand-over).
         let driver_alive = self.core.holding() && snap.driver_pid.is_some_and(process::alive);
@@ -154,12 +156,15 @@ impl<B: Board> Poller<B> {
             let beat_age_ms = snap
                 .last_beat_ns
                 .map(|t| now_ns.saturating_sub(t) / 1_000_000);
-            self.log.send(Event::TookOver {
-                reason,
-                pid,
-                kill,
-                beat_age_ms,
-            });
+            emit(
+                &mut self.log,
+                Event::TookOver {
+                    reason,
+                    pid,
+                    kill,
+                    beat_age_ms,
+                },
+            );
         }
         // 3. hand-over: clear the heartbeat (driver_pid kept) before the
         //    board is let go, so the new runtime's first beat is its own.
@@ -180,12 +185,12 @@ impl<B: Board> Poller<B> {
                     Ok(()) => {
                         self.frames = None;
                         self.open_failing = None;
-                        self.log.send(Event::BoardOpened);
+                        emit(&mut self.log, Event::BoardOpened);
                     }
                     Err(e) => {
                         let f = LinkFault::from(&e);
                         if self.open_failing != Some(f) {
-                            self.log.send(Event::BoardOpenFailed(f));
+                            emit(&mut self.log, Event::BoardOpenFailed(f));
                             self.open_failing = Some(f);
                         }
                     }
@@ -202,7 +207,7 @@ impl<B: Board> Poller<B> {
                     Err(e) => {
                         let f = LinkFault::from(&e);
                         if self.frame_failing != Some(f) {
-                            self.log.send(Event::FrameFailed(f));
+                            emit(&mut self.log, Event::FrameFailed(f));
                             self.frame_failing = Some(f);
                         }
                     }
@@ -220,13 +225,16 @@ impl<B: Board> Poller<B> {
 
         match transition {
             Transition::None => {}
-            Transition::Watch => self.log.send(Event::Watching {
-                pid: snap.driver_pid,
-            }),
-            Transition::Unwatch => self.log.send(Event::Unwatched),
+            Transition::Watch => emit(
+                &mut self.log,
+                Event::Watching {
+                    pid: snap.driver_pid,
+                },
+            ),
+            Transition::Unwatch => emit(&mut self.log, Event::Unwatched),
             Transition::TakeOver(..) => {} // logged at the kill
-            Transition::HandOver(pid) => self.log.send(Event::HandedOver { pid }),
-            Transition::Release => self.log.send(Event::Released),
+            Transition::HandOver(pid) => emit(&mut self.log, Event::HandedOver { pid }),
+            Transition::Release => emit(&mut self.log, Event::Released),
         }
     }
 
@@ -238,16 +246,19 @@ impl<B: Board> Poller<B> {
         match Pidfd::open(pid) {
             Ok(fd) => {
                 self.runtime = Some(fd);
-                self.log.send(Event::Registered { pid });
+                emit(&mut self.log, Event::Registered { pid });
             }
             // Gone already: it exited; the next poll takes over.
             Err(nix::errno::Errno::ESRCH) => self.exited_at_open = Some(pid),
             Err(e) => {
                 self.runtime_pid_only = Some(pid);
-                self.log.send(Event::PidfdFailed {
-                    pid,
-                    errno: e as i32,
-                });
+                emit(
+                    &mut self.log,
+                    Event::PidfdFailed {
+                        pid,
+                        errno: e as i32,
+                    },
+                );
             }
         }
     }
@@ -269,7 +280,7 @@ impl<B: Board> Poller<B> {
 
     /// Log an event through the loop's ring.
     pub fn log_event(&mut self, e: Event) {
-        self.log.send(e);
+        emit(&mut self.log, e);
     }
 
     /// Let the board go (the guard stops) and withdraw from the page.

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use nao_actors::runtime::udp::{UdpEvent, UdpListener};
 
-use crate::log::{Event, LogSender};
+use nao_actors::kit::log::EventSink;
+
+use crate::log::{emit, Event};
 
 /// The guard's UDP listener's SCHED_FIFO priority: above the runtime's
 /// cycle (30), below the guard's poll (40).
@@ -21,8 +23,8 @@ pub const GUARD_UDP_PRIORITY: u8 = 39;
 /// runs if the listener panics. Ends when `stop` is set.
 pub fn spawn<F, P>(
     port: u16,
-    mut events: LogSender,
-    mut stops: LogSender,
+    mut events: EventSink,
+    mut stops: EventSink,
     stop: Arc<AtomicBool>,
     trip: F,
     on_panic: P,
@@ -38,11 +40,11 @@ where
         Some(GUARD_UDP_PRIORITY),
         move || {
             let tripped = trip();
-            stops.send(Event::UdpStop { tripped });
+            emit(&mut stops, Event::UdpStop { tripped });
         },
         move |e| match e {
-            UdpEvent::Bound => events.send(Event::UdpBound { port }),
-            UdpEvent::BindFailed(errno) => events.send(Event::UdpBindFailed { port, errno }),
+            UdpEvent::Bound => emit(&mut events, Event::UdpBound { port }),
+            UdpEvent::BindFailed(errno) => emit(&mut events, Event::UdpBindFailed { port, errno }),
             UdpEvent::ClosedForGuard => {}
         },
         on_panic,

@@ -11,7 +11,7 @@ use deathswitch::rules::Settings;
 use deathswitch::Page;
 use nao_rs_guard::board::{Board, WireBoard};
 use nao_rs_guard::core::State;
-use nao_rs_guard::log::LogHub;
+use nao_rs_guard::log::{discard_logbook, RING_CAPACITY};
 use nao_rs_guard::poller::Poller;
 use nao_wire::LinkError;
 
@@ -95,8 +95,8 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
         .arg("30")
         .spawn()
         .unwrap();
-    let mut hub = LogHub::new();
-    let log = hub.sender();
+    let book = discard_logbook();
+    let log = book.sink("guard-poll", RING_CAPACITY);
     let mut p = Poller::new(
         NullBoard::default(),
         Settings::default(),
@@ -157,7 +157,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
         0,
         "allocations at the second take-over and the release"
     );
-    drop(hub);
+    drop(book);
 }
 
 #[test]

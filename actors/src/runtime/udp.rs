@@ -488,6 +488,8 @@ mod tests {
         assert!(!b.shared().not_owned.load(Ordering::Relaxed));
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         a.stop();
+        // The other holder gone: B still reads the port, no alarm.
+        assert!(!b.shared().not_owned.load(Ordering::Relaxed));
         sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
         wait("b trips", || tb.load(Ordering::SeqCst) == 1);
         assert_eq!(ta.load(Ordering::SeqCst), 0);

@@ -15,10 +15,9 @@ use std::time::Duration;
 
 use common::{wait_for, wait_for_opt, Proc};
 use deathswitch::Page;
-use nao_rs_sim::{Spawned, TraceLine};
+use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
 
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 const TEST_RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
 
 #[derive(Debug, Clone, Copy)]
@@ -104,13 +103,7 @@ fn damage(d: Damage, path: &Path, armed_copy: &[u8]) {
     }
 }
 
-fn frames(sim: &Spawned) -> Vec<TraceLine> {
-    sim.trace()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|l| l.is_cycle_frame())
-        .collect()
-}
+use common::cycle_frames as frames;
 
 struct Rig {
     sim: Spawned,
@@ -123,17 +116,7 @@ impl Rig {
         let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
         let page_path = sim.dir().join("deathswitch");
         let page = Page::open(&page_path).unwrap();
-        let guard = Proc::spawn(
-            "nao-rs-guard",
-            Command::new(GUARD)
-                .arg("--page")
-                .arg(&page_path)
-                .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-                .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap()),
-        );
-        wait_for("the guard", Duration::from_secs(10), || {
-            (page.snapshot().guard_pid == Some(guard.pid())).then_some(())
-        });
+        let guard = common::start_guard(&sim, &page_path);
         page.rearm();
         Rig {
             sim,

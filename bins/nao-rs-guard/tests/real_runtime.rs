@@ -6,36 +6,16 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt, Proc};
 use deathswitch::{Page, Reason};
-use nao_rs_sim::{Spawned, TraceLine};
+use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
-
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
-
-fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
-    sim.trace()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|l| l.is_cycle_frame())
-        .collect()
-}
 
 fn count_from(sim: &Spawned, pid: u32) -> usize {
     cycle_frames(sim)
         .iter()
         .filter(|l| l.peer_pid as u32 == pid)
         .count()
-}
-
-fn runs(frames: &[TraceLine]) -> Vec<u32> {
-    let mut out: Vec<u32> = Vec::new();
-    for f in frames {
-        if out.last() != Some(&(f.peer_pid as u32)) {
-            out.push(f.peer_pid as u32);
-        }
-    }
-    out
 }
 
 #[test]
@@ -45,17 +25,7 @@ fn real_runtime_sigstop_take_over_then_restart_hand_over_still_tripped() {
     let page_path = sim.dir().join("deathswitch");
     let page = Page::open(&page_path).unwrap();
     let guard_log = sim.dir().join("guard.log");
-    let guard = Proc::spawn(
-        "nao-rs-guard",
-        Command::new(GUARD)
-            .arg("--page")
-            .arg(&page_path)
-            .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-            .stderr(std::fs::File::create(&guard_log).unwrap()),
-    );
-    wait_for("the guard", Duration::from_secs(10), || {
-        (page.snapshot().guard_pid == Some(guard.pid())).then_some(())
-    });
+    let guard = start_guard(&sim, &page_path);
     let runtime = |name: &str| {
         Proc::spawn(
             "nao-rs run",

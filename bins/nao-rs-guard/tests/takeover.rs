@@ -9,12 +9,11 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt, Proc};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
 use nix::sys::signal::Signal;
 
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
 
 struct Rig {
@@ -30,21 +29,7 @@ impl Rig {
             .expect("start nao-rs-sim");
         let page_path = sim.dir().join("deathswitch");
         let page = Page::open(&page_path).expect("page");
-        let log = std::fs::File::create(sim.dir().join("guard.log")).unwrap();
-        let guard = Proc::spawn(
-            "nao-rs-guard",
-            Command::new(GUARD)
-                .arg("--page")
-                .arg(&page_path)
-                .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-                .env("NAO_RS_DEATHSWITCH", &page_path)
-                .stderr(log),
-        );
-        wait_for(
-            "the guard to publish itself",
-            Duration::from_secs(10),
-            || (page.snapshot().guard_pid == Some(guard.pid())).then_some(()),
-        );
+        let guard = start_guard(&sim, &page_path);
         Rig {
             sim,
             page_path,
@@ -66,12 +51,7 @@ impl Rig {
     }
 
     fn frames(&self) -> Vec<TraceLine> {
-        self.sim
-            .trace()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|l| l.is_cycle_frame())
-            .collect()
+        cycle_frames(&self.sim)
     }
 
     /// Wait until `n` cycle frames from `pid` are in the trace.
@@ -97,17 +77,6 @@ impl Rig {
             self.guard_log()
         );
     }
-}
-
-/// Senders in trace order, one entry per run of frames from the same pid.
-fn runs(frames: &[TraceLine]) -> Vec<u32> {
-    let mut out: Vec<u32> = Vec::new();
-    for f in frames {
-        if out.last() != Some(&(f.peer_pid as u32)) {
-            out.push(f.peer_pid as u32);
-        }
-    }
-    out
 }
 
 #[test]

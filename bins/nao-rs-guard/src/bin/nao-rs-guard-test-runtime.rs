@@ -102,22 +102,19 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), String> {
     let a = parse()?;
-    let act = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::Handler(on_term),
-        nix::sys::signal::SaFlags::empty(),
-        nix::sys::signal::SigSet::empty(),
-    );
-    // SAFETY: the handler only stores to an atomic (async-signal-safe).
-    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &act) }
-        .map_err(|e| e.to_string())?;
-    let crash = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::Handler(on_usr2),
-        nix::sys::signal::SaFlags::empty(),
-        nix::sys::signal::SigSet::empty(),
-    );
-    // SAFETY: the handler only stores to an atomic (async-signal-safe).
-    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGUSR2, &crash) }
-        .map_err(|e| e.to_string())?;
+    use nix::sys::signal::Signal;
+    for (sig, handler) in [
+        (Signal::SIGTERM, on_term as extern "C" fn(libc::c_int)),
+        (Signal::SIGUSR2, on_usr2),
+    ] {
+        let act = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(handler),
+            nix::sys::signal::SaFlags::empty(),
+            nix::sys::signal::SigSet::empty(),
+        );
+        // SAFETY: each handler only stores to an atomic (async-signal-safe).
+        unsafe { nix::sys::signal::sigaction(sig, &act) }.map_err(|e| e.to_string())?;
+    }
 
     let page = Page::open(&a.page).map_err(|e| e.to_string())?;
     page.register_driver(std::process::id());

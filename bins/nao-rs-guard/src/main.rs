@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, default_value = "usb")]
     link: String,
     /// The UDP stop port; 0 turns the guard's UDP stop off.
-    #[arg(long, default_value_t = 7701)]
+    #[arg(long, default_value_t = deathswitch::stop::PORT)]
     udp_port: u16,
     /// Guard rule 2: take over when the runtime's last beat is older than this.
     #[arg(long, default_value_t = 60)]

@@ -20,7 +20,7 @@ use crate::log::{emit, Event, KillOutcome, LinkFault};
 use crate::process::{self, Pidfd};
 
 /// The runtime's cycle, which the guard's all-off frames keep: 12 ms.
-pub const FRAME_PERIOD_NS: u64 = 12_000_000;
+pub const FRAME_PERIOD_NS: u64 = nao_actors::runtime::PERIOD_NS;
 /// The guard's poll period: 2 ms.
 pub const POLL_PERIOD_NS: u64 = 2_000_000;
 

@@ -13,17 +13,8 @@ use nix::unistd::Pid;
 use crate::log::KillOutcome;
 
 /// `kill(pid, 0)`: true when the process exists, also when it belongs to
-/// another user and cannot be signalled (EPERM counts as alive).
-pub fn alive(pid: u32) -> bool {
-    let Some(p) = positive(pid) else {
-        return false;
-    };
-    match kill(Pid::from_raw(p), None) {
-        Ok(()) => true,
-        Err(Errno::EPERM) => true,
-        Err(_) => false,
-    }
-}
+/// another user (EPERM counts as alive). The runtime's, one place.
+pub use nao_actors::runtime::switch::pid_alive as alive;
 
 fn positive(pid: u32) -> Option<i32> {
     i32::try_from(pid).ok().filter(|&p| p > 1)

@@ -168,7 +168,7 @@ fn run() -> Result<(), String> {
         stiffness: [a.stiffness; JOINTS],
         ..Command::default()
     };
-    let mut ticker = Ticker::new(12_000_000);
+    let mut ticker = Ticker::new(nao_actors::runtime::PERIOD_NS);
     loop {
         ticker.wait();
         // Acquire: pairs with the Release in the SIGUSR2 handler.

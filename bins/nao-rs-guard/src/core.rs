@@ -116,6 +116,9 @@ pub struct GuardCore {
     /// The last heartbeat (cycle, monotonic ns) the guard saw in the page,
     /// kept for the held runtime when the page loses it.
     seen_beat: Option<(u64, u64)>,
+    /// When the guard first found the page without the heartbeat it had
+    /// seen (monotonic ns).
+    beat_lost_ns: Option<u64>,
     /// When the guard first saw the switch tripped (monotonic ns); `None`
     /// while armed.
     seen_trip_ns: Option<u64>,
@@ -136,6 +139,7 @@ impl GuardCore {
             state: State::Idle,
             own_pid,
             seen_beat: None,
+            beat_lost_ns: None,
             seen_trip_ns: None,
         }
     }
@@ -152,9 +156,12 @@ impl GuardCore {
 
     /// The page as the guard judges it: the page's own heartbeat when it
     /// has one (remembered); when the page has lost it (damage, repair,
-    /// replacement) while the runtime held by its pidfd still runs, the
-    /// last heartbeat the guard saw. A runtime that stops beating after
-    /// page damage is still a lost heartbeat. A trip time that lies after
+    /// replacement) while the runtime held by its pidfd still runs, a beat
+    /// at the moment the guard found it lost (the runtime may have beaten
+    /// until then, also while the guard itself was not looking): the
+    /// runtime must beat again within the beat timeout of the loss. A
+    /// runtime that stops beating after page damage is still a lost
+    /// heartbeat. A trip time that lies after
     /// `now_ns` (damage: garbage, or a trip time stuck pending) is judged
     /// from when the guard first saw the switch tripped, and a confirmation
     /// of a cycle after the last beat's counts as none, so rule 3 still
@@ -165,9 +172,11 @@ impl GuardCore {
             self.seen_trip_ns = None;
         } else {
             let first = *self.seen_trip_ns.get_or_insert(now_ns);
-            if snap.tripped_at_ns > now_ns {
-                s.tripped_at_ns = first;
-            }
+            s.tripped_at_ns = if snap.tripped_at_ns > now_ns {
+                first
+            } else {
+                snap.tripped_at_ns.max(first)
+            };
         }
         // A confirmation of a cycle not yet beaten is impossible (damage):
         // it confirms nothing.
@@ -178,12 +187,14 @@ impl GuardCore {
         }
         if let (Some(c), Some(t)) = (snap.last_cycle, snap.last_beat_ns) {
             self.seen_beat = Some((c, t));
+            self.beat_lost_ns = None;
             return s;
         }
         if let (Runtime::Alive(_), Some((c, t)), false) = (runtime, self.seen_beat, self.holding())
         {
+            let lost = *self.beat_lost_ns.get_or_insert(now_ns);
             s.last_cycle = Some(c);
-            s.last_beat_ns = Some(t);
+            s.last_beat_ns = Some(t.max(lost));
         }
         s
     }
@@ -204,6 +215,7 @@ impl GuardCore {
     ) -> (Actions, Transition) {
         self.state = State::Holding { killed: from };
         self.seen_beat = None;
+        self.beat_lost_ns = None;
         let actions = Actions {
             trip: Some(reason),
             kill: kill.filter(|&p| kill_target_ok(p, self.own_pid)),
@@ -258,6 +270,7 @@ impl GuardCore {
             if Some(pid) != killed && pid != self.own_pid && obs.driver_alive {
                 self.state = State::Idle;
                 self.seen_beat = None;
+                self.beat_lost_ns = None;
                 let actions = Actions {
                     clear_heartbeat: true,
                     forget: obs.runtime != Runtime::Unknown,
@@ -271,6 +284,7 @@ impl GuardCore {
         if obs.armed {
             self.state = State::Idle;
             self.seen_beat = None;
+            self.beat_lost_ns = None;
             let actions = Actions {
                 clear_driver: true,
                 forget: obs.runtime != Runtime::Unknown,
@@ -772,9 +786,9 @@ mod tests {
     }
 
     /// Page damage, then a hang: the page loses the heartbeat and the
-    /// driver (repair or replacement zeroed them); the guard remembers the
-    /// last beat of the runtime it holds by its pidfd, and so still sees
-    /// the hang and kills the right process. (ms, page, runtime, want)
+    /// driver (repair or replacement zeroed them); the guard holds the
+    /// runtime by its pidfd and counts the beat timeout from the loss, and
+    /// so still sees the hang and kills the right process.
     #[test]
     fn page_damage_then_a_hang_keeps_the_identity_and_the_last_beat() {
         let zeroed = Snapshot {
@@ -794,7 +808,7 @@ mod tests {
         };
         for (page, reason, at_ms) in [
             (zeroed, Reason::GuardNoConfirmation, 72),
-            (rearmed, Reason::GuardHeartbeatLost, 86),
+            (rearmed, Reason::GuardHeartbeatLost, 92),
         ] {
             let mut g = GuardCore::new(GUARD);
             let first = poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
@@ -846,7 +860,11 @@ mod tests {
         s.armed = false;
         s.reason = Some(Reason::PageLost);
         s.tripped_at_ns = 10 * MS;
+        // Seen tripped first at 51 ms: the window runs from there.
         let (a, _) = poll(&mut g, &s, 51 * MS, Runtime::Alive(RT), false);
+        assert_eq!(a.trip, None);
+        s.last_beat_ns = Some(90 * MS);
+        let (a, _) = poll(&mut g, &s, 92 * MS, Runtime::Alive(RT), false);
         assert_eq!(
             (a.trip, a.kill),
             (Some(Reason::GuardNoConfirmation), Some(RT))
@@ -880,5 +898,43 @@ mod tests {
                 (Some(Reason::GuardNoConfirmation), Some(RT))
             );
         }
+    }
+
+    #[test]
+    fn a_guard_that_was_not_looking_counts_the_beat_timeout_from_the_loss() {
+        // The guard saw a beat at 0, then was stopped (SIGSTOP) until
+        // 300 ms; the page lost its beat meanwhile (a repair): the runtime
+        // is not blamed for the guard's blindness.
+        let mut g = GuardCore::new(GUARD);
+        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        let repaired = Snapshot {
+            armed: true,
+            magic_ok: true,
+            ..Snapshot::default()
+        };
+        for ms in [300, 330, 360] {
+            let (a, _) = poll(&mut g, &repaired, ms * MS, Runtime::Alive(RT), false);
+            assert_eq!(a.trip, None, "at {ms} ms");
+        }
+        let (a, _) = poll(&mut g, &repaired, 362 * MS, Runtime::Alive(RT), false);
+        assert_eq!(
+            (a.trip, a.kill),
+            (Some(Reason::GuardHeartbeatLost), Some(RT))
+        );
+        // A beat in the page again resets the loss.
+        let mut g = GuardCore::new(GUARD);
+        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        poll(&mut g, &repaired, 10 * MS, Runtime::Alive(RT), false);
+        poll(
+            &mut g,
+            &beating(Some(RT), 2, 20 * MS),
+            20 * MS,
+            Runtime::Alive(RT),
+            false,
+        );
+        let (a, _) = poll(&mut g, &repaired, 75 * MS, Runtime::Alive(RT), false);
+        assert_eq!(a.trip, None, "lost again at 75: 60 ms from there");
+        let (a, _) = poll(&mut g, &repaired, 136 * MS, Runtime::Alive(RT), false);
+        assert_eq!(a.trip, Some(Reason::GuardHeartbeatLost));
     }
 }

@@ -290,3 +290,93 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
         bad.len()
     );
 }
+
+/// Issue 12: `udp-port-not-owned` is raised exactly when nobody reads the
+/// port. The real runtime (`nao-rs run`) with a guard: no alarm while both
+/// read, none while the guard is stopped (the runtime reads the one
+/// socket), none after a page repair; and a runtime whose port another
+/// program holds raises it.
+#[test]
+fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
+    use deathswitch::flags::SafetyFlags;
+    let sim =
+        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
+    let dir = sim.dir().to_path_buf();
+    let page_path = dir.join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    page.rearm();
+    let (probe, port) = free_port();
+    drop(probe);
+    let nao_rs = testkit::bin("nao-rs");
+    let runtime = |name: &str, port: u16| {
+        Proc::spawn(
+            "nao-rs run",
+            Command::new(&nao_rs)
+                .arg("run")
+                .arg("--page")
+                .arg(&page_path)
+                .args(["--link", &sim.link_arg(), "--controller", "none"])
+                .args(["--udp-port", &port.to_string()])
+                .arg("--wake-socket")
+                .arg(dir.join(format!("{name}.wake.sock")))
+                .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap()),
+        )
+    };
+    let not_owned = |p: &Page| {
+        SafetyFlags::from_bits_truncate(p.snapshot().safety_flags)
+            .contains(SafetyFlags::UDP_PORT_NOT_OWNED)
+    };
+    let g = guard(&dir, &page_path, port);
+    let rt = runtime("rt", port);
+    // Both read: no alarm (the flags are published every cycle).
+    wait_for("the runtime's beat", Duration::from_secs(20), || {
+        page.snapshot().last_cycle.filter(|&c| c > 20).map(|_| ())
+    });
+    assert!(!not_owned(&page));
+    // The guard hangs: the runtime still reads the socket, no alarm, and a
+    // stop trips.
+    g.signal(Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!not_owned(&page), "a false alarm with a stopped guard");
+    send(port, b"NAO-RS STOP");
+    wait_for("the stop", Duration::from_secs(2), || {
+        page.is_tripped().then_some(())
+    });
+    g.signal(Signal::SIGCONT);
+    // A page repair (zeroed in place): no false alarm once the runtime
+    // publishes its flags again.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&page_path)
+        .and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            f.write_all_at(&[0; deathswitch::LEN], 0)
+        })
+        .unwrap();
+    let before = page.snapshot().last_cycle.unwrap_or(0);
+    let beats = wait_for_opt(Duration::from_secs(5), || {
+        page.snapshot()
+            .last_cycle
+            .filter(|&c| c > before + 5)
+            .map(|_| ())
+    });
+    assert!(
+        beats.is_some(),
+        "no beats after the repair: {:?}\nguard: {}\nruntime: {}",
+        page.snapshot(),
+        std::fs::read_to_string(dir.join("guard.log")).unwrap_or_default(),
+        std::fs::read_to_string(dir.join("rt.log")).unwrap_or_default()
+    );
+    assert!(!not_owned(&page), "a false alarm after a page repair");
+    drop(rt);
+    drop(g);
+
+    // Another program holds the port: the runtime cannot read it.
+    let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let taken = holder.local_addr().unwrap().port();
+    page.rearm();
+    let _rt2 = runtime("rt2", taken);
+    wait_for("udp-port-not-owned", Duration::from_secs(20), || {
+        not_owned(&page).then_some(())
+    });
+}

@@ -44,6 +44,9 @@ pub const RETRY_MS: u64 = WAKE_MS;
 /// The receive buffer asked for: 8 MiB (a flood is drained, not buffered,
 /// but a burst while the reader is off the CPU must not overflow).
 pub const RCVBUF: usize = 8 << 20;
+/// At most this many datagrams are read per wake before the loop looks at
+/// its stop flag and its unix socket again (a flood is drained in turns).
+pub const DRAIN_MAX: usize = 4096;
 /// How long a process waits for the holder to hand the socket over.
 pub const HANDOVER_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -109,11 +112,20 @@ fn tune(s: &UdpSocket) {
 }
 
 /// Asks the holder of `port`'s socket for it (the abstract unix socket).
+/// Only a holder of the same user or root is believed, and only a UDP
+/// socket bound to `port` is taken: anything else is refused (EPERM,
+/// EINVAL) and the caller binds or asks again.
 pub fn ask_holder(port: u16) -> io::Result<UdpSocket> {
     let c = UnixStream::connect_addr(&abstract_addr(port)?)?;
+    if !peer_trusted(&c) {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
     c.set_read_timeout(Some(HANDOVER_TIMEOUT))?;
     let fd = recv_fd(c.as_raw_fd())?;
     let s = UdpSocket::from(fd);
+    if s.local_addr().map(|a| a.port()).ok() != Some(port) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     tune(&s);
     Ok(s)
 }
@@ -231,8 +243,9 @@ pub fn listen(
         unsafe { libc::poll(fds.as_mut_ptr(), 2, WAKE_MS as libc::c_int) };
         // Drain: every datagram queued now, on every wake (also on a
         // timeout: the other process may have been woken for a datagram
-        // and stopped before it read it).
-        loop {
+        // and stopped before it read it). Bounded, so that a flood still
+        // lets the loop look at its stop flag and serve the other process.
+        for _ in 0..DRAIN_MAX {
             match s.recv_from(&mut buf) {
                 Ok((n, _from)) => {
                     if is_stop(&buf[..n]) {
@@ -500,5 +513,25 @@ mod tests {
         sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
         wait("c trips", || tc.load(Ordering::SeqCst) == 1);
         c.stop();
+    }
+
+    /// A holder that hands over something other than a UDP socket bound
+    /// to the port is refused: the listener binds or asks again, and never
+    /// believes it reads the port when it does not.
+    #[test]
+    fn udp_a_bogus_holder_is_refused() {
+        let port = free_port();
+        let name = abstract_addr(port).unwrap();
+        let server = UnixListener::bind_addr(&name).unwrap();
+        let t = std::thread::spawn(move || {
+            let (conn, _) = server.accept().unwrap();
+            // Another port's socket.
+            let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+            send_fd(&conn, other.as_raw_fd()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        });
+        let e = ask_holder(port).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+        t.join().unwrap();
     }
 }

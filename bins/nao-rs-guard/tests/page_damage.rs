@@ -194,24 +194,8 @@ fn page_damage_then_a_hang() {
     let mut failures = Vec::new();
     for d in ALL {
         let rig = Rig::new();
-        let wake = rig.sim.dir().join("wake.sock");
-        let mut rt = Proc::spawn(
-            "nao-rs run",
-            Command::new(&nao_rs)
-                .arg("run")
-                .arg("--page")
-                .arg(&rig.page_path)
-                .args([
-                    "--link",
-                    &rig.sim.link_arg(),
-                    "--controller",
-                    "stand",
-                    "--no-udp",
-                ])
-                .arg("--wake-socket")
-                .arg(&wake)
-                .stderr(std::fs::File::create(rig.sim.dir().join("rt.log")).unwrap()),
-        );
+        let wake = rig.sim.dir().join("rt.wake.sock");
+        let mut rt = common::nao_rs_run(&rig.sim, &rig.page_path, "rt", "stand", None);
         rig.wait_registered(rt.pid());
         let copy = std::fs::read(&rig.page_path).unwrap();
         damage(d, &rig.page_path, &copy);

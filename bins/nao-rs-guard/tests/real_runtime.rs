@@ -3,10 +3,9 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, nao_rs_run, runs, start_guard, wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
@@ -20,32 +19,12 @@ fn count_from(sim: &Spawned, pid: u32) -> usize {
 
 #[test]
 fn real_runtime_sigstop_take_over_then_restart_hand_over_still_tripped() {
-    let nao_rs = testkit::bin("nao-rs");
     let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
     let page_path = sim.dir().join("deathswitch");
     let page = Page::open(&page_path).unwrap();
     let guard_log = sim.dir().join("guard.log");
     let guard = start_guard(&sim, &page_path);
-    let runtime = |name: &str| {
-        Proc::spawn(
-            "nao-rs run",
-            Command::new(&nao_rs)
-                .arg("run")
-                .arg("--page")
-                .arg(&page_path)
-                .args([
-                    "--link",
-                    &sim.link_arg(),
-                    "--controller",
-                    "stand",
-                    "--no-udp",
-                ])
-                .args(["--wake-socket"])
-                .arg(sim.dir().join(format!("{name}.wake.sock")))
-                .env("NAO_RS_DEATHSWITCH", &page_path)
-                .stderr(std::fs::File::create(sim.dir().join(format!("{name}.log"))).unwrap()),
-        )
-    };
+    let runtime = |name: &str| nao_rs_run(&sim, &page_path, name, "stand", None);
 
     page.rearm();
     let mut rt1 = runtime("rt1");

@@ -307,21 +307,8 @@ fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
     page.rearm();
     let (probe, port) = free_port();
     drop(probe);
-    let nao_rs = testkit::bin("nao-rs");
-    let runtime = |name: &str, port: u16| {
-        Proc::spawn(
-            "nao-rs run",
-            Command::new(&nao_rs)
-                .arg("run")
-                .arg("--page")
-                .arg(&page_path)
-                .args(["--link", &sim.link_arg(), "--controller", "none"])
-                .args(["--udp-port", &port.to_string()])
-                .arg("--wake-socket")
-                .arg(dir.join(format!("{name}.wake.sock")))
-                .stderr(std::fs::File::create(dir.join(format!("{name}.log"))).unwrap()),
-        )
-    };
+    let runtime =
+        |name: &str, port: u16| common::nao_rs_run(&sim, &page_path, name, "none", Some(port));
     let not_owned = |p: &Page| {
         SafetyFlags::from_bits_truncate(p.snapshot().safety_flags)
             .contains(SafetyFlags::UDP_PORT_NOT_OWNED)

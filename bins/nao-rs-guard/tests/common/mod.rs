@@ -128,3 +128,30 @@ pub fn start_guard(sim: &nao_rs_sim::Spawned, page_path: &std::path::Path) -> Pr
     );
     guard
 }
+
+/// Starts the real runtime, `nao-rs run`, on the virtual robot `sim` and
+/// `page_path` with `controller`, its UDP stop on `udp_port` (None: off),
+/// its wake socket at `NAME.wake.sock` and its log in `NAME.log` next to
+/// the sim's socket.
+pub fn nao_rs_run(
+    sim: &nao_rs_sim::Spawned,
+    page_path: &std::path::Path,
+    name: &str,
+    controller: &str,
+    udp_port: Option<u16>,
+) -> Proc {
+    let mut cmd = Command::new(testkit::bin("nao-rs"));
+    cmd.arg("run")
+        .arg("--page")
+        .arg(page_path)
+        .args(["--link", &sim.link_arg(), "--controller", controller])
+        .arg("--wake-socket")
+        .arg(sim.dir().join(format!("{name}.wake.sock")))
+        .env("NAO_RS_DEATHSWITCH", page_path)
+        .stderr(std::fs::File::create(sim.dir().join(format!("{name}.log"))).unwrap());
+    match udp_port {
+        Some(p) => cmd.args(["--udp-port", &p.to_string()]),
+        None => cmd.arg("--no-udp"),
+    };
+    Proc::spawn("nao-rs run", &mut cmd)
+}

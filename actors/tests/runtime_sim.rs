@@ -306,8 +306,12 @@ fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
     drop(rt);
 }
 
+/// Issue 12: both processes read one socket. A live guard published in
+/// the page no longer makes the runtime let the port go: the runtime holds
+/// the port (no other program can bind it), raises no "UDP port not owned",
+/// and a stop trips.
 #[test]
-fn udp_port_is_left_to_a_live_guard() {
+fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
     // A live guard is published (this process stands in for it).
@@ -321,19 +325,16 @@ fn udp_port_is_left_to_a_live_guard() {
         ..config()
     };
     let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
-    for _ in 0..30 {
-        io.next_sensors(1_000_000_000).unwrap();
-    }
-    // The runtime did not bind: this process can.
-    let s = std::net::UdpSocket::bind(("0.0.0.0", port));
-    assert!(s.is_ok(), "the runtime left the port to the guard");
-    let flags = io.latest_sensors().safety;
-    assert!(!flags.contains(nao_actors::runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
-    drop(s);
-    // The guard goes away: the runtime binds within about a second.
-    board.guard.store(0, std::sync::atomic::Ordering::SeqCst);
     assert!(wait_until(
         || std::net::UdpSocket::bind(("0.0.0.0", port)).is_err()
     ));
+    for _ in 0..30 {
+        io.next_sensors(1_000_000_000).unwrap();
+    }
+    let flags = io.latest_sensors().safety;
+    assert!(!flags.contains(nao_actors::runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+    assert!(wait_until(|| board.is_tripped()));
     drop(rt);
 }

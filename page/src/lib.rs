@@ -10,6 +10,7 @@ mod damage;
 pub mod flags;
 mod reason;
 pub mod rules;
+pub mod stop;
 mod sync;
 mod time;
 

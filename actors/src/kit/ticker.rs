@@ -166,6 +166,49 @@ impl Ticker {
     }
 }
 
+impl Ticker {
+    /// Like [`Ticker::wait`], but returns early when `fd` turns readable
+    /// before the deadline: `None`, the schedule not advanced (the caller
+    /// handles the event and calls again). With no fd it is `wait`.
+    /// Allocates nothing. The guard waits so on the runtime's pidfd.
+    pub fn wait_or_readable(&mut self, fd: Option<std::os::fd::BorrowedFd<'_>>) -> Option<Tick> {
+        let deadline = self.schedule.plan(monotonic_ns());
+        if fd.is_some() && sleep_until_readable(deadline, fd) {
+            return None;
+        }
+        if fd.is_none() {
+            sleep_until(deadline);
+        }
+        Some(self.schedule.start(monotonic_ns()))
+    }
+}
+
+/// Sleeps until `deadline_ns` (monotonic) or until `fd` turns readable,
+/// whichever comes first (`ppoll`); true when the fd is readable. A signal
+/// ends the wait early (returns false; the caller's schedule absorbs it).
+/// With no fd it sleeps to the deadline. Allocates nothing.
+pub fn sleep_until_readable(deadline_ns: u64, fd: Option<std::os::fd::BorrowedFd<'_>>) -> bool {
+    use std::os::fd::AsRawFd;
+    let Some(fd) = fd else {
+        sleep_until(deadline_ns);
+        return false;
+    };
+    let left = deadline_ns.saturating_sub(monotonic_ns());
+    let ts = libc::timespec {
+        tv_sec: (left / 1_000_000_000) as libc::time_t,
+        tv_nsec: (left % 1_000_000_000) as libc::c_long,
+    };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd and a timespec, both live for the call; no
+    // signal mask is passed.
+    let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    n == 1 && pfd.revents & libc::POLLIN != 0
+}
+
 /// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (absolute), resuming after
 /// signals. Returns at once when the deadline has passed.
 pub fn sleep_until(deadline_ns: u64) {

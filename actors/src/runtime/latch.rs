@@ -14,11 +14,12 @@
 //!   1 which may be the value seen before, and re-armed between two reads);
 //! - a trip from the last answer (chest button, heat, fault).
 //!
-//! A wake counts only if it came after the cycle that first saw the switch
-//! re-armed (its time is compared with that cycle's time); a wake while
-//! tripped, or one that cannot be told apart from the re-arm, is used up
-//! and does nothing. Commands are not a way out: a controller cannot wake
-//! the robot.
+//! A wake counts only if it was stamped at or after the page's last re-arm
+//! (both on the Unix clock: the wake's arrival, the page's
+//! `armed_at_unix_ns`), so `naoctl rearm; nao-rs wake` within one period
+//! wakes, and a wake that came while tripped is used up and does nothing,
+//! even when the re-arm follows within the same period. Commands are not a
+//! way out: a controller cannot wake the robot.
 //!
 //! The latch sits between the controllers' command and the protocol core
 //! (`nao_wire::protocol::cycle`), which stays HAL's model plus the spec's
@@ -31,17 +32,17 @@ use nao_wire::{Command, JOINTS};
 /// What the cycle saw before building a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
-    /// When the switch was read (monotonic ns, sampled after the read).
-    pub now_ns: u64,
     /// The page's trip count as read for this frame.
     pub trip_count: u64,
-    /// The page's re-arm stamp as read for this frame.
+    /// When the page was last re-armed (ns since the Unix epoch, the
+    /// page's `armed_at_unix_ns`), as read for this frame.
     pub rearm_stamp: u64,
     /// The switch is tripped or the page is lost.
     pub tripped: bool,
     /// The last answer tripped the switch (chest button, heat, fault).
     pub answer_trip: bool,
-    /// The newest wake since the last cycle (monotonic ns), if any.
+    /// The newest wake since the last cycle (ns since the Unix epoch, the
+    /// clock of the re-arm stamp), if any.
     pub wake_ns: Option<u64>,
 }
 
@@ -52,10 +53,10 @@ pub enum LatchState {
     Awake,
     /// A trip was seen; the switch has not been seen re-armed since.
     Tripped,
-    /// The switch was first seen re-armed at `since_ns`; limp until a wake
-    /// at or after that time.
+    /// The switch was seen re-armed at `since_ns` (the page's re-arm
+    /// stamp); limp until a wake at or after that time.
     AwaitingWake {
-        /// The time of the cycle that first saw the switch re-armed.
+        /// The page's re-arm time (ns since the Unix epoch).
         since_ns: u64,
     },
 }
@@ -129,9 +130,12 @@ impl WakeLatch {
         let changed = o.trip_count != self.trip_count || o.rearm_stamp != self.rearm_stamp;
         self.trip_count = o.trip_count;
         self.rearm_stamp = o.rearm_stamp;
+        let was = self.state;
         if o.tripped || o.answer_trip || changed {
-            let was = self.state;
             self.state = LatchState::Tripped;
+        }
+        if o.tripped || o.answer_trip {
+            // Tripped now: a wake is used up.
             return if was != LatchState::Tripped {
                 Change::Tripped
             } else if o.wake_ns.is_some() {
@@ -140,29 +144,24 @@ impl WakeLatch {
                 Change::Unchanged
             };
         }
-        match self.state {
-            LatchState::Awake => Change::Unchanged,
-            LatchState::Tripped => {
-                // First seen re-armed now. A wake stamped at or after this
-                // cycle's read came after the re-arm; an older one is used up.
-                self.state = LatchState::AwaitingWake { since_ns: o.now_ns };
-                match o.wake_ns {
-                    Some(w) if w >= o.now_ns => {
-                        self.state = LatchState::Awake;
-                        Change::Woken
-                    }
-                    Some(_) => Change::WakeIgnored,
-                    None => Change::Rearmed,
-                }
+        if self.state == LatchState::Awake {
+            return Change::Unchanged;
+        }
+        // Armed now, after a trip (perhaps one seen only now, through the
+        // count or the re-arm stamp). A wake counts when it was stamped at or
+        // after the page's last re-arm; an older one came while tripped and
+        // is used up.
+        let since_ns = o.rearm_stamp;
+        self.state = LatchState::AwaitingWake { since_ns };
+        match o.wake_ns {
+            Some(w) if w >= since_ns => {
+                self.state = LatchState::Awake;
+                Change::Woken
             }
-            LatchState::AwaitingWake { since_ns } => match o.wake_ns {
-                Some(w) if w >= since_ns => {
-                    self.state = LatchState::Awake;
-                    Change::Woken
-                }
-                Some(_) => Change::WakeIgnored,
-                None => Change::Unchanged,
-            },
+            Some(_) => Change::WakeIgnored,
+            None if was == LatchState::Awake => Change::Tripped,
+            None if was == LatchState::Tripped => Change::Rearmed,
+            None => Change::Unchanged,
         }
     }
 
@@ -241,9 +240,7 @@ mod tests {
     fn table(rows: &[Row]) {
         let mut l = WakeLatch::new(false, 1, 0);
         for (i, r) in rows.iter().enumerate() {
-            let now = T + i as u64 * 12_000_000;
             let o = Observation {
-                now_ns: now,
                 trip_count: r.count,
                 rearm_stamp: r.stamp,
                 tripped: r.tripped,
@@ -267,70 +264,76 @@ mod tests {
         Some(T + i * 12_000_000 + plus_ns)
     }
 
+    /// A row whose page was last re-armed at `stamp`.
+    const fn re(stamp: Option<u64>, r: Row) -> Row {
+        Row {
+            stamp: match stamp {
+                Some(t) => t,
+                None => 0,
+            },
+            ..r
+        }
+    }
+
     #[test]
     fn trip_rearm_wake_table() {
         use Change::*;
+        let armed = at(3, 0).map(|t| t - 1);
         table(&[
             row(false, 1, false, None, Unchanged, false),
             // A trip seen on the page.
             row(true, 2, false, None, Tripped, true),
             // A wake while tripped is used up.
             row(true, 2, false, at(2, 0), WakeIgnored, true),
-            // Re-armed: still limp.
-            row(false, 2, false, None, Rearmed, true),
-            row(false, 2, false, None, Unchanged, true),
+            // Re-armed (just before this read): still limp.
+            re(armed, row(false, 2, false, None, Rearmed, true)),
+            re(armed, row(false, 2, false, None, Unchanged, true)),
             // A wake after the re-arm.
-            row(false, 2, false, at(4, 5), Woken, false),
-            row(false, 2, false, None, Unchanged, false),
+            re(armed, row(false, 2, false, at(5, 0), Woken, false)),
+            re(armed, row(false, 2, false, None, Unchanged, false)),
         ]);
     }
 
     #[test]
     fn trip_re_armed_before_the_cycle_read_the_page_still_latches() {
         use Change::*;
+        let armed = at(1, 0).map(|t| t - 1);
         table(&[
             row(false, 1, false, None, Unchanged, false),
-            // Tripped and re-armed between two reads: only the count moved.
-            row(false, 2, false, None, Tripped, true),
-            row(false, 2, false, None, Rearmed, true),
-            row(false, 2, false, None, Unchanged, true),
-            row(false, 2, false, at(3, 1), Woken, false),
+            // Tripped and re-armed between two reads: the count moved.
+            re(armed, row(false, 2, false, None, Tripped, true)),
+            re(armed, row(false, 2, false, None, Unchanged, true)),
+            re(armed, row(false, 2, false, at(3, 1), Woken, false)),
         ]);
     }
 
     #[test]
     fn a_repaired_page_resetting_the_count_to_1_counts_as_a_trip() {
         use Change::*;
+        let first = at(2, 0).map(|t| t - 1);
         table(&[
             row(false, 1, false, None, Unchanged, false),
             row(true, 2, false, None, Tripped, true),
-            row(false, 2, false, None, Rearmed, true),
-            row(false, 2, false, at(2, 1), Woken, false),
-            // The page was repaired (count back to 1) and re-armed unseen.
+            re(first, row(false, 2, false, None, Rearmed, true)),
+            re(first, row(false, 2, false, at(3, 1), Woken, false)),
+            // The page was repaired (count back to 1; the repair keeps no
+            // re-arm time) and seen armed: a trip all the same.
             row(false, 1, false, None, Tripped, true),
-            row(false, 1, false, None, Rearmed, true),
+            row(false, 1, false, None, Unchanged, true),
         ]);
     }
 
     #[test]
     fn a_page_repaired_and_re_armed_unseen_with_the_same_count_counts_by_its_rearm_stamp() {
         use Change::*;
+        let armed = at(1, 0).map(|t| t - 1);
         table(&[
             row(false, 1, false, None, Unchanged, false),
             // Repaired by another process (count 1 again, as before) and
             // re-armed between two reads: only the re-arm stamp moved.
-            Row {
-                stamp: 7,
-                ..row(false, 1, false, None, Tripped, true)
-            },
-            Row {
-                stamp: 7,
-                ..row(false, 1, false, None, Rearmed, true)
-            },
-            Row {
-                stamp: 7,
-                ..row(false, 1, false, at(3, 1), Woken, false)
-            },
+            re(armed, row(false, 1, false, None, Tripped, true)),
+            re(armed, row(false, 1, false, None, Unchanged, true)),
+            re(armed, row(false, 1, false, at(3, 1), Woken, false)),
         ]);
     }
 
@@ -341,42 +344,61 @@ mod tests {
             row(false, 1, false, None, Unchanged, false),
             row(false, 1, true, None, Tripped, true),
             row(false, 1, false, None, Rearmed, true),
-            row(false, 1, false, at(2, 1), Woken, false),
+            row(false, 1, false, at(3, 1), Woken, false),
         ]);
     }
 
     #[test]
-    fn a_wake_before_the_cycle_that_saw_the_re_arm_is_used_up() {
+    fn a_wake_before_the_re_arm_is_used_up() {
         use Change::*;
+        let armed = at(1, 0).map(|t| t - 1_000);
         table(&[
             row(true, 2, false, None, Tripped, true),
             // Re-armed and a wake in the same period, the wake stamped
-            // before the read that saw the re-arm: can't be told after it.
-            row(false, 2, false, Some(T + 12_000_000 - 1), WakeIgnored, true),
-            row(false, 2, false, None, Unchanged, true),
+            // before the re-arm (it came while tripped): used up.
+            re(
+                armed,
+                row(
+                    false,
+                    2,
+                    false,
+                    at(1, 0).map(|t| t - 2_000),
+                    WakeIgnored,
+                    true,
+                ),
+            ),
+            re(armed, row(false, 2, false, None, Unchanged, true)),
             // The next wake counts.
-            row(false, 2, false, at(3, 0), Woken, false),
+            re(armed, row(false, 2, false, at(3, 0), Woken, false)),
         ]);
     }
 
     #[test]
-    fn a_wake_stamped_after_the_read_that_saw_the_re_arm_counts_at_once() {
+    fn a_wake_after_the_re_arm_counts_even_before_a_cycle_saw_the_re_arm() {
         use Change::*;
+        let armed = at(1, 0).map(|t| t - 2_000);
         table(&[
             row(true, 2, false, None, Tripped, true),
-            row(false, 2, false, at(1, 0), Woken, false),
+            // `naoctl rearm; nao-rs wake` within one period.
+            re(
+                armed,
+                row(false, 2, false, at(1, 0).map(|t| t - 1_000), Woken, false),
+            ),
         ]);
     }
 
     #[test]
     fn a_new_trip_while_awaiting_the_wake_needs_a_new_re_arm() {
         use Change::*;
+        let first = at(1, 0).map(|t| t - 1);
+        let second = at(4, 0).map(|t| t - 1);
         table(&[
             row(true, 2, false, None, Tripped, true),
-            row(false, 2, false, None, Rearmed, true),
-            row(false, 3, false, None, Tripped, true),
-            row(false, 3, false, at(2, 1), WakeIgnored, true),
-            row(false, 3, false, at(4, 1), Woken, false),
+            re(first, row(false, 2, false, None, Rearmed, true)),
+            re(first, row(true, 3, false, None, Tripped, true)),
+            re(first, row(true, 3, false, at(3, 1), WakeIgnored, true)),
+            re(second, row(false, 3, false, None, Rearmed, true)),
+            re(second, row(false, 3, false, at(5, 1), Woken, false)),
         ]);
     }
 
@@ -384,16 +406,15 @@ mod tests {
     fn tripped_at_start_needs_a_re_arm_and_a_wake_armed_at_start_does_not() {
         let mut l = WakeLatch::new(true, 1, 0);
         assert!(l.is_limp());
-        let o = |now_ns, wake_ns| Observation {
-            now_ns,
+        let o = |wake_ns| Observation {
             trip_count: 1,
             rearm_stamp: 0,
             tripped: false,
             answer_trip: false,
             wake_ns,
         };
-        assert_eq!(l.observe(&o(T, None)), Change::Rearmed);
-        assert_eq!(l.observe(&o(T + 1, Some(T + 1))), Change::Woken);
+        assert_eq!(l.observe(&o(None)), Change::Rearmed);
+        assert_eq!(l.observe(&o(Some(T + 1))), Change::Woken);
         assert!(!WakeLatch::new(false, 7, 9).is_limp());
     }
 
@@ -404,7 +425,6 @@ mod tests {
         l.apply(&mut c);
         assert_eq!(c.unwrap().stiffness, [0.6; JOINTS]);
         l.observe(&Observation {
-            now_ns: T,
             trip_count: 2,
             rearm_stamp: 0,
             tripped: false,
@@ -431,7 +451,6 @@ mod tests {
         });
         l.apply(&mut c);
         l.observe(&Observation {
-            now_ns: T,
             trip_count: 1,
             rearm_stamp: 0,
             tripped: true,

@@ -643,7 +643,6 @@ impl CycleActor {
         // The wake latch, below every controller: after any trip, limp
         // until a person's wake after the re-arm.
         let change = self.latch.observe(&latch::Observation {
-            now_ns: crate::kit::monotonic_ns(),
             trip_count,
             rearm_stamp: self.board.rearm_stamp(),
             tripped,

@@ -30,7 +30,8 @@ pub trait Blackboard: Send + Sync + 'static {
     /// replaced page starts again at 1): the cycle's wake latch treats any
     /// change as a trip, so no trip is missed between two reads.
     fn trip_count(&self) -> u64;
-    /// A value that changes at every re-arm (the page's re-arm time). A
+    /// The page's last re-arm time (ns since the Unix epoch; it changes at
+    /// every re-arm). A wake counts only when stamped at or after it. A
     /// re-arm means a trip came before it: the wake latch treats a change
     /// as a trip too, which covers a page repaired by another process
     /// (its trip count starts again at 1, maybe the value seen before) and
@@ -91,7 +92,8 @@ pub struct MemoryBoard {
     pub beats: AtomicU64,
     /// Armed -> tripped transitions.
     pub trips: AtomicU64,
-    /// Re-arms.
+    /// The last re-arm's time (ns since the Unix epoch, strictly
+    /// increasing), as the page's `armed_at_unix_ns`.
     pub rearms: AtomicU64,
 }
 
@@ -103,7 +105,10 @@ impl MemoryBoard {
 
     /// Re-arms (what only `naoctl rearm` does on a real page).
     pub fn rearm(&self) {
-        self.rearms.fetch_add(1, Ordering::SeqCst);
+        let now = deathswitch::unix_now_ns();
+        let _ = self
+            .rearms
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(now.max(t + 1)));
         self.reason.store(0, Ordering::SeqCst);
     }
 

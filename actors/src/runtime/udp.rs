@@ -1,190 +1,273 @@
 //! The UDP stop (`spec/death-switch.md`): a datagram whose payload starts
 //! with the 11 ASCII bytes `NAO-RS STOP` trips the switch (reason `udp`);
-//! anything else is ignored; there is never a reply.
+//! anything else is ignored; there is never a reply. The ONE listener of
+//! both processes: the runtime and the guard run this same code.
 //!
-//! Only one socket can receive a unicast datagram, so exactly one process
-//! owns the port: the guard when it runs (it publishes itself in the page),
-//! else the runtime. The runtime's listener binds only while no live guard
-//! is published, closes its socket within 1 s once one is, and retries the
-//! bind every second otherwise ([`PortRule`]).
+//! ## One socket, read by both processes
+//!
+//! A unicast datagram is queued on exactly one socket. If each process had
+//! its own socket (SO_REUSEPORT), the kernel would hash each sender to one
+//! of them, and a stop hashed to a hung (SIGSTOPped) process's socket would
+//! sit unread in its queue. So there is one socket, and both processes hold
+//! it: whoever binds the port first also serves the socket's fd
+//! (SCM_RIGHTS) on the abstract unix socket `@nao-rs-udp-stop-PORT`; the
+//! other process asks for it there. Both then wait on the same receive
+//! queue, and any live process drains it: a hung, stopped or dead process
+//! holds no datagram, because there is no queue of its own. The socket
+//! lives while either process holds it, so no start, exit, crash or hang of
+//! one process leaves the port unread while the other lives. The name is
+//! abstract: it vanishes with its last holder (no stale file), and the
+//! surviving holder binds it again within one wake ([`WAKE_MS`]). The fd is
+//! given only to a process of the same user or to root (SO_PEERCRED).
+//!
+//! Each wake drains the socket (non-blocking reads until EAGAIN); the
+//! receive buffer is [`RCVBUF`] bytes (SO_RCVBUFFORCE where permitted).
 
 use std::io;
 use std::net::UdpSocket;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The stop datagram's prefix: 11 ASCII bytes.
-pub const STOP_PREFIX: &[u8; 11] = b"NAO-RS STOP";
-/// The default UDP stop port.
-pub const DEFAULT_PORT: u16 = 7701;
-/// How long the listener blocks on one receive, so it re-checks the guard
-/// at least this often (well within the 1 s rule).
-pub const RECV_TIMEOUT_MS: u64 = 50;
-/// How often an unbound listener retries the bind, ms.
-pub const RETRY_MS: u64 = 1000;
+/// The stop datagram's prefix and port: one place, with the death switch.
+pub use deathswitch::stop::{is_stop, PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX};
 
-/// True when `payload` is a stop datagram.
-pub fn is_stop(payload: &[u8]) -> bool {
-    payload.starts_with(STOP_PREFIX)
+/// How long the listener waits at most between two looks at its stop flag,
+/// its unix socket and its ownership, ms.
+pub const WAKE_MS: u64 = 50;
+/// Kept for callers of the former listener: the wake period, ms.
+pub const RECV_TIMEOUT_MS: u64 = WAKE_MS;
+/// How often a listener without the socket retries, ms.
+pub const RETRY_MS: u64 = WAKE_MS;
+/// The receive buffer asked for: 8 MiB (a flood is drained, not buffered,
+/// but a burst while the reader is off the CPU must not overflow).
+pub const RCVBUF: usize = 8 << 20;
+/// At most this many datagrams are read per wake before the loop looks at
+/// its stop flag and its unix socket again (a flood is drained in turns).
+pub const DRAIN_MAX: usize = 4096;
+/// How long a process waits for the holder to hand the socket over.
+pub const HANDOVER_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The abstract unix socket name on which the holder serves the socket.
+pub fn rendezvous_name(port: u16) -> String {
+    format!("nao-rs-udp-stop-{port}")
 }
 
-/// What the listener should do next (the port ownership rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PortAction {
-    /// Keep the socket (or stay unbound) and go on.
-    Stay,
-    /// Bind the port now.
-    Bind,
-    /// Close the socket: a live guard owns the port.
-    Close,
-}
-
-/// The port ownership rule (pure; time in ms passed in).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PortRule {
-    bound: bool,
-    next_try_ms: u64,
-}
-
-impl Default for PortRule {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl PortRule {
-    /// Unbound, with a bind due at once.
-    pub fn new() -> Self {
-        PortRule {
-            bound: false,
-            next_try_ms: 0,
-        }
-    }
-
-    /// True while the runtime holds the socket.
-    pub fn is_bound(&self) -> bool {
-        self.bound
-    }
-
-    /// What to do at `now_ms` when a live guard is (or is not) published.
-    pub fn step(&mut self, now_ms: u64, guard_alive: bool) -> PortAction {
-        match (self.bound, guard_alive) {
-            (true, true) => {
-                self.bound = false;
-                self.next_try_ms = now_ms + RETRY_MS;
-                PortAction::Close
-            }
-            (true, false) => PortAction::Stay,
-            (false, true) => PortAction::Stay,
-            (false, false) if now_ms >= self.next_try_ms => PortAction::Bind,
-            (false, false) => PortAction::Stay,
-        }
-    }
-
-    /// The result of a [`PortAction::Bind`]: a failure retries in 1 s.
-    pub fn bind_result(&mut self, now_ms: u64, ok: bool) {
-        self.bound = ok;
-        if !ok {
-            self.next_try_ms = now_ms + RETRY_MS;
-        }
-    }
-
-    /// True when neither the runtime nor a live guard holds the port, as
-    /// far as the runtime can tell (the safety flag "UDP port not owned").
-    pub fn not_owned(&self, guard_alive: bool) -> bool {
-        !self.bound && !guard_alive
-    }
-}
-
-/// What the listener shares with the rest of the runtime.
+/// What the listener shares with the rest of the process.
 #[derive(Debug, Default)]
 pub struct UdpShared {
-    /// True while neither the runtime nor a live guard holds the port.
+    /// True while this process holds no socket for the port: no process of
+    /// ours reads it (the other one, if any, would have shared it). The
+    /// safety flag "UDP port not owned".
     pub not_owned: AtomicBool,
-    /// True while the runtime's socket is bound.
+    /// True while this process holds the port's socket (bound itself or
+    /// shared by the other process).
     pub bound: AtomicBool,
 }
 
-/// Runs the listener until one of `stop` is set: binds per [`PortRule`], trips with
-/// `trip` on every stop datagram, ignores everything else, never replies.
+/// A change of the listener's ownership of the port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UdpEvent {
+    /// This process holds the port's socket (bound, or shared by the other).
+    Bound,
+    /// Neither bind nor hand-over worked; errno of the bind (once per errno).
+    BindFailed(i32),
+    /// Not sent any more (both processes read one socket); kept so that
+    /// callers' matches stay valid.
+    ClosedForGuard,
+}
+
+fn abstract_addr(port: u16) -> io::Result<std::os::unix::net::SocketAddr> {
+    use std::os::linux::net::SocketAddrExt;
+    std::os::unix::net::SocketAddr::from_abstract_name(rendezvous_name(port).as_bytes())
+}
+
+/// Binds `0.0.0.0:port` with the large receive buffer, non-blocking.
+pub fn bind(port: u16) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(("0.0.0.0", port))?;
+    tune(&s);
+    Ok(s)
+}
+
+fn tune(s: &UdpSocket) {
+    let _ = s.set_nonblocking(true);
+    let size = RCVBUF as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt with a valid fd and a c_int of the right size.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+    }
+}
+
+/// Asks the holder of `port`'s socket for it (the abstract unix socket).
+/// Only a holder of the same user or root is believed, and only a UDP
+/// socket bound to `port` is taken: anything else is refused (EPERM,
+/// EINVAL) and the caller binds or asks again.
+pub fn ask_holder(port: u16) -> io::Result<UdpSocket> {
+    let c = UnixStream::connect_addr(&abstract_addr(port)?)?;
+    if !peer_trusted(&c) {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    c.set_read_timeout(Some(HANDOVER_TIMEOUT))?;
+    let fd = recv_fd(c.as_raw_fd())?;
+    let s = UdpSocket::from(fd);
+    if s.local_addr().map(|a| a.port()).ok() != Some(port) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    tune(&s);
+    Ok(s)
+}
+
+fn recv_fd(conn: RawFd) -> io::Result<OwnedFd> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut byte = [0u8; 1];
+    let mut iov = [io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let msg = recvmsg::<()>(conn, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
+        .map_err(io::Error::from)?;
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            let mut owned = fds.into_iter().map(|fd| {
+                // SAFETY: the kernel just installed this fd for us.
+                unsafe { OwnedFd::from_raw_fd(fd) }
+            });
+            if let Some(first) = owned.next() {
+                return Ok(first);
+            }
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "no fd in the hand-over",
+    ))
+}
+
+fn send_fd(conn: &UnixStream, fd: RawFd) -> io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let fds = [fd];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let iov = [io::IoSlice::new(b"S")];
+    sendmsg::<()>(conn.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+        .map(|_| ())
+        .map_err(io::Error::from)
+}
+
+/// True when the peer of `conn` may have the socket: same user, or root.
+fn peer_trusted(conn: &UnixStream) -> bool {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let me = nix::unistd::geteuid().as_raw();
+    getsockopt(conn, PeerCredentials).is_ok_and(|c| c.uid() == me || c.uid() == 0)
+}
+
+/// Runs the listener until one of `stop` is set: holds the port's socket
+/// (bound itself or shared by the other process), serves it to the other
+/// process, drains it on each wake and calls `trip` for each stop
+/// datagram; ignores everything else; never replies.
 ///
-/// `guard_alive` tells whether a live guard is published in the page.
 /// `on_event` receives one call per ownership change (not per datagram).
 pub fn listen(
     port: u16,
     stop: &[&AtomicBool],
     shared: &UdpShared,
-    mut guard_alive: impl FnMut() -> bool,
     mut trip: impl FnMut(),
     mut on_event: impl FnMut(UdpEvent),
 ) {
-    let start = std::time::Instant::now();
-    let mut rule = PortRule::new();
     let mut socket: Option<UdpSocket> = None;
+    let mut server: Option<UnixListener> = None;
     let mut buf = [0u8; 64];
     let mut last_bind_error: Option<i32> = None;
     // Acquire: pairs with the Release that sets a `stop` flag.
     while !stop.iter().any(|f| f.load(Ordering::Acquire)) {
-        let now_ms = start.elapsed().as_millis() as u64;
-        let alive = guard_alive();
-        match rule.step(now_ms, alive) {
-            PortAction::Close => {
-                socket = None;
-                on_event(UdpEvent::ClosedForGuard);
-            }
-            PortAction::Bind => match bind(port) {
+        if socket.is_none() {
+            // The other process's socket first (one queue for both), else
+            // bind. A bind that fails while the other holds the port is
+            // retried on the next wake, by asking again.
+            let got = ask_holder(port).or_else(|_| bind(port));
+            match got {
                 Ok(s) => {
                     socket = Some(s);
-                    rule.bind_result(now_ms, true);
                     last_bind_error = None;
                     on_event(UdpEvent::Bound);
                 }
                 Err(e) => {
-                    rule.bind_result(now_ms, false);
                     let code = e.raw_os_error().unwrap_or(0);
                     if last_bind_error != Some(code) {
                         on_event(UdpEvent::BindFailed(code));
                     }
                     last_bind_error = Some(code);
                 }
-            },
-            PortAction::Stay => {}
+            }
+        }
+        if socket.is_some() && server.is_none() {
+            // Serve the socket unless someone does (fails with EADDRINUSE).
+            server = abstract_addr(port)
+                .and_then(|a| UnixListener::bind_addr(&a))
+                .ok();
+            if let Some(l) = &server {
+                let _ = l.set_nonblocking(true);
+            }
         }
         // Relaxed: status flags, read by the cycle to build its safety status.
-        shared
-            .not_owned
-            .store(rule.not_owned(alive), Ordering::Relaxed);
-        shared.bound.store(rule.is_bound(), Ordering::Relaxed);
-        match &socket {
-            // A timeout or an ICMP error: re-check the guard and go on.
-            Some(s) => {
-                if let Ok((n, _from)) = s.recv_from(&mut buf) {
+        shared.not_owned.store(socket.is_none(), Ordering::Relaxed);
+        shared.bound.store(socket.is_some(), Ordering::Relaxed);
+
+        let Some(s) = &socket else {
+            std::thread::sleep(Duration::from_millis(RETRY_MS));
+            continue;
+        };
+        let mut fds = [
+            libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: server.as_ref().map_or(-1, |l| l.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds (a negative fd is ignored) for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, WAKE_MS as libc::c_int) };
+        // Drain: every datagram queued now, on every wake (also on a
+        // timeout: the other process may have been woken for a datagram
+        // and stopped before it read it). Bounded, so that a flood still
+        // lets the loop look at its stop flag and serve the other process.
+        for _ in 0..DRAIN_MAX {
+            match s.recv_from(&mut buf) {
+                Ok((n, _from)) => {
                     if is_stop(&buf[..n]) {
                         trip();
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // An ICMP error or a truncated datagram: go on draining.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
             }
-            None => std::thread::sleep(Duration::from_millis(RECV_TIMEOUT_MS)),
+        }
+        if let Some(l) = &server {
+            while let Ok((conn, _)) = l.accept() {
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_write_timeout(Some(Duration::from_millis(20)));
+                if peer_trusted(&conn) {
+                    let _ = send_fd(&conn, s.as_fd().as_raw_fd());
+                }
+            }
         }
     }
-}
-
-/// A change of the listener's ownership of the port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UdpEvent {
-    /// The runtime bound the port.
-    Bound,
-    /// The bind failed with this errno (logged once per errno).
-    BindFailed(i32),
-    /// The runtime closed its socket because a live guard is published.
-    ClosedForGuard,
-}
-
-fn bind(port: u16) -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(("0.0.0.0", port))?;
-    s.set_read_timeout(Some(Duration::from_millis(RECV_TIMEOUT_MS)))?;
-    Ok(s)
 }
 
 /// The listener as a thread: starts it and returns the handle that stops it.
@@ -200,9 +283,12 @@ impl UdpListener {
         &self.shared
     }
 
-    /// Starts the listener as an actor at `priority` (SCHED_FIFO, below the
-    /// cycle's so that a flood can never delay a frame). It also ends when
-    /// `runtime_stop` is set (the runtime's stop request).
+    /// Starts the listener as a panic-guarded actor at `priority`
+    /// (SCHED_FIFO). It also ends when `runtime_stop` is set (the process's
+    /// stop request). `on_panic` runs if the listener panics.
+    ///
+    /// `guard_alive` is not used any more (both processes read the one
+    /// socket); kept so that callers stay valid.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         port: u16,
@@ -213,14 +299,39 @@ impl UdpListener {
         on_event: impl FnMut(UdpEvent) + Send + 'static,
         on_panic: impl FnOnce() + Send + 'static,
     ) -> io::Result<UdpListener> {
+        drop(guard_alive);
+        Self::start_named(
+            "nao-rs-udp",
+            port,
+            runtime_stop,
+            priority,
+            trip,
+            on_event,
+            on_panic,
+        )
+    }
+
+    /// [`UdpListener::start`] with the actor's name (the guard's is
+    /// `guard-udp`).
+    pub fn start_named(
+        name: &str,
+        port: u16,
+        runtime_stop: Arc<AtomicBool>,
+        priority: Option<u8>,
+        trip: impl FnMut() + Send + 'static,
+        on_event: impl FnMut(UdpEvent) + Send + 'static,
+        on_panic: impl FnOnce() + Send + 'static,
+    ) -> io::Result<UdpListener> {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(UdpShared::default());
+        // Not owned until the first bind or hand-over.
+        shared.not_owned.store(true, Ordering::Relaxed);
         let (s, sh) = (stop.clone(), shared.clone());
-        let mut spec = crate::kit::ActorSpec::new("nao-rs-udp");
+        let mut spec = crate::kit::ActorSpec::new(name);
         spec.priority = priority;
         let actor = crate::kit::actor::spawn_guarded(
             spec,
-            move || listen(port, &[&s, &runtime_stop], &sh, guard_alive, trip, on_event),
+            move || listen(port, &[&s, &runtime_stop], &sh, trip, on_event),
             on_panic,
         )?;
         Ok(UdpListener {
@@ -230,7 +341,7 @@ impl UdpListener {
         })
     }
 
-    /// Stops the listener (within 50 ms) and waits for it.
+    /// Stops the listener (within [`WAKE_MS`]) and waits for it.
     pub fn stop(mut self) {
         self.stop_now();
     }
@@ -265,40 +376,6 @@ mod tests {
         assert!(!is_stop(b"nao-rs stop"));
         assert!(!is_stop(b" NAO-RS STOP"));
         assert!(!is_stop(b""));
-    }
-
-    #[test]
-    fn udp_listener_binds_only_while_no_live_guard_is_published() {
-        let mut r = PortRule::new();
-        assert_eq!(r.step(0, true), PortAction::Stay);
-        assert!(!r.not_owned(true));
-        assert_eq!(r.step(10, false), PortAction::Bind);
-        r.bind_result(10, true);
-        assert_eq!(r.step(20, false), PortAction::Stay);
-        assert!(!r.not_owned(false));
-    }
-
-    #[test]
-    fn udp_listener_closes_its_socket_once_a_guard_is_published() {
-        let mut r = PortRule::new();
-        r.step(0, false);
-        r.bind_result(0, true);
-        assert_eq!(r.step(100, true), PortAction::Close);
-        assert!(!r.is_bound());
-        // The guard dies: the bind is retried a second after the close.
-        assert_eq!(r.step(500, false), PortAction::Stay);
-        assert!(r.not_owned(false));
-        assert_eq!(r.step(1100, false), PortAction::Bind);
-    }
-
-    #[test]
-    fn udp_bind_failure_retries_every_second() {
-        let mut r = PortRule::new();
-        assert_eq!(r.step(0, false), PortAction::Bind);
-        r.bind_result(0, false);
-        assert!(r.not_owned(false));
-        assert_eq!(r.step(999, false), PortAction::Stay);
-        assert_eq!(r.step(1000, false), PortAction::Bind);
     }
 
     fn free_port() -> u16 {
@@ -380,5 +457,81 @@ mod tests {
         let ev = events.lock().unwrap().clone();
         assert!(matches!(ev.as_slice(), [UdpEvent::BindFailed(_)]), "{ev:?}");
         l.stop();
+    }
+
+    fn wait(what: &str, mut f: impl FnMut() -> bool) {
+        for _ in 0..500 {
+            if f() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    fn counting(port: u16, trips: &Arc<AtomicU32>) -> UdpListener {
+        let t = trips.clone();
+        UdpListener::start_named(
+            "test-udp",
+            port,
+            Default::default(),
+            None,
+            move || {
+                t.fetch_add(1, Ordering::SeqCst);
+            },
+            |_| {},
+            || {},
+        )
+        .unwrap()
+    }
+
+    /// Two holders (as the runtime and the guard) read one socket: the
+    /// second gets the first's socket through the abstract unix socket, and
+    /// a stop is read by whichever lives; the survivor serves the socket
+    /// to the next one.
+    #[test]
+    fn udp_both_processes_read_one_socket_and_the_survivor_serves_it() {
+        let port = free_port();
+        let (ta, tb, tc) = Default::default();
+        let (ta, tb, tc): (Arc<AtomicU32>, Arc<AtomicU32>, Arc<AtomicU32>) = (ta, tb, tc);
+        let a = counting(port, &ta);
+        wait("a bound", || a.shared().bound.load(Ordering::Relaxed));
+        let b = counting(port, &tb);
+        wait("b shares", || b.shared().bound.load(Ordering::Relaxed));
+        assert!(!b.shared().not_owned.load(Ordering::Relaxed));
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.stop();
+        // The other holder gone: B still reads the port, no alarm.
+        assert!(!b.shared().not_owned.load(Ordering::Relaxed));
+        sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+        wait("b trips", || tb.load(Ordering::SeqCst) == 1);
+        assert_eq!(ta.load(Ordering::SeqCst), 0);
+        // B serves the socket now (it rebinds the name): C shares it.
+        let c = counting(port, &tc);
+        wait("c shares", || c.shared().bound.load(Ordering::Relaxed));
+        b.stop();
+        sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+        wait("c trips", || tc.load(Ordering::SeqCst) == 1);
+        c.stop();
+    }
+
+    /// A holder that hands over something other than a UDP socket bound
+    /// to the port is refused: the listener binds or asks again, and never
+    /// believes it reads the port when it does not.
+    #[test]
+    fn udp_a_bogus_holder_is_refused() {
+        let port = free_port();
+        let name = abstract_addr(port).unwrap();
+        let server = UnixListener::bind_addr(&name).unwrap();
+        let t = std::thread::spawn(move || {
+            let (conn, _) = server.accept().unwrap();
+            // Another port's socket.
+            let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+            send_fd(&conn, other.as_raw_fd()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        });
+        let e = ask_holder(port).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+        t.join().unwrap();
     }
 }

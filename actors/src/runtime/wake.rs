@@ -35,10 +35,11 @@ pub struct WakeSignal {
 impl WakeSignal {
     /// A wake now.
     pub fn wake(&self) {
-        self.wake_at(crate::kit::monotonic_ns().max(1));
+        self.wake_at(deathswitch::unix_now_ns().max(1));
     }
 
-    /// A wake at `t_ns` (monotonic; 0 is raised to 1). The newest wins.
+    /// A wake at `t_ns` (ns since the Unix epoch, the clock of the page's
+    /// re-arm time; 0 is raised to 1). The newest wins.
     pub fn wake_at(&self, t_ns: u64) {
         // Relaxed: the time itself is the whole message.
         self.at_ns.fetch_max(t_ns.max(1), Ordering::Relaxed);
@@ -164,7 +165,7 @@ mod tests {
         let path = dir.path().join("wake.sock");
         let signal = Arc::new(WakeSignal::default());
         let l = WakeListener::start(&path, signal.clone()).unwrap();
-        let before = crate::kit::monotonic_ns();
+        let before = deathswitch::unix_now_ns();
         send(&path).unwrap();
         let mut woken = None;
         for _ in 0..100 {

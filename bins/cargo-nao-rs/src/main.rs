@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use nao_actors::runtime::udp::{DEFAULT_PORT, STOP_PREFIX};
+use deathswitch::stop::{PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX};
 
 /// nao-rs tools for a developer's computer.
 #[derive(Parser, Debug)]

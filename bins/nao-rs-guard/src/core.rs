@@ -10,25 +10,45 @@
 //! `seeds/death-switch-in-detail.txt`.
 
 use deathswitch::rules::Verdict;
-use deathswitch::Reason;
+use deathswitch::{Reason, Snapshot};
+
+/// What the runtime's pidfd (held by the shell since the registration)
+/// says in this poll. The pidfd is the guard's own record of who the
+/// runtime is: page damage, repair or replacement cannot take it away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// No pidfd held (no runtime registered, or the kernel has no pidfds).
+    #[default]
+    Unknown,
+    /// The runtime with this pid runs (its pidfd is not readable).
+    Alive(u32),
+    /// The runtime with this pid exited, for any reason (its pidfd turned
+    /// readable, or `pidfd_open` found it gone).
+    Exited(u32),
+}
 
 /// What the guard sees in one poll: the page's fields it needs, the verdict
-/// of `deathswitch::rules::decide` on the same snapshot, and whether the
-/// registered driver's process is alive.
+/// of `deathswitch::rules::decide` on the snapshot as judged
+/// ([`GuardCore::judged`]), the page driver's liveness and the runtime's
+/// pidfd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
     /// The switch is armed (a person re-armed it).
     pub armed: bool,
     /// `driver_pid` in the page: the runtime that registered last.
     pub driver_pid: Option<u32>,
-    /// The page holds a heartbeat (`last_cycle` is some): a runtime beat
-    /// since the page or its heartbeat fields were last cleared.
+    /// The judged snapshot holds a heartbeat: a runtime beat since the page
+    /// or its heartbeat fields were last cleared (or, the page having lost
+    /// it, the guard remembers the held runtime's last beat).
     pub beaten: bool,
-    /// `rules::decide(snapshot, now, settings)` for this poll.
+    /// `rules::decide(judged snapshot, now, settings)` for this poll.
     pub verdict: Verdict,
     /// `kill(driver_pid, 0)` succeeded or failed with EPERM (a process of
-    /// another user counts as alive). False when there is no driver_pid.
+    /// another user counts as alive). Probed only while holding; false
+    /// when there is no driver_pid.
     pub driver_alive: bool,
+    /// The runtime's pidfd.
+    pub runtime: Runtime,
 }
 
 /// Where the guard stands.
@@ -37,23 +57,24 @@ pub enum State {
     /// No runtime has beaten since boot, since the last release or since
     /// the last hand-over: nothing sends frames, nothing to watch.
     Idle,
-    /// A runtime beats; every poll is judged by `rules::decide`.
+    /// A runtime beats; every poll is judged by `rules::decide` and its pidfd.
     Watching,
     /// The guard took the board over and sends all-off frames. `killed` is
-    /// the `driver_pid` it found (and sent SIGKILL) at the take-over.
+    /// the runtime it took over from (killed, or found exited).
     Holding {
-        /// The process the guard killed at the take-over, if any.
+        /// The runtime the guard took over from, if known.
         killed: Option<u32>,
     },
 }
 
 /// What the shell must do after one poll: trip, kill, clear the heartbeat,
-/// clear the driver, then the board.
+/// clear the driver, then the board; and open or close the runtime's pidfd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Actions {
     /// 1. Trip the switch with this reason (take-over).
     pub trip: Option<Reason>,
-    /// 2. Send SIGKILL to this process (take-over). Never 0, 1 or the guard.
+    /// 2. Send SIGKILL to this process (take-over): through its pidfd when
+    ///    it is the held runtime. Never 0, 1 or the guard.
     pub kill: Option<u32>,
     /// 3. Clear the heartbeat fields, keeping `driver_pid` (hand-over).
     pub clear_heartbeat: bool,
@@ -63,6 +84,10 @@ pub struct Actions {
     /// 4. Clear `driver_pid` and the heartbeat fields (release), before the
     ///    board is let go.
     pub clear_driver: bool,
+    /// Close the held pidfd (the runtime exited, or was released).
+    pub forget: bool,
+    /// Open a pidfd of this pid: the runtime registered (after `forget`).
+    pub adopt: Option<u32>,
 }
 
 /// What changed in one poll, for the log.
@@ -72,21 +97,31 @@ pub enum Transition {
     None,
     /// A runtime beat for the first time: the guard watches it.
     Watch,
-    /// Take-over with this reason (of the driver that was registered).
+    /// Take-over with this reason (of the runtime that was watched).
     TakeOver(Reason, Option<u32>),
     /// A new runtime registered: the board is handed over to it.
     HandOver(u32),
     /// A re-arm with no runtime running: the board is released.
     Release,
-    /// The heartbeat disappeared while watching (page cleared or replaced).
+    /// The heartbeat disappeared while watching, and no runtime is held
+    /// by its pidfd (page cleared or replaced).
     Unwatch,
 }
 
-/// The guard's state machine. `step` is the only way in.
+/// The guard's state machine. `judged` then `step`, once a poll.
 #[derive(Debug, Clone)]
 pub struct GuardCore {
     state: State,
     own_pid: u32,
+    /// The last heartbeat (cycle, monotonic ns) the guard saw in the page,
+    /// kept for the held runtime when the page loses it.
+    seen_beat: Option<(u64, u64)>,
+    /// When the guard first found the page without the heartbeat it had
+    /// seen (monotonic ns).
+    beat_lost_ns: Option<u64>,
+    /// When the guard first saw the switch tripped (monotonic ns); `None`
+    /// while armed.
+    seen_trip_ns: Option<u64>,
 }
 
 /// Whether `pid` may be sent SIGKILL by the guard `own_pid`: never 0 (the
@@ -103,6 +138,9 @@ impl GuardCore {
         GuardCore {
             state: State::Idle,
             own_pid,
+            seen_beat: None,
+            beat_lost_ns: None,
+            seen_trip_ns: None,
         }
     }
 
@@ -116,6 +154,51 @@ impl GuardCore {
         matches!(self.state, State::Holding { .. })
     }
 
+    /// The page as the guard judges it: the page's own heartbeat when it
+    /// has one (remembered); when the page has lost it (damage, repair,
+    /// replacement) while the runtime held by its pidfd still runs, a beat
+    /// at the moment the guard found it lost (the runtime may have beaten
+    /// until then, also while the guard itself was not looking): the
+    /// runtime must beat again within the beat timeout of the loss. A
+    /// runtime that stops beating after page damage is still a lost
+    /// heartbeat. A trip time that lies after
+    /// `now_ns` (damage: garbage, or a trip time stuck pending) is judged
+    /// from when the guard first saw the switch tripped, and a confirmation
+    /// of a cycle after the last beat's counts as none, so rule 3 still
+    /// runs out.
+    pub fn judged(&mut self, snap: &Snapshot, runtime: Runtime, now_ns: u64) -> Snapshot {
+        let mut s = *snap;
+        if snap.armed {
+            self.seen_trip_ns = None;
+        } else {
+            let first = *self.seen_trip_ns.get_or_insert(now_ns);
+            s.tripped_at_ns = if snap.tripped_at_ns > now_ns {
+                first
+            } else {
+                snap.tripped_at_ns.max(first)
+            };
+        }
+        // A confirmation of a cycle not yet beaten is impossible (damage):
+        // it confirms nothing.
+        if let (Some(conf), Some(c)) = (s.all_off_confirmed_cycle, s.last_cycle) {
+            if conf > c {
+                s.all_off_confirmed_cycle = None;
+            }
+        }
+        if let (Some(c), Some(t)) = (snap.last_cycle, snap.last_beat_ns) {
+            self.seen_beat = Some((c, t));
+            self.beat_lost_ns = None;
+            return s;
+        }
+        if let (Runtime::Alive(_), Some((c, t)), false) = (runtime, self.seen_beat, self.holding())
+        {
+            let lost = *self.beat_lost_ns.get_or_insert(now_ns);
+            s.last_cycle = Some(c);
+            s.last_beat_ns = Some(t.max(lost));
+        }
+        s
+    }
+
     /// One poll: what to do, and what changed.
     pub fn step(&mut self, obs: &Observation) -> (Actions, Transition) {
         match self.state {
@@ -124,41 +207,74 @@ impl GuardCore {
         }
     }
 
+    fn take_over(
+        &mut self,
+        reason: Reason,
+        from: Option<u32>,
+        kill: Option<u32>,
+    ) -> (Actions, Transition) {
+        self.state = State::Holding { killed: from };
+        self.seen_beat = None;
+        self.beat_lost_ns = None;
+        let actions = Actions {
+            trip: Some(reason),
+            kill: kill.filter(|&p| kill_target_ok(p, self.own_pid)),
+            hold_board: true,
+            ..Actions::default()
+        };
+        (actions, Transition::TakeOver(reason, from))
+    }
+
     fn step_watching(&mut self, obs: &Observation) -> (Actions, Transition) {
         let was = self.state;
+        // The runtime exited (any cause): take over at once, nothing to kill.
+        if let Runtime::Exited(pid) = obs.runtime {
+            let (mut a, t) = self.take_over(Reason::GuardRuntimeExited, Some(pid), None);
+            a.forget = true;
+            return (a, t);
+        }
         if let Verdict::TakeOver(reason) = obs.verdict {
-            self.state = State::Holding {
-                killed: obs.driver_pid,
+            // The runtime as the pidfd knows it; the page's driver_pid only
+            // when the guard holds no pidfd (a kernel without pidfds).
+            let target = match obs.runtime {
+                Runtime::Alive(pid) => Some(pid),
+                _ => obs.driver_pid,
             };
-            let kill = obs.driver_pid.filter(|&p| kill_target_ok(p, self.own_pid));
-            let actions = Actions {
-                trip: Some(reason),
-                kill,
-                hold_board: true,
-                ..Actions::default()
-            };
-            return (actions, Transition::TakeOver(reason, obs.driver_pid));
+            return self.take_over(reason, target, target);
         }
         self.state = if obs.beaten {
             State::Watching
         } else {
             State::Idle
         };
+        let mut actions = Actions::default();
+        // Registration: a runtime beats under a pid the guard holds no
+        // pidfd of yet. A held runtime keeps its identity whatever the page
+        // says later (the page may be damaged; the pidfd is not).
+        if obs.runtime == Runtime::Unknown && obs.beaten {
+            actions.adopt = obs.driver_pid.filter(|&p| kill_target_ok(p, self.own_pid));
+        }
         let t = match (was, self.state) {
             (State::Idle, State::Watching) => Transition::Watch,
             (State::Watching, State::Idle) => Transition::Unwatch,
             _ => Transition::None,
         };
-        (Actions::default(), t)
+        (actions, t)
     }
 
     fn step_holding(&mut self, obs: &Observation, killed: Option<u32>) -> (Actions, Transition) {
+        // The killed runtime's pidfd has done its work.
+        let forget = matches!(obs.runtime, Runtime::Exited(_));
         // Hand-over: a new, live process registered as the driver.
         if let Some(pid) = obs.driver_pid {
             if Some(pid) != killed && pid != self.own_pid && obs.driver_alive {
                 self.state = State::Idle;
+                self.seen_beat = None;
+                self.beat_lost_ns = None;
                 let actions = Actions {
                     clear_heartbeat: true,
+                    forget: obs.runtime != Runtime::Unknown,
+                    adopt: kill_target_ok(pid, self.own_pid).then_some(pid),
                     ..Actions::default()
                 };
                 return (actions, Transition::HandOver(pid));
@@ -167,8 +283,11 @@ impl GuardCore {
         // Release: re-armed, and no new runtime registered.
         if obs.armed {
             self.state = State::Idle;
+            self.seen_beat = None;
+            self.beat_lost_ns = None;
             let actions = Actions {
                 clear_driver: true,
+                forget: obs.runtime != Runtime::Unknown,
                 ..Actions::default()
             };
             return (actions, Transition::Release);
@@ -176,62 +295,12 @@ impl GuardCore {
         (
             Actions {
                 hold_board: true,
+                forget,
                 ..Actions::default()
             },
             Transition::None,
         )
     }
-}
-
-/// The guard's frame clock while it holds the board: one all-off frame at
-/// once when the board is opened, then every `period_ns` on absolute
-/// deadlines. A late poll never makes the next frame early: the next
-/// deadline is the previous one plus the period, skipping missed ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FramePacer {
-    period_ns: u64,
-    next_ns: Option<u64>,
-}
-
-impl FramePacer {
-    /// A pacer for frames every `period_ns` (12 ms: the runtime's cycle).
-    pub fn new(period_ns: u64) -> FramePacer {
-        FramePacer {
-            period_ns: period_ns.max(1),
-            next_ns: None,
-        }
-    }
-
-    /// Forget the schedule: the next `due` is at once (a freshly opened board).
-    pub fn reset(&mut self) {
-        self.next_ns = None;
-    }
-
-    /// True when a frame is due at `now_ns`; advances the schedule.
-    pub fn due(&mut self, now_ns: u64) -> bool {
-        match self.next_ns {
-            None => {
-                self.next_ns = Some(now_ns.saturating_add(self.period_ns));
-                true
-            }
-            Some(next) if now_ns >= next => {
-                let missed = (now_ns - next) / self.period_ns;
-                self.next_ns =
-                    Some(next.saturating_add((missed + 1).saturating_mul(self.period_ns)));
-                true
-            }
-            Some(_) => false,
-        }
-    }
-}
-
-/// The UDP stop's prefix: the 11 ASCII bytes of `spec/death-switch.md`.
-pub const STOP_PREFIX: &[u8; 11] = b"NAO-RS STOP";
-
-/// True when a datagram's payload starts with [`STOP_PREFIX`]; anything
-/// after the prefix is ignored.
-pub fn is_stop_datagram(payload: &[u8]) -> bool {
-    payload.starts_with(STOP_PREFIX)
 }
 
 #[cfg(test)]
@@ -255,6 +324,13 @@ mod tests {
             beaten,
             verdict,
             driver_alive: alive,
+            runtime: Runtime::Unknown,
+        }
+    }
+    fn alive(o: Observation, pid: u32) -> Observation {
+        Observation {
+            runtime: Runtime::Alive(pid),
+            ..o
         }
     }
     fn fine(pid: Option<u32>, beaten: bool) -> Observation {
@@ -279,6 +355,8 @@ mod tests {
         clear_heartbeat: false,
         hold_board: true,
         clear_driver: false,
+        forget: false,
+        adopt: None,
     };
 
     #[test]
@@ -297,13 +375,16 @@ mod tests {
     #[test]
     fn first_beat_starts_watching() {
         let mut g = GuardCore::new(GUARD);
-        assert_eq!(
-            g.step(&fine(Some(RT), true)),
-            (Actions::default(), Transition::Watch)
-        );
+        // The first beat registers the runtime: open its pidfd.
+        let adopt = Actions {
+            adopt: Some(RT),
+            ..Actions::default()
+        };
+        assert_eq!(g.step(&fine(Some(RT), true)), (adopt, Transition::Watch));
         assert_eq!(g.state(), State::Watching);
+        // Held by its pidfd from now on: nothing more to do.
         assert_eq!(
-            g.step(&fine(Some(RT), true)),
+            g.step(&alive(fine(Some(RT), true), RT)),
             (Actions::default(), Transition::None)
         );
     }
@@ -324,9 +405,8 @@ mod tests {
             Actions {
                 trip: Some(Reason::GuardHeartbeatLost),
                 kill: Some(RT),
-                clear_heartbeat: false,
                 hold_board: true,
-                clear_driver: false
+                ..Actions::default()
             }
         );
         assert_eq!(
@@ -370,6 +450,7 @@ mod tests {
             a,
             Actions {
                 clear_heartbeat: true,
+                adopt: Some(NEW_RT),
                 ..Actions::default()
             }
         );
@@ -539,34 +620,321 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pacer_sends_at_once_then_every_12_ms() {
-        let ms = 1_000_000;
-        let mut p = FramePacer::new(12 * ms);
-        assert!(p.due(100 * ms));
-        let sent: Vec<u64> = (101..=140).filter(|&t| p.due(t * ms)).collect();
-        assert_eq!(sent, vec![112, 124, 136]);
-        p.reset();
-        assert!(p.due(141 * ms));
+    const MS: u64 = 1_000_000;
+
+    fn beating(pid: Option<u32>, cycle: u64, t_ns: u64) -> Snapshot {
+        Snapshot {
+            armed: true,
+            magic_ok: true,
+            driver_pid: pid,
+            last_cycle: Some(cycle),
+            last_beat_ns: Some(t_ns),
+            all_off_confirmed_cycle: None,
+            ..Snapshot::default()
+        }
+    }
+
+    /// One poll as the shell does it: judged, decide, step.
+    fn poll(
+        g: &mut GuardCore,
+        snap: &Snapshot,
+        now_ns: u64,
+        runtime: Runtime,
+        driver_alive: bool,
+    ) -> (Actions, Transition) {
+        let j = g.judged(snap, runtime, now_ns);
+        let verdict =
+            deathswitch::rules::decide(&j, now_ns, &deathswitch::rules::Settings::default());
+        g.step(&Observation {
+            armed: snap.armed,
+            driver_pid: snap.driver_pid,
+            beaten: j.last_cycle.is_some(),
+            verdict,
+            driver_alive,
+            runtime,
+        })
     }
 
     #[test]
-    fn pacer_late_poll_never_makes_the_next_frame_early() {
-        let ms = 1_000_000;
-        let mut p = FramePacer::new(12 * ms);
-        assert!(p.due(0));
-        assert!(p.due(40 * ms)); // missed 12, 24, 36
-        assert!(!p.due(47 * ms));
-        assert!(p.due(48 * ms));
+    fn runtime_exit_takes_over_at_once_with_guard_runtime_exited() {
+        // From watching and from idle (registered, not yet beaten): trip,
+        // hold the board, close the pidfd; nothing to kill.
+        for beaten in [true, false] {
+            let mut g = GuardCore::new(GUARD);
+            let mut o = alive(fine(Some(RT), beaten), RT);
+            g.step(&o);
+            o.runtime = Runtime::Exited(RT);
+            let (a, t) = g.step(&o);
+            assert_eq!(
+                a,
+                Actions {
+                    trip: Some(Reason::GuardRuntimeExited),
+                    hold_board: true,
+                    forget: true,
+                    ..Actions::default()
+                },
+                "beaten {beaten}"
+            );
+            assert_eq!(
+                t,
+                Transition::TakeOver(Reason::GuardRuntimeExited, Some(RT))
+            );
+            assert_eq!(g.state(), State::Holding { killed: Some(RT) });
+        }
     }
 
     #[test]
-    fn udp_stop_prefix_is_the_11_bytes() {
-        assert!(is_stop_datagram(b"NAO-RS STOP"));
-        assert!(is_stop_datagram(b"NAO-RS STOP\n please"));
-        assert!(!is_stop_datagram(b"NAO-RS STO"));
-        assert!(!is_stop_datagram(b"nao-rs stop"));
-        assert!(!is_stop_datagram(b""));
-        assert!(!is_stop_datagram(b" NAO-RS STOP"));
+    fn a_clean_exit_is_taken_over_the_same_way_the_board_keeps_all_off_frames() {
+        // SIGTERM: the runtime tripped `shutdown`, sent its last all-off
+        // frame and exited. The guard trips (the first reason stays) and
+        // holds the board until a re-arm or a new runtime.
+        let mut g = GuardCore::new(GUARD);
+        let tripped = obs(false, Some(RT), true, Verdict::Fine, false);
+        g.step(&alive(tripped, RT));
+        let (a, _) = g.step(&Observation {
+            runtime: Runtime::Exited(RT),
+            ..tripped
+        });
+        assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
+        assert!(a.hold_board);
+        for _ in 0..3 {
+            assert_eq!(g.step(&tripped), (HOLD, Transition::None));
+        }
+    }
+
+    #[test]
+    fn exit_beats_a_verdict_in_the_same_poll() {
+        let mut g = GuardCore::new(GUARD);
+        g.step(&alive(fine(Some(RT), true), RT));
+        let mut o = obs(
+            true,
+            Some(RT),
+            true,
+            Verdict::TakeOver(Reason::GuardHeartbeatLost),
+            true,
+        );
+        o.runtime = Runtime::Exited(RT);
+        let (a, _) = g.step(&o);
+        assert_eq!((a.trip, a.kill), (Some(Reason::GuardRuntimeExited), None));
+    }
+
+    #[test]
+    fn the_kill_targets_the_pidfd_runtime_not_the_page_driver_pid() {
+        // The page's driver_pid is garbage (damage): the pidfd's runtime is
+        // the one killed.
+        let mut g = GuardCore::new(GUARD);
+        g.step(&alive(fine(Some(RT), true), RT));
+        let mut o = obs(
+            true,
+            Some(4242),
+            true,
+            Verdict::TakeOver(Reason::GuardHeartbeatLost),
+            true,
+        );
+        o.runtime = Runtime::Alive(RT);
+        let (a, t) = g.step(&o);
+        assert_eq!(a.kill, Some(RT));
+        assert_eq!(
+            t,
+            Transition::TakeOver(Reason::GuardHeartbeatLost, Some(RT))
+        );
+        // A held runtime is never re-registered from the page.
+        let mut g = GuardCore::new(GUARD);
+        g.step(&alive(fine(Some(RT), true), RT));
+        let (a, _) = g.step(&alive(fine(Some(4242), true), RT));
+        assert_eq!(a.adopt, None);
+    }
+
+    #[test]
+    fn never_adopts_pid_0_1_or_itself() {
+        for pid in [0, 1, GUARD] {
+            let mut g = GuardCore::new(GUARD);
+            assert_eq!(g.step(&fine(Some(pid), true)).0.adopt, None, "{pid}");
+        }
+    }
+
+    #[test]
+    fn holding_closes_the_pidfd_of_the_killed_runtime_once_it_exited() {
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        let o = obs(false, Some(RT), true, Verdict::Fine, false);
+        let (a, _) = g.step(&Observation {
+            runtime: Runtime::Exited(RT),
+            ..o
+        });
+        assert!(a.forget && a.hold_board);
+        assert_eq!(g.step(&o), (HOLD, Transition::None));
+    }
+
+    #[test]
+    fn hand_over_closes_the_old_pidfd_and_opens_the_new_runtimes() {
+        let mut g = holding_after(Reason::GuardRuntimeExited);
+        let o = obs(false, Some(NEW_RT), false, Verdict::Fine, true);
+        let (a, t) = g.step(&Observation {
+            runtime: Runtime::Alive(RT),
+            ..o
+        });
+        assert!(a.forget && a.clear_heartbeat);
+        assert_eq!(a.adopt, Some(NEW_RT));
+        assert_eq!(t, Transition::HandOver(NEW_RT));
+        // The new runtime crashes before its first beat: taken over at once.
+        let (a, _) = g.step(&Observation {
+            runtime: Runtime::Exited(NEW_RT),
+            ..o
+        });
+        assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
+        assert!(a.hold_board);
+    }
+
+    /// Page damage, then a hang: the page loses the heartbeat and the
+    /// driver (repair or replacement zeroed them); the guard holds the
+    /// runtime by its pidfd and counts the beat timeout from the loss, and
+    /// so still sees the hang and kills the right process.
+    #[test]
+    fn page_damage_then_a_hang_keeps_the_identity_and_the_last_beat() {
+        let zeroed = Snapshot {
+            magic_ok: true,
+            reason: Some(Reason::PageLost),
+            reason_code: Reason::PageLost.code(),
+            tripped_at_ns: 30 * MS,
+            ..Snapshot::default()
+        };
+        // Tripped page-lost and never confirmed: rule 3 after 40 ms.
+        // Re-armed (`naoctl rearm`) after the damage: rule 2 after 60 ms.
+        let rearmed = Snapshot {
+            armed: true,
+            reason: None,
+            reason_code: 0,
+            ..zeroed
+        };
+        for (page, reason, at_ms) in [
+            (zeroed, Reason::GuardNoConfirmation, 72),
+            (rearmed, Reason::GuardHeartbeatLost, 92),
+        ] {
+            let mut g = GuardCore::new(GUARD);
+            let first = poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+            assert_eq!(first.0.adopt, Some(RT));
+            poll(
+                &mut g,
+                &beating(Some(RT), 2, 12 * MS),
+                12 * MS,
+                Runtime::Alive(RT),
+                false,
+            );
+            poll(
+                &mut g,
+                &beating(Some(RT), 3, 24 * MS),
+                24 * MS,
+                Runtime::Alive(RT),
+                false,
+            );
+            // The damage zeroed the page; the runtime hangs (SIGSTOP)
+            // before it beats again.
+            for ms in (30..at_ms).step_by(2) {
+                let (a, _) = poll(&mut g, &page, ms * MS, Runtime::Alive(RT), false);
+                assert_eq!(
+                    (g.state(), a.kill),
+                    (State::Watching, None),
+                    "{reason:?} at {ms} ms"
+                );
+            }
+            let (a, t) = poll(&mut g, &page, at_ms * MS, Runtime::Alive(RT), false);
+            assert_eq!(g.state(), State::Holding { killed: Some(RT) });
+            assert_eq!((a.trip, a.kill), (Some(reason), Some(RT)));
+            assert_eq!(t, Transition::TakeOver(reason, Some(RT)));
+        }
+        // Without a pidfd (no registration), a zeroed page is idle: the
+        // page alone cannot say who the runtime is.
+        let mut g = GuardCore::new(GUARD);
+        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        let (_, t) = poll(&mut g, &zeroed, 100 * MS, Runtime::Unknown, false);
+        assert_eq!((t, g.state()), (Transition::Unwatch, State::Idle));
+    }
+
+    #[test]
+    fn page_damage_then_a_runtime_that_never_confirms_is_taken_over() {
+        // After the damage the runtime beats again (the page has its beat)
+        // but never confirms the page-lost trip: rule 3, the pidfd's pid.
+        let mut g = GuardCore::new(GUARD);
+        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        let mut s = beating(None, 5, 50 * MS);
+        s.armed = false;
+        s.reason = Some(Reason::PageLost);
+        s.tripped_at_ns = 10 * MS;
+        // Seen tripped first at 51 ms: the window runs from there.
+        let (a, _) = poll(&mut g, &s, 51 * MS, Runtime::Alive(RT), false);
+        assert_eq!(a.trip, None);
+        s.last_beat_ns = Some(90 * MS);
+        let (a, _) = poll(&mut g, &s, 92 * MS, Runtime::Alive(RT), false);
+        assert_eq!(
+            (a.trip, a.kill),
+            (Some(Reason::GuardNoConfirmation), Some(RT))
+        );
+    }
+
+    #[test]
+    fn a_trip_time_from_the_future_is_judged_from_when_the_guard_saw_the_trip() {
+        // Garbage that keeps the magics: tripped, trip time far ahead (or
+        // stuck pending), the runtime beats but never confirms.
+        for garbage_trip in [u64::MAX, 1 << 62] {
+            let mut g = GuardCore::new(GUARD);
+            poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+            let mut s = beating(Some(RT), 2, 10 * MS);
+            s.armed = false;
+            s.reason = Some(Reason::PageLost);
+            s.tripped_at_ns = garbage_trip;
+            // ... and a confirmation of a cycle not yet beaten.
+            s.all_off_confirmed_cycle = Some(1 << 60);
+            let (a, _) = poll(&mut g, &s, 10 * MS, Runtime::Alive(RT), false);
+            assert_eq!(a.trip, None);
+            s.last_beat_ns = Some(50 * MS);
+            assert_eq!(
+                poll(&mut g, &s, 50 * MS, Runtime::Alive(RT), false).0.trip,
+                None
+            );
+            s.last_beat_ns = Some(52 * MS);
+            let (a, _) = poll(&mut g, &s, 52 * MS, Runtime::Alive(RT), false);
+            assert_eq!(
+                (a.trip, a.kill),
+                (Some(Reason::GuardNoConfirmation), Some(RT))
+            );
+        }
+    }
+
+    #[test]
+    fn a_guard_that_was_not_looking_counts_the_beat_timeout_from_the_loss() {
+        // The guard saw a beat at 0, then was stopped (SIGSTOP) until
+        // 300 ms; the page lost its beat meanwhile (a repair): the runtime
+        // is not blamed for the guard's blindness.
+        let mut g = GuardCore::new(GUARD);
+        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        let repaired = Snapshot {
+            armed: true,
+            magic_ok: true,
+            ..Snapshot::default()
+        };
+        for ms in [300, 330, 360] {
+            let (a, _) = poll(&mut g, &repaired, ms * MS, Runtime::Alive(RT), false);
+            assert_eq!(a.trip, None, "at {ms} ms");
+        }
+        let (a, _) = poll(&mut g, &repaired, 362 * MS, Runtime::Alive(RT), false);
+        assert_eq!(
+            (a.trip, a.kill),
+            (Some(Reason::GuardHeartbeatLost), Some(RT))
+        );
+        // A beat in the page again resets the loss.
+        let mut g = GuardCore::new(GUARD);
+        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        poll(&mut g, &repaired, 10 * MS, Runtime::Alive(RT), false);
+        poll(
+            &mut g,
+            &beating(Some(RT), 2, 20 * MS),
+            20 * MS,
+            Runtime::Alive(RT),
+            false,
+        );
+        let (a, _) = poll(&mut g, &repaired, 75 * MS, Runtime::Alive(RT), false);
+        assert_eq!(a.trip, None, "lost again at 75: 60 ms from there");
+        let (a, _) = poll(&mut g, &repaired, 136 * MS, Runtime::Alive(RT), false);
+        assert_eq!(a.trip, Some(Reason::GuardHeartbeatLost));
     }
 }

@@ -1,16 +1,12 @@
-//! Logging without logging on the 2 ms path: the loop pushes small `Copy`
-//! events into a preallocated `rtrb` ring; a logging thread at normal
-//! priority formats them with `slog`. The same event repeated back to back
-//! is counted and printed once with its count, not repeated.
-//!
-//! A full ring drops the event and counts it (the loop never waits).
-
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+//! The guard's log events, written through the actor kit's logging actor
+//! (`nao_actors::kit::log`: a preallocated ring per actor, a logging actor
+//! at normal priority, repeats counted), the same as the runtime's. This
+//! module only names the guard's events and turns each into the kit's
+//! `Copy` events (a fixed text and a number): [`emit`]. Never blocks, never
+//! allocates.
 
 use deathswitch::Reason;
+use nao_actors::kit::log::{EventSink, Level, Logbook};
 
 /// Why a chest board call failed, without the message (which allocates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +36,7 @@ impl From<&nao_wire::LinkError> for LinkFault {
     }
 }
 
-/// What the result of `kill(pid, SIGKILL)` was.
+/// What the result of SIGKILL was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KillOutcome {
     /// Signal sent.
@@ -56,15 +52,6 @@ pub enum KillOutcome {
 /// One thing worth a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// The guard runs: its pid, poll period and rules.
-    Started {
-        /// The guard's pid.
-        pid: u32,
-        /// Beat timeout, ms.
-        beat_timeout_ms: u64,
-        /// Confirmation window, ms.
-        confirm_window_ms: u64,
-    },
     /// A runtime beat for the first time: watching it.
     Watching {
         /// The registered driver, if any.
@@ -72,13 +59,13 @@ pub enum Event {
     },
     /// The heartbeat vanished while watching (page cleared or replaced).
     Unwatched,
-    /// Take-over: reason, the driver, what the kill did.
+    /// Take-over: reason, the runtime, what the kill did.
     TookOver {
         /// The reason tripped.
         reason: Reason,
-        /// The driver killed.
+        /// The runtime taken over from.
         pid: Option<u32>,
-        /// The kill's outcome (None: no driver to kill).
+        /// The kill's outcome (None: nothing to kill).
         kill: Option<KillOutcome>,
         /// How old the last beat was, ms.
         beat_age_ms: Option<u64>,
@@ -100,161 +87,130 @@ pub enum Event {
     PageRepaired,
     /// `Page::check` found the path replaced or deleted: tripped page-lost.
     PageReplaced,
-    /// The UDP stop port is bound.
+    /// The UDP stop port's socket is held (bound, or shared by the runtime).
     UdpBound {
         /// The port.
         port: u16,
     },
-    /// Binding the UDP port failed (retried every second).
+    /// Neither bind nor hand-over worked (retried every 50 ms).
     UdpBindFailed {
         /// The port.
         port: u16,
         /// The errno.
         errno: i32,
     },
-    /// A UDP stop datagram tripped the switch.
+    /// A UDP stop datagram.
     UdpStop {
-        /// The sender's IPv4 address, or 0 when not IPv4.
-        from_v4: u32,
         /// True when this datagram tripped it (false: already tripped).
         tripped: bool,
     },
+    /// The UDP listener panicked (tripped `fault`).
+    UdpPanicked,
     /// The guard stops (SIGTERM / SIGINT).
     Stopping,
+    /// A runtime registered: the guard holds its pidfd.
+    Registered {
+        /// The runtime's pid.
+        pid: u32,
+    },
+    /// `pidfd_open` failed (not ESRCH): the guard watches by pid alone.
+    PidfdFailed {
+        /// The runtime's pid.
+        pid: u32,
+        /// The errno.
+        errno: i32,
+    },
 }
 
-/// The sending end, owned by one thread. Never blocks, never allocates.
-pub struct LogSender {
-    tx: rtrb::Producer<Event>,
-    dropped: Arc<AtomicU64>,
+fn pid_value(pid: Option<u32>) -> i64 {
+    pid.map_or(-1, i64::from)
 }
 
-impl LogSender {
-    /// Push an event; a full ring drops it (counted, reported later).
-    pub fn send(&mut self, e: Event) {
-        if self.tx.push(e).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+fn take_over_text(reason: Reason) -> &'static str {
+    match reason {
+        Reason::GuardHeartbeatLost => "TAKE-OVER guard-heartbeat-lost (runtime pid)",
+        Reason::GuardNoConfirmation => "TAKE-OVER guard-no-confirmation (runtime pid)",
+        Reason::GuardRuntimeExited => "TAKE-OVER guard-runtime-exited (runtime pid)",
+        _ => "TAKE-OVER (runtime pid)",
     }
 }
 
-/// The logging thread's receiving side: one ring per sending thread.
-pub struct LogHub {
-    rings: Vec<rtrb::Consumer<Event>>,
-    dropped: Arc<AtomicU64>,
+fn fault_text(open: bool, f: LinkFault) -> &'static str {
+    match (open, f) {
+        (true, LinkFault::Timeout) => {
+            "opening the chest board failed: timeout; retrying every 2 ms"
+        }
+        (true, LinkFault::Pipe) => "opening the chest board failed: stall; retrying every 2 ms",
+        (true, LinkFault::NoDevice) => {
+            "opening the chest board failed: no device; retrying every 2 ms"
+        }
+        (true, LinkFault::Busy) => "opening the chest board failed: busy; retrying every 2 ms",
+        (true, LinkFault::Other) => "opening the chest board failed; retrying every 2 ms",
+        (false, LinkFault::Timeout) => "all-off frame exchange failed: timeout",
+        (false, LinkFault::Pipe) => "all-off frame exchange failed: stall",
+        (false, LinkFault::NoDevice) => "all-off frame exchange failed: no device",
+        (false, LinkFault::Busy) => "all-off frame exchange failed: busy",
+        (false, LinkFault::Other) => "all-off frame exchange failed",
+    }
 }
 
-/// Ring capacity per sender.
+/// Pushes `e` into `sink` as the kit's events (one or, for a take-over,
+/// up to three). Never blocks or allocates.
+pub fn emit(sink: &mut EventSink, e: Event) {
+    use Level::{Error, Info, Warning};
+    match e {
+        Event::Watching { pid } => sink.emit(Info, "watching the runtime (driver pid)", pid_value(pid)),
+        Event::Unwatched => sink.emit(Info, "the heartbeat was cleared: idle", 0),
+        Event::TookOver {
+            reason,
+            pid,
+            kill,
+            beat_age_ms,
+        } => {
+            sink.emit(Error, take_over_text(reason), pid_value(pid));
+            match kill {
+                None => {}
+                Some(KillOutcome::Sent) => sink.emit(Error, "take-over: SIGKILL sent through the pidfd (pid)", pid_value(pid)),
+                Some(KillOutcome::Gone) => sink.emit(Warning, "take-over: the runtime was gone already (pid)", pid_value(pid)),
+                Some(KillOutcome::NotPermitted) => sink.emit(Error, "take-over: SIGKILL not permitted (EPERM) (pid)", pid_value(pid)),
+                Some(KillOutcome::Failed(errno)) => sink.emit(Error, "take-over: SIGKILL failed (errno)", i64::from(errno)),
+            }
+            if let Some(ms) = beat_age_ms {
+                sink.emit(Info, "take-over: age of the runtime's last beat (ms)", ms as i64);
+            }
+        }
+        Event::BoardOpened => sink.emit(Info, "chest board opened: sending all-off every 12 ms", 0),
+        Event::BoardOpenFailed(f) => sink.emit(Warning, fault_text(true, f), 0),
+        Event::FrameFailed(f) => sink.emit(Warning, fault_text(false, f), 0),
+        Event::HandedOver { pid } => sink.emit(Info, "a restarted runtime registered: chest board handed over, switch stays tripped (pid)", i64::from(pid)),
+        Event::Released => sink.emit(Info, "re-armed with no runtime running: chest board released, driver fields cleared", 0),
+        Event::PageRepaired => sink.emit(Error, "PageRepaired: the page had lost its magic; made whole, tripped page-lost", 0),
+        Event::PageReplaced => sink.emit(Error, "PageReplaced: the page file was replaced or deleted; now mapped to the page at the path, tripped page-lost", 0),
+        Event::UdpBound { port } => sink.emit(Info, "UDP stop listening (port)", i64::from(port)),
+        Event::UdpBindFailed { errno, .. } => sink.emit(Warning, "cannot bind or share the UDP stop port, retrying every 50 ms (errno)", i64::from(errno)),
+        Event::UdpStop { tripped } => sink.emit(Error, "UDP stop received (1: tripped now)", i64::from(tripped)),
+        Event::UdpPanicked => sink.emit(Error, "the UDP listener panicked: tripped fault; the runtime's listener still reads the port", 0),
+        Event::Stopping => sink.emit(Info, "guard stopping", 0),
+        Event::Registered { pid } => sink.emit(Info, "runtime registered: holding its pidfd (pid)", i64::from(pid)),
+        Event::PidfdFailed { errno, .. } => sink.emit(Warning, "cannot open the runtime's pidfd (needs Linux 5.3): watching it by pid alone (errno)", i64::from(errno)),
+    }
+}
+
+/// The capacity of each of the guard's event rings.
 pub const RING_CAPACITY: usize = 1024;
 
-impl LogHub {
-    /// An empty hub.
-    pub fn new() -> LogHub {
-        LogHub {
-            rings: Vec::new(),
-            dropped: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// A new sender with its own preallocated ring.
-    pub fn sender(&mut self) -> LogSender {
-        let (tx, rx) = rtrb::RingBuffer::new(RING_CAPACITY);
-        self.rings.push(rx);
-        LogSender {
-            tx,
-            dropped: self.dropped.clone(),
-        }
-    }
-
-    /// Start the logging thread, printing through `logger` until `stop`.
-    pub fn spawn(
-        mut self,
-        logger: slog::Logger,
-        stop: Arc<std::sync::atomic::AtomicBool>,
-    ) -> JoinHandle<()> {
-        std::thread::Builder::new()
-            .name("guard-log".into())
-            .spawn(move || {
-                let mut last: Option<(Event, u64)> = None;
-                let mut dropped_seen = 0;
-                loop {
-                    let stopping = stop.load(Ordering::Acquire);
-                    let mut got = false;
-                    for ring in &mut self.rings {
-                        while let Ok(e) = ring.pop() {
-                            got = true;
-                            match &mut last {
-                                Some((l, n)) if *l == e => *n += 1,
-                                _ => {
-                                    if let Some((l, n)) = last.take() {
-                                        if n > 1 {
-                                            slog::info!(logger, "(the event before repeated {} times in all)", n; "event" => format!("{l:?}"));
-                                        }
-                                    }
-                                    write(&logger, &e);
-                                    last = Some((e, 1));
-                                }
-                            }
-                        }
-                    }
-                    let dropped = self.dropped.load(Ordering::Relaxed);
-                    if dropped != dropped_seen {
-                        slog::warn!(logger, "log ring full: {} events dropped", dropped - dropped_seen);
-                        dropped_seen = dropped;
-                    }
-                    if stopping && !got {
-                        if let Some((l, n)) = last.take() {
-                            if n > 1 {
-                                slog::info!(logger, "(the event before repeated {} times in all)", n; "event" => format!("{l:?}"));
-                            }
-                        }
-                        break;
-                    }
-                    if !got {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                }
-            })
-            .expect("spawn the logging thread")
-    }
-}
-
-impl Default for LogHub {
-    fn default() -> Self {
-        LogHub::new()
-    }
-}
-
-fn write(log: &slog::Logger, e: &Event) {
-    use slog::{error, info, warn};
-    match *e {
-        Event::Started { pid, beat_timeout_ms, confirm_window_ms } => {
-            info!(log, "guard started"; "pid" => pid, "poll_ms" => 2, "beat_timeout_ms" => beat_timeout_ms, "confirm_window_ms" => confirm_window_ms)
-        }
-        Event::Watching { pid } => info!(log, "watching the runtime"; "driver_pid" => format!("{pid:?}")),
-        Event::Unwatched => info!(log, "the heartbeat was cleared: idle"),
-        Event::TookOver { reason, pid, kill, beat_age_ms } => error!(log, "TAKE-OVER";
-            "reason" => format!("{reason:?}"), "driver_pid" => format!("{pid:?}"), "kill" => format!("{kill:?}"), "beat_age_ms" => format!("{beat_age_ms:?}")),
-        Event::BoardOpened => info!(log, "chest board opened: sending all-off every 12 ms"),
-        Event::BoardOpenFailed(f) => warn!(log, "opening the chest board failed, retrying every 2 ms"; "error" => format!("{f:?}")),
-        Event::FrameFailed(f) => warn!(log, "all-off frame exchange failed"; "error" => format!("{f:?}")),
-        Event::HandedOver { pid } => info!(log, "a restarted runtime registered: chest board handed over, switch stays tripped"; "driver_pid" => pid),
-        Event::Released => info!(log, "re-armed with no runtime running: chest board released, driver fields cleared"),
-        Event::PageRepaired => error!(log, "PageRepaired: the page had lost its magic; made whole, tripped page-lost"),
-        Event::PageReplaced => error!(log, "PageReplaced: the page file was replaced or deleted; now mapped to the page at the path, tripped page-lost"),
-        Event::UdpBound { port } => info!(log, "UDP stop listening"; "port" => port),
-        Event::UdpBindFailed { port, errno } => warn!(log, "cannot bind the UDP stop port, retrying every second";
-            "port" => port, "error" => format!("{}", nix::errno::Errno::from_raw(errno))),
-        Event::UdpStop { from_v4, tripped } => error!(log, "UDP stop received";
-            "from" => format!("{}", std::net::Ipv4Addr::from(from_v4)), "tripped_now" => tripped),
-        Event::Stopping => info!(log, "guard stopping"),
-    }
-}
-
-/// A terminal logger on stderr (systemd's journal takes stderr).
-pub fn stderr_logger() -> slog::Logger {
+/// A logbook writing to stderr (systemd's journal takes stderr).
+pub fn stderr_logbook() -> Logbook {
     use slog::Drain;
     let decorator = slog_term::PlainSyncDecorator::new(std::io::stderr());
     let drain = slog_term::FullFormat::new(decorator).build().fuse();
-    slog::Logger::root(drain, slog::o!("prog" => "nao-rs-guard"))
+    Logbook::new(slog::Logger::root(
+        drain,
+        slog::o!("prog" => "nao-rs-guard"),
+    ))
+}
+
+/// A logbook that writes nothing (tests).
+pub fn discard_logbook() -> Logbook {
+    Logbook::new(slog::Logger::root(slog::Discard, slog::o!()))
 }

@@ -11,7 +11,7 @@ use deathswitch::rules::Settings;
 use deathswitch::{Page, Reason};
 use nao_actors::kit;
 use nao_rs_guard::board::WireBoard;
-use nao_rs_guard::log::{stderr_logger, Event, LogHub};
+use nao_rs_guard::log::{emit, stderr_logbook, Event, RING_CAPACITY};
 use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
 use nao_rs_guard::rt::GUARD_PRIORITY;
 use nao_rs_guard::{link, udp};
@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, default_value = "usb")]
     link: String,
     /// The UDP stop port; 0 turns the guard's UDP stop off.
-    #[arg(long, default_value_t = 7701)]
+    #[arg(long, default_value_t = deathswitch::stop::PORT)]
     udp_port: u16,
     /// Guard rule 2: take over when the runtime's last beat is older than this.
     #[arg(long, default_value_t = 60)]
@@ -87,26 +87,35 @@ fn run(args: Args) -> Result<(), String> {
     install_signals().map_err(|e| format!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
 
     let pid = std::process::id();
-    // Publish ourselves first: the runtime gives the UDP port up once it
-    // sees a live guard.
     page.set_guard(pid, false);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let mut hub = LogHub::new();
-    let mut loop_log = hub.sender();
-    let udp_log = hub.sender();
-    let log_thread = hub.spawn(stderr_logger(), stop.clone());
-    loop_log.send(Event::Started {
-        pid,
-        beat_timeout_ms: args.beat_timeout_ms,
-        confirm_window_ms: args.confirm_window_ms,
-    });
+    // The kit's logging actor: a ring per thread, written at normal priority.
+    let book = stderr_logbook();
+    let loop_log = book.sink("guard-poll", RING_CAPACITY);
+    let udp_log = book.sink("guard-udp", RING_CAPACITY);
+    let udp_stops = book.sink("guard-udp-stop", RING_CAPACITY);
+    let mut panic_log = book.sink("guard-udp-panic", 4);
+    let log_actor = book
+        .spawn()
+        .map_err(|e| format!("cannot start the logging actor: {e}"))?;
+    slog::info!(book.logger(), "guard started"; "pid" => pid, "poll_ms" => 2,
+        "beat_timeout_ms" => args.beat_timeout_ms, "confirm_window_ms" => args.confirm_window_ms);
 
     let udp_thread = if args.udp_port != 0 {
         let p = page.clone();
-        let t = udp::spawn(args.udp_port, udp_log, stop.clone(), move || {
-            p.trip(Reason::Udp)
-        })
+        let p2 = page.clone();
+        let t = udp::spawn(
+            args.udp_port,
+            udp_log,
+            udp_stops,
+            stop.clone(),
+            move || p.trip(Reason::Udp),
+            move || {
+                p2.trip(Reason::Fault);
+                emit(&mut panic_log, Event::UdpPanicked);
+            },
+        )
         .map_err(|e| format!("cannot start the UDP thread: {e}"))?;
         Some(t)
     } else {
@@ -128,7 +137,8 @@ fn run(args: Args) -> Result<(), String> {
             let mut ticker = kit::Ticker::new(POLL_PERIOD_NS);
             // Acquire: pairs with the Release store in the signal handler.
             while !STOP.load(Ordering::Acquire) {
-                ticker.wait();
+                // The 2 ms deadline, or at once when the runtime exits.
+                ticker.wait_or_readable(poller.runtime_fd());
                 poller.poll(&loop_page, deathswitch::now_ns());
             }
             poller.log_event(Event::Stopping);
@@ -136,7 +146,7 @@ fn run(args: Args) -> Result<(), String> {
         },
     )
     .map_err(|e| format!("cannot start the poll thread: {e}"))?;
-    let main_log = stderr_logger();
+    let main_log = book.logger().clone();
     for problem in &actor.placement().problems {
         // Once, at start, not on the 2 ms path.
         slog::warn!(
@@ -149,8 +159,8 @@ fn run(args: Args) -> Result<(), String> {
     // Release: the UDP and logging threads see it with Acquire.
     stop.store(true, Ordering::Release);
     if let Some(t) = udp_thread {
-        let _ = t.join();
+        t.stop();
     }
-    let _ = log_thread.join();
+    log_actor.stop();
     Ok(())
 }

@@ -1,18 +1,26 @@
-//! One poll of the guard, every 2 ms: check the page's integrity, take a
-//! snapshot, ask `deathswitch::rules::decide`, step the [`GuardCore`] and do
-//! what it says, in the seed's order. Allocates nothing (a counting-allocator
-//! test holds it); logs only through the ring.
+//! One poll of the guard, every 2 ms or at once when the runtime's pidfd
+//! turns readable: check the page's integrity, take a snapshot, judge it
+//! with what the guard remembers ([`GuardCore::judged`]), ask
+//! `deathswitch::rules::decide`, step the [`GuardCore`] with the pidfd's
+//! news and do what it says, in the seed's order. Allocates nothing in the
+//! steady state (a counting-allocator test holds it); logs only through
+//! the ring.
+
+use std::os::fd::BorrowedFd;
 
 use deathswitch::rules::{decide, Settings};
 use deathswitch::{Integrity, Page};
+use nao_actors::kit::Schedule;
 
 use crate::board::Board;
-use crate::core::{FramePacer, GuardCore, Observation, Transition};
-use crate::log::{Event, KillOutcome, LinkFault, LogSender};
-use crate::process;
+use crate::core::{GuardCore, Observation, Runtime, Transition};
+use nao_actors::kit::log::EventSink;
+
+use crate::log::{emit, Event, KillOutcome, LinkFault};
+use crate::process::{self, Pidfd};
 
 /// The runtime's cycle, which the guard's all-off frames keep: 12 ms.
-pub const FRAME_PERIOD_NS: u64 = 12_000_000;
+pub const FRAME_PERIOD_NS: u64 = nao_actors::runtime::PERIOD_NS;
 /// The guard's poll period: 2 ms.
 pub const POLL_PERIOD_NS: u64 = 2_000_000;
 
@@ -23,7 +31,16 @@ pub const KILL_WAIT_MS: i32 = 2;
 /// The guard's loop body, with everything it needs preallocated.
 pub struct Poller<B: Board> {
     core: GuardCore,
-    pacer: FramePacer,
+    /// The all-off frames' absolute deadlines (the kit's schedule); `None`:
+    /// the next frame goes at once (a freshly opened board).
+    frames: Option<Schedule>,
+    /// The runtime as registered: its pidfd, or its pid alone when the
+    /// kernel has no pidfds.
+    runtime: Option<Pidfd>,
+    /// A registered runtime the guard could not open a pidfd of (ENOSYS).
+    runtime_pid_only: Option<u32>,
+    /// The pidfd found the registered pid gone at `pidfd_open`.
+    exited_at_open: Option<u32>,
     board: B,
     settings: Settings,
     own_pid: u32,
@@ -31,17 +48,20 @@ pub struct Poller<B: Board> {
     published_holding: Option<bool>,
     open_failing: Option<LinkFault>,
     frame_failing: Option<LinkFault>,
-    log: LogSender,
+    log: EventSink,
     /// Frames sent since start.
     pub frames_sent: u64,
 }
 
 impl<B: Board> Poller<B> {
     /// A poller for the guard `own_pid` over `board`.
-    pub fn new(board: B, settings: Settings, own_pid: u32, log: LogSender) -> Poller<B> {
+    pub fn new(board: B, settings: Settings, own_pid: u32, log: EventSink) -> Poller<B> {
         Poller {
             core: GuardCore::new(own_pid),
-            pacer: FramePacer::new(FRAME_PERIOD_NS),
+            frames: None,
+            runtime: None,
+            runtime_pid_only: None,
+            exited_at_open: None,
             board,
             settings,
             own_pid,
@@ -64,50 +84,87 @@ impl<B: Board> Poller<B> {
         &self.board
     }
 
+    /// The registered runtime's pidfd, to wait on between polls: it turns
+    /// readable the moment the runtime exits.
+    pub fn runtime_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.runtime.as_ref().map(Pidfd::fd)
+    }
+
+    /// What the pidfd says now.
+    fn runtime_status(&self) -> Runtime {
+        if let Some(pid) = self.exited_at_open {
+            return Runtime::Exited(pid);
+        }
+        match (&self.runtime, self.runtime_pid_only) {
+            (Some(fd), _) if fd.exited() => Runtime::Exited(fd.pid()),
+            (Some(fd), _) => Runtime::Alive(fd.pid()),
+            (None, Some(pid)) => Runtime::Alive(pid),
+            (None, None) => Runtime::Unknown,
+        }
+    }
+
     /// One poll at `now_ns` (`deathswitch::now_ns()`, CLOCK_MONOTONIC).
     pub fn poll(&mut self, page: &Page, now_ns: u64) {
         match page.check() {
             Integrity::Intact => {}
-            Integrity::Repaired => self.log.send(Event::PageRepaired),
-            Integrity::Replaced => self.log.send(Event::PageReplaced),
+            Integrity::Repaired => emit(&mut self.log, Event::PageRepaired),
+            Integrity::Replaced => emit(&mut self.log, Event::PageReplaced),
         }
         let snap = page.snapshot();
-        let verdict = decide(&snap, now_ns, &self.settings);
+        let runtime = self.runtime_status();
+        let judged = self.core.judged(&snap, runtime, now_ns);
+        let verdict = decide(&judged, now_ns, &self.settings);
         // The liveness probe is a syscall: only while holding (hand-over).
         let driver_alive = self.core.holding() && snap.driver_pid.is_some_and(process::alive);
         let obs = Observation {
             armed: snap.armed,
             driver_pid: snap.driver_pid,
-            beaten: snap.last_cycle.is_some(),
+            beaten: judged.last_cycle.is_some(),
             verdict,
             driver_alive,
+            runtime,
         };
         let (actions, transition) = self.core.step(&obs);
         if let Transition::TakeOver(..) = transition {
             // Continue the heartbeat's cycle numbers where the runtime left.
-            self.guard_cycle = snap.last_cycle.unwrap_or(0);
+            self.guard_cycle = judged.last_cycle.unwrap_or(0);
         }
 
-        // 1. trip, 2. kill.
+        // 1. trip, 2. kill: through the pidfd when it is the registered
+        //    runtime (never a reused pid), by pid only without pidfds.
         if let Some(reason) = actions.trip {
             page.trip(reason);
         }
-        let kill = actions.kill.map(process::kill9);
-        if let (Some(pid), Some(KillOutcome::Sent)) = (actions.kill, kill) {
+        let kill = actions.kill.map(|pid| match &self.runtime {
+            Some(fd) if fd.pid() == pid => fd.kill(),
+            _ => process::kill9(pid),
+        });
+        if let (Some(fd), Some(KillOutcome::Sent)) = (&self.runtime, kill) {
             // At most one poll's time, once per take-over: open the board
             // the moment the kernel has released it.
-            process::wait_exit(pid, KILL_WAIT_MS);
+            fd.wait_exit(KILL_WAIT_MS);
+        }
+        if actions.forget {
+            self.runtime = None;
+            self.runtime_pid_only = None;
+            self.exited_at_open = None;
+        }
+        if let Some(pid) = actions.adopt {
+            self.adopt(pid);
         }
         if let Transition::TakeOver(reason, pid) = transition {
             let beat_age_ms = snap
                 .last_beat_ns
                 .map(|t| now_ns.saturating_sub(t) / 1_000_000);
-            self.log.send(Event::TookOver {
-                reason,
-                pid,
-                kill,
-                beat_age_ms,
-            });
+            emit(
+                &mut self.log,
+                Event::TookOver {
+                    reason,
+                    pid,
+                    kill,
+                    beat_age_ms,
+                },
+            );
         }
         // 3. hand-over: clear the heartbeat (driver_pid kept) before the
         //    board is let go, so the new runtime's first beat is its own.
@@ -126,20 +183,20 @@ impl<B: Board> Poller<B> {
             if !self.board.is_open() {
                 match self.board.open() {
                     Ok(()) => {
-                        self.pacer.reset();
+                        self.frames = None;
                         self.open_failing = None;
-                        self.log.send(Event::BoardOpened);
+                        emit(&mut self.log, Event::BoardOpened);
                     }
                     Err(e) => {
                         let f = LinkFault::from(&e);
                         if self.open_failing != Some(f) {
-                            self.log.send(Event::BoardOpenFailed(f));
+                            emit(&mut self.log, Event::BoardOpenFailed(f));
                             self.open_failing = Some(f);
                         }
                     }
                 }
             }
-            if self.board.is_open() && self.pacer.due(now_ns) {
+            if self.board.is_open() && self.frame_due(now_ns) {
                 match self.board.send_all_off(now_ns) {
                     Ok(()) => {
                         self.guard_cycle += 1;
@@ -150,7 +207,7 @@ impl<B: Board> Poller<B> {
                     Err(e) => {
                         let f = LinkFault::from(&e);
                         if self.frame_failing != Some(f) {
-                            self.log.send(Event::FrameFailed(f));
+                            emit(&mut self.log, Event::FrameFailed(f));
                             self.frame_failing = Some(f);
                         }
                     }
@@ -168,19 +225,62 @@ impl<B: Board> Poller<B> {
 
         match transition {
             Transition::None => {}
-            Transition::Watch => self.log.send(Event::Watching {
-                pid: snap.driver_pid,
-            }),
-            Transition::Unwatch => self.log.send(Event::Unwatched),
+            Transition::Watch => emit(
+                &mut self.log,
+                Event::Watching {
+                    pid: snap.driver_pid,
+                },
+            ),
+            Transition::Unwatch => emit(&mut self.log, Event::Unwatched),
             Transition::TakeOver(..) => {} // logged at the kill
-            Transition::HandOver(pid) => self.log.send(Event::HandedOver { pid }),
-            Transition::Release => self.log.send(Event::Released),
+            Transition::HandOver(pid) => emit(&mut self.log, Event::HandedOver { pid }),
+            Transition::Release => emit(&mut self.log, Event::Released),
+        }
+    }
+
+    /// The registration: open the runtime's pidfd (once, not per poll).
+    fn adopt(&mut self, pid: u32) {
+        self.runtime = None;
+        self.runtime_pid_only = None;
+        self.exited_at_open = None;
+        match Pidfd::open(pid) {
+            Ok(fd) => {
+                self.runtime = Some(fd);
+                emit(&mut self.log, Event::Registered { pid });
+            }
+            // Gone already: it exited; the next poll takes over.
+            Err(nix::errno::Errno::ESRCH) => self.exited_at_open = Some(pid),
+            Err(e) => {
+                self.runtime_pid_only = Some(pid);
+                emit(
+                    &mut self.log,
+                    Event::PidfdFailed {
+                        pid,
+                        errno: e as i32,
+                    },
+                );
+            }
+        }
+    }
+
+    /// True when an all-off frame is due at `now_ns`: at once after the
+    /// board opened, then every 12 ms on absolute deadlines (a late poll
+    /// never makes the next frame early).
+    fn frame_due(&mut self, now_ns: u64) -> bool {
+        let s = self
+            .frames
+            .get_or_insert_with(|| Schedule::new(now_ns, FRAME_PERIOD_NS, FRAME_PERIOD_NS / 10));
+        if now_ns >= s.plan(now_ns) {
+            s.start(now_ns);
+            true
+        } else {
+            false
         }
     }
 
     /// Log an event through the loop's ring.
     pub fn log_event(&mut self, e: Event) {
-        self.log.send(e);
+        emit(&mut self.log, e);
     }
 
     /// Let the board go (the guard stops) and withdraw from the page.

@@ -1,82 +1,52 @@
-//! The UDP stop (spec/death-switch.md): port 7701, a datagram whose payload
-//! starts with the 11 bytes `NAO-RS STOP` trips reason `udp`; anything else
-//! is ignored; no reply. Runs in its own thread at normal priority, so a
-//! flood never touches the 2 ms poll.
-//!
-//! Port ownership: the guard publishes itself in the page at start
-//! (`set_guard`); the runtime closes its own socket within 1 s once it sees a
-//! live guard, so until then the bind fails with EADDRINUSE and is retried
-//! every second.
+//! The guard's UDP stop: the runtime's listener
+//! (`nao_actors::runtime::udp`), the one listener both processes run. Both
+//! hold one socket on the port and read its one queue, so no start, exit,
+//! crash or hang of either process leaves a stop unread while the other
+//! lives (`docs/guard.md`, "The UDP stop"). The guard's listener runs at
+//! SCHED_FIFO [`GUARD_UDP_PRIORITY`], above the runtime's cycle, panic-guarded.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
-use crate::core::is_stop_datagram;
-use crate::log::{Event, LogSender};
+use nao_actors::runtime::udp::{UdpEvent, UdpListener};
 
-/// How long between bind attempts.
-pub const BIND_RETRY: Duration = Duration::from_secs(1);
+use nao_actors::kit::log::EventSink;
 
-/// Start the listener on `0.0.0.0:port`. `trip` is called for each stop
-/// datagram and returns whether that call tripped the switch. The thread ends
-/// within 200 ms of `stop`.
-pub fn spawn<F>(
+use crate::log::{emit, Event};
+
+/// The guard's UDP listener's SCHED_FIFO priority: above the runtime's
+/// cycle (30), below the guard's poll (40).
+pub const GUARD_UDP_PRIORITY: u8 = 39;
+
+/// Starts the guard's listener on `port`. `trip` is called for each stop
+/// datagram and returns whether that call tripped the switch; `on_panic`
+/// runs if the listener panics. Ends when `stop` is set.
+pub fn spawn<F, P>(
     port: u16,
-    mut log: LogSender,
+    mut events: EventSink,
+    mut stops: EventSink,
     stop: Arc<AtomicBool>,
     trip: F,
-) -> std::io::Result<JoinHandle<()>>
+    on_panic: P,
+) -> std::io::Result<UdpListener>
 where
     F: Fn() -> bool + Send + 'static,
+    P: FnOnce() + Send + 'static,
 {
-    std::thread::Builder::new()
-        .name("guard-udp".into())
-        .spawn(move || {
-            let sock = loop {
-                if stop.load(Ordering::Acquire) {
-                    return;
-                }
-                match bind(port) {
-                    Ok(s) => break s,
-                    Err(e) => {
-                        log.send(Event::UdpBindFailed {
-                            port,
-                            errno: e.raw_os_error().unwrap_or(0),
-                        });
-                        let until = std::time::Instant::now() + BIND_RETRY;
-                        while std::time::Instant::now() < until && !stop.load(Ordering::Acquire) {
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                    }
-                }
-            };
-            log.send(Event::UdpBound { port });
-            let mut buf = [0u8; 64];
-            while !stop.load(Ordering::Acquire) {
-                match sock.recv_from(&mut buf) {
-                    Ok((n, from)) => {
-                        if is_stop_datagram(&buf[..n]) {
-                            let tripped = trip();
-                            let from_v4 = match from {
-                                SocketAddr::V4(a) => u32::from(*a.ip()),
-                                SocketAddr::V6(_) => 0,
-                            };
-                            log.send(Event::UdpStop { from_v4, tripped });
-                        }
-                    }
-                    // Timeout (to look at `stop`), or a datagram too long for the
-                    // buffer on some systems: ignore.
-                    Err(_) => continue,
-                }
-            }
-        })
-}
-
-fn bind(port: u16) -> std::io::Result<UdpSocket> {
-    let s = UdpSocket::bind(("0.0.0.0", port))?;
-    s.set_read_timeout(Some(Duration::from_millis(200)))?;
-    Ok(s)
+    UdpListener::start_named(
+        "guard-udp",
+        port,
+        stop,
+        Some(GUARD_UDP_PRIORITY),
+        move || {
+            let tripped = trip();
+            emit(&mut stops, Event::UdpStop { tripped });
+        },
+        move |e| match e {
+            UdpEvent::Bound => emit(&mut events, Event::UdpBound { port }),
+            UdpEvent::BindFailed(errno) => emit(&mut events, Event::UdpBindFailed { port, errno }),
+            UdpEvent::ClosedForGuard => {}
+        },
+        on_panic,
+    )
 }

@@ -3,23 +3,12 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, nao_rs_run, runs, start_guard, wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
-use nao_rs_sim::{Spawned, TraceLine};
+use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
-
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
-
-fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
-    sim.trace()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|l| l.is_cycle_frame())
-        .collect()
-}
 
 fn count_from(sim: &Spawned, pid: u32) -> usize {
     cycle_frames(sim)
@@ -28,54 +17,14 @@ fn count_from(sim: &Spawned, pid: u32) -> usize {
         .count()
 }
 
-fn runs(frames: &[TraceLine]) -> Vec<u32> {
-    let mut out: Vec<u32> = Vec::new();
-    for f in frames {
-        if out.last() != Some(&(f.peer_pid as u32)) {
-            out.push(f.peer_pid as u32);
-        }
-    }
-    out
-}
-
 #[test]
 fn real_runtime_sigstop_take_over_then_restart_hand_over_still_tripped() {
-    let nao_rs = testkit::bin("nao-rs");
     let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
     let page_path = sim.dir().join("deathswitch");
     let page = Page::open(&page_path).unwrap();
     let guard_log = sim.dir().join("guard.log");
-    let guard = Proc::spawn(
-        "nao-rs-guard",
-        Command::new(GUARD)
-            .arg("--page")
-            .arg(&page_path)
-            .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-            .stderr(std::fs::File::create(&guard_log).unwrap()),
-    );
-    wait_for("the guard", Duration::from_secs(10), || {
-        (page.snapshot().guard_pid == Some(guard.pid())).then_some(())
-    });
-    let runtime = |name: &str| {
-        Proc::spawn(
-            "nao-rs run",
-            Command::new(&nao_rs)
-                .arg("run")
-                .arg("--page")
-                .arg(&page_path)
-                .args([
-                    "--link",
-                    &sim.link_arg(),
-                    "--controller",
-                    "stand",
-                    "--no-udp",
-                ])
-                .args(["--wake-socket"])
-                .arg(sim.dir().join(format!("{name}.wake.sock")))
-                .env("NAO_RS_DEATHSWITCH", &page_path)
-                .stderr(std::fs::File::create(sim.dir().join(format!("{name}.log"))).unwrap()),
-        )
-    };
+    let guard = start_guard(&sim, &page_path);
+    let runtime = |name: &str| nao_rs_run(&sim, &page_path, name, "stand", None);
 
     page.rearm();
     let mut rt1 = runtime("rt1");

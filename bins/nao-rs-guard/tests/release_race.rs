@@ -7,7 +7,7 @@ use deathswitch::rules::Settings;
 use deathswitch::{now_ns, Page};
 use nao_rs_guard::board::Board;
 use nao_rs_guard::core::State;
-use nao_rs_guard::log::LogHub;
+use nao_rs_guard::log::{discard_logbook, RING_CAPACITY};
 use nao_rs_guard::poller::Poller;
 use nao_wire::LinkError;
 
@@ -49,8 +49,13 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
         pid: 4_000_000,
         open: false,
     };
-    let mut hub = LogHub::new();
-    let mut p = Poller::new(board, Settings::default(), std::process::id(), hub.sender());
+    let book = discard_logbook();
+    let mut p = Poller::new(
+        board,
+        Settings::default(),
+        std::process::id(),
+        book.sink("guard-poll", RING_CAPACITY),
+    );
     page.register_driver(victim.id());
     let t = now_ns();
     page.write_heartbeat(1, t, false);

@@ -9,12 +9,11 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt, Proc};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
 use nix::sys::signal::Signal;
 
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
 
 struct Rig {
@@ -30,21 +29,7 @@ impl Rig {
             .expect("start nao-rs-sim");
         let page_path = sim.dir().join("deathswitch");
         let page = Page::open(&page_path).expect("page");
-        let log = std::fs::File::create(sim.dir().join("guard.log")).unwrap();
-        let guard = Proc::spawn(
-            "nao-rs-guard",
-            Command::new(GUARD)
-                .arg("--page")
-                .arg(&page_path)
-                .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-                .env("NAO_RS_DEATHSWITCH", &page_path)
-                .stderr(log),
-        );
-        wait_for(
-            "the guard to publish itself",
-            Duration::from_secs(10),
-            || (page.snapshot().guard_pid == Some(guard.pid())).then_some(()),
-        );
+        let guard = start_guard(&sim, &page_path);
         Rig {
             sim,
             page_path,
@@ -66,12 +51,7 @@ impl Rig {
     }
 
     fn frames(&self) -> Vec<TraceLine> {
-        self.sim
-            .trace()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|l| l.is_cycle_frame())
-            .collect()
+        cycle_frames(&self.sim)
     }
 
     /// Wait until `n` cycle frames from `pid` are in the trace.
@@ -97,17 +77,6 @@ impl Rig {
             self.guard_log()
         );
     }
-}
-
-/// Senders in trace order, one entry per run of frames from the same pid.
-fn runs(frames: &[TraceLine]) -> Vec<u32> {
-    let mut out: Vec<u32> = Vec::new();
-    for f in frames {
-        if out.last() != Some(&(f.peer_pid as u32)) {
-            out.push(f.peer_pid as u32);
-        }
-    }
-    out
 }
 
 #[test]
@@ -169,7 +138,7 @@ fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
         gaps.iter().all(|&g| g > 2_000_000),
         "two guard frames in one poll: {gaps:?}"
     );
-    rig.wait_log("GuardHeartbeatLost");
+    rig.wait_log("guard-heartbeat-lost");
 }
 
 #[test]
@@ -186,7 +155,7 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
         .expect("the guard killed the runtime");
     // The first reason stays; the guard's own reason is in its log.
     assert_eq!(rig.page.snapshot().reason, Some(Reason::Naoctl));
-    rig.wait_log("GuardNoConfirmation");
+    rig.wait_log("guard-no-confirmation");
     // Within the 40 ms window, one 2 ms poll, and the kernel's release of
     // the board (generous bound: the machine is shared).
     let first = frames
@@ -210,7 +179,8 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
     rt1.signal(Signal::SIGKILL);
     rt1.wait_exit(Duration::from_secs(2)).unwrap();
     rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
-    assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
+    // The pidfd saw the exit: taken over at once, not after the beat timeout.
+    assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardRuntimeExited));
 
     // The restart: hand-over, the switch stays tripped.
     let rt2 = rig.runtime(&["--stiffness", "0.5"]);
@@ -314,5 +284,51 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
         if w[0].peer_pid != w[1].peer_pid {
             assert!(w[1].t_ns > w[0].t_ns, "two senders in the same instant");
         }
+    }
+}
+
+/// Issue 12: the runtime's pidfd. A runtime that ends for any reason
+/// (SIGKILL, segfault, abort, a clean SIGTERM) is taken over at once with
+/// `guard-runtime-exited` (not after the beat timeout, whose reason would
+/// be `guard-heartbeat-lost`), and the board keeps getting all-off frames
+/// from the guard. A clean exit tripped `shutdown` first: the first reason
+/// stays, and the guard takes the board over the same way.
+#[test]
+fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
+    for (sig, want) in [
+        (Signal::SIGKILL, Reason::GuardRuntimeExited),
+        // A real segfault in the runtime's cycle thread (SIGUSR2 asks
+        // the test runtime for one).
+        (Signal::SIGUSR2, Reason::GuardRuntimeExited),
+        (Signal::SIGABRT, Reason::GuardRuntimeExited),
+        (Signal::SIGTERM, Reason::Shutdown),
+    ] {
+        let rig = Rig::new();
+        rig.page.rearm();
+        let mut rt = rig.runtime(&["--stiffness", "0.5"]);
+        rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        let count_before = rig.page.trip_count();
+        rt.signal(sig);
+        let status = rt
+            .wait_exit(Duration::from_secs(2))
+            .unwrap_or_else(|| panic!("{sig}: the runtime did not exit"));
+        if sig == Signal::SIGUSR2 {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(status.signal(), Some(libc::SIGSEGV), "a real segfault");
+        }
+        let frames = rig.wait_frames_from(rig.guard.pid(), 5, Duration::from_secs(5));
+        let snap = rig.page.snapshot();
+        assert_eq!(snap.reason, Some(want), "{sig}");
+        assert!(snap.guard_holding, "{sig}: the guard holds the board");
+        assert!(snap.trip_count > count_before, "{sig}");
+        assert_eq!(runs(&frames), vec![rt.pid(), rig.guard.pid()], "{sig}");
+        assert!(
+            frames
+                .iter()
+                .filter(|l| l.peer_pid as u32 == rig.guard.pid())
+                .all(|l| l.all_off && l.max_stiffness == 0),
+            "{sig}: the guard's frames are all-off"
+        );
+        rig.wait_log("guard-runtime-exited");
     }
 }

@@ -1,5 +1,6 @@
-//! The UDP stop owned by the guard: the 11-byte prefix trips `udp`, anything
-//! else is ignored, no reply; a port in use is retried every second.
+//! The UDP stop: the 11-byte prefix trips `udp`, anything else is ignored,
+//! no reply; the one socket read by both processes is never left unread;
+//! a stop inside a flood trips.
 
 mod common;
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use common::{wait_for, wait_for_opt, Proc};
 use deathswitch::{Page, Reason};
+use nix::sys::signal::Signal;
 
 const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 
@@ -81,12 +83,12 @@ fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
 }
 
 #[test]
-fn udp_port_in_use_is_retried_every_second() {
+fn udp_port_in_use_by_another_program_is_retried() {
     let dir = tempfile::tempdir().unwrap();
     let page_path = dir.path().join("deathswitch");
     let page = Page::open(&page_path).unwrap();
     page.rearm();
-    // Someone else (the runtime, before it sees the guard) holds the port.
+    // Another program (not ours: it serves no socket) holds the port.
     let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
     let port = holder.local_addr().unwrap().port();
     let _g = guard(dir.path(), &page_path, port);
@@ -108,4 +110,260 @@ fn udp_port_in_use_is_retried_every_second() {
         page.is_tripped().then_some(())
     });
     assert_eq!(page.snapshot().reason, Some(Reason::Udp));
+}
+
+const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
+
+/// The runtime's listener alone (the test runtime's `--udp-only`).
+fn udp_runtime(dir: &std::path::Path, page: &std::path::Path, port: u16) -> Proc {
+    Proc::spawn(
+        "udp runtime",
+        Command::new(RUNTIME)
+            .arg("--page")
+            .arg(page)
+            .args(["--udp-only", &port.to_string()])
+            .stderr(std::fs::File::create(dir.join("runtime.log")).unwrap()),
+    )
+}
+
+/// A small xorshift, seeded from the clock (printed, to replay a failure).
+struct Rng(u64);
+impl Rng {
+    fn new() -> Rng {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1;
+        println!("seed {seed}");
+        Rng(seed)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Rearms, sends one stop `offset_ms` after `event` ran (before it when
+/// negative), and returns how long after the send the switch tripped
+/// (None: not within 1 s).
+fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> Option<Duration> {
+    page.rearm();
+    if offset_ms < 0 {
+        let sent = std::time::Instant::now();
+        send(port, b"NAO-RS STOP");
+        std::thread::sleep(Duration::from_millis((-offset_ms) as u64));
+        event();
+        wait_for_opt(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
+        return Some(sent.elapsed());
+    }
+    event();
+    std::thread::sleep(Duration::from_millis(offset_ms as u64));
+    let sent = std::time::Instant::now();
+    send(port, b"NAO-RS STOP");
+    wait_for_opt(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
+    Some(sent.elapsed())
+}
+
+/// Issue 12: "a single datagram at 50 random moments around guard start,
+/// guard SIGKILL, guard SIGSTOP and runtime restart trips the switch within
+/// 100 ms every time". The runtime's and the guard's listener read one
+/// socket, so there is no moment in which no live process reads the port.
+#[test]
+fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
+    const TRIALS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let page_path = dir.path().join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    let (probe, port) = free_port();
+    drop(probe);
+    let mut rng = Rng::new();
+    let mut rt = udp_runtime(dir.path(), &page_path, port);
+    page.rearm();
+    wait_for("the runtime's listener", Duration::from_secs(10), || {
+        send(port, b"NAO-RS STOP");
+        std::thread::sleep(Duration::from_millis(20));
+        page.is_tripped().then_some(())
+    });
+    let mut failures = Vec::new();
+    let mut worst = Duration::ZERO;
+    let mut judge = |what: &str, k: usize, offset: i64, r: Option<Duration>| match r {
+        Some(d) if d <= Duration::from_millis(100) => worst = worst.max(d),
+        other => failures.push(format!("{what} #{k} at {offset:+} ms: {other:?}")),
+    };
+
+    // Guard start: the datagram from 20 ms before to 80 ms after the spawn.
+    for k in 0..TRIALS {
+        let off = rng.below(100) as i64 - 20;
+        let mut g = None;
+        let r = one_stop(&page, port, off, &mut || {
+            g = Some(guard(dir.path(), &page_path, port))
+        });
+        judge("guard start", k, off, r);
+        drop(g);
+    }
+    // Guard SIGKILL and SIGSTOP: a guard that shares the socket.
+    for (what, sig) in [
+        ("guard SIGKILL", Signal::SIGKILL),
+        ("guard SIGSTOP", Signal::SIGSTOP),
+    ] {
+        for k in 0..TRIALS {
+            let g = guard(dir.path(), &page_path, port);
+            std::thread::sleep(Duration::from_millis(rng.below(150)));
+            let off = rng.below(100) as i64 - 20;
+            let r = one_stop(&page, port, off, &mut || g.signal(sig));
+            judge(what, k, off, r);
+        }
+    }
+    // Runtime restart (SIGKILL, then a new one at once) with a live guard.
+    let _g = guard(dir.path(), &page_path, port);
+    std::thread::sleep(Duration::from_millis(200));
+    for k in 0..TRIALS {
+        let off = rng.below(100) as i64 - 20;
+        let r = one_stop(&page, port, off, &mut || {
+            rt.signal(Signal::SIGKILL);
+            rt.wait_exit(Duration::from_secs(2));
+            rt = udp_runtime(dir.path(), &page_path, port);
+        });
+        judge("runtime restart", k, off, r);
+    }
+    println!("slowest trip after the send: {worst:?}");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Issue 12: "a single datagram from another source inside a
+/// 200,000-datagram flood trips within 50 ms in 20 of 20 trials".
+#[test]
+fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
+    const TRIALS: usize = 20;
+    const FLOOD: usize = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let page_path = dir.path().join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    let (probe, port) = free_port();
+    drop(probe);
+    let _rt = udp_runtime(dir.path(), &page_path, port);
+    let _g = guard(dir.path(), &page_path, port);
+    page.rearm();
+    wait_for("the listeners", Duration::from_secs(10), || {
+        send(port, b"NAO-RS STOP");
+        std::thread::sleep(Duration::from_millis(20));
+        page.is_tripped().then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let Ok(other) = UdpSocket::bind("127.0.0.2:0") else {
+        println!("SKIPPED: cannot bind 127.0.0.2 (no 127/8 on lo here)");
+        return;
+    };
+    let flooder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut results = Vec::new();
+    for _ in 0..TRIALS {
+        page.rearm();
+        let mut sent_at = None;
+        for i in 0..FLOOD {
+            let _ = flooder.send_to(b"junk junk junk junk junk", ("127.0.0.1", port));
+            if i == FLOOD / 2 {
+                sent_at = Some(std::time::Instant::now());
+                other.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+            }
+        }
+        let sent = sent_at.unwrap();
+        let tripped = wait_for_opt(Duration::from_secs(2), || page.is_tripped().then_some(()));
+        let at = page.snapshot().tripped_at_ns;
+        results.push(tripped.map(|_| {
+            // The trip's own time stamp against the send, both monotonic.
+            let now_mono = deathswitch::now_ns();
+            let since_send = sent.elapsed().as_nanos() as u64;
+            Duration::from_nanos(at.saturating_sub(now_mono.saturating_sub(since_send)))
+        }));
+    }
+    println!("trip after the send: {results:?}");
+    let bad: Vec<_> = results
+        .iter()
+        .filter(|r| !r.is_some_and(|d| d <= Duration::from_millis(50)))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {TRIALS} not within 50 ms: {results:?}",
+        bad.len()
+    );
+}
+
+/// Issue 12: `udp-port-not-owned` is raised exactly when nobody reads the
+/// port. The real runtime (`nao-rs run`) with a guard: no alarm while both
+/// read, none while the guard is stopped (the runtime reads the one
+/// socket), none after a page repair; and a runtime whose port another
+/// program holds raises it.
+#[test]
+fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
+    use deathswitch::flags::SafetyFlags;
+    let sim =
+        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
+    let dir = sim.dir().to_path_buf();
+    let page_path = dir.join("deathswitch");
+    let page = Page::open(&page_path).unwrap();
+    page.rearm();
+    let (probe, port) = free_port();
+    drop(probe);
+    let runtime =
+        |name: &str, port: u16| common::nao_rs_run(&sim, &page_path, name, "none", Some(port));
+    let not_owned = |p: &Page| {
+        SafetyFlags::from_bits_truncate(p.snapshot().safety_flags)
+            .contains(SafetyFlags::UDP_PORT_NOT_OWNED)
+    };
+    let g = guard(&dir, &page_path, port);
+    let rt = runtime("rt", port);
+    // Both read: no alarm (the flags are published every cycle).
+    wait_for("the runtime's beat", Duration::from_secs(20), || {
+        page.snapshot().last_cycle.filter(|&c| c > 20).map(|_| ())
+    });
+    assert!(!not_owned(&page));
+    // The guard hangs: the runtime still reads the socket, no alarm, and a
+    // stop trips.
+    g.signal(Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!not_owned(&page), "a false alarm with a stopped guard");
+    send(port, b"NAO-RS STOP");
+    wait_for("the stop", Duration::from_secs(2), || {
+        page.is_tripped().then_some(())
+    });
+    g.signal(Signal::SIGCONT);
+    // A page repair (zeroed in place): no false alarm once the runtime
+    // publishes its flags again.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&page_path)
+        .and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            f.write_all_at(&[0; deathswitch::LEN], 0)
+        })
+        .unwrap();
+    let before = page.snapshot().last_cycle.unwrap_or(0);
+    let beats = wait_for_opt(Duration::from_secs(5), || {
+        page.snapshot()
+            .last_cycle
+            .filter(|&c| c > before + 5)
+            .map(|_| ())
+    });
+    assert!(
+        beats.is_some(),
+        "no beats after the repair: {:?}\nguard: {}\nruntime: {}",
+        page.snapshot(),
+        std::fs::read_to_string(dir.join("guard.log")).unwrap_or_default(),
+        std::fs::read_to_string(dir.join("rt.log")).unwrap_or_default()
+    );
+    assert!(!not_owned(&page), "a false alarm after a page repair");
+    drop(rt);
+    drop(g);
+
+    // Another program holds the port: the runtime cannot read it.
+    let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let taken = holder.local_addr().unwrap().port();
+    page.rearm();
+    let _rt2 = runtime("rt2", taken);
+    wait_for("udp-port-not-owned", Duration::from_secs(20), || {
+        not_owned(&page).then_some(())
+    });
 }

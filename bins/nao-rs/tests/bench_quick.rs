@@ -17,7 +17,7 @@ impl Drop for Killed {
 }
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 21] = [
+const KEYS: [&str; 23] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",
@@ -28,6 +28,8 @@ const KEYS: [&str; 21] = [
     "guard_takeover_frame",
     "guard_sigstop_frame",
     "guard_sigkill_frame",
+    "guard_sigsegv_frame",
+    "udp_flood_trip",
     "period_quiet",
     "lateness_quiet",
     "period_loaded",

@@ -12,7 +12,14 @@
 //! `--stiffness S` commands every joint at stiffness S (0..1) at its zero
 //! position. `--never-confirm` is the "test build that ignores the switch":
 //! it beats but never confirms an all-off frame, and its frames ignore a trip.
-//! On SIGTERM it trips `shutdown`, sends one all-off frame and exits.
+//! `--udp-only PORT` runs only the runtime's UDP stop listener on PORT
+//! (the one listener of both processes), for the UDP tests.
+//! On SIGTERM it trips `shutdown`, sends one all-off frame and exits. On
+//! SIGUSR2 its cycle thread writes through a null pointer: a real
+//! segfault, the crash the guard's pidfd must see (a SIGSEGV sent with
+//! kill(2) is absorbed by Rust's stack-overflow handler). Every cycle
+//! calls `Page::check`, as the runtime does, so it follows a repaired or
+//! replaced page.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +34,12 @@ use nao_wire::protocol::startup::{Startup, StartupError};
 use nao_wire::{Command, Link, LinkError, JOINTS};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static CRASH: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    // Release: pairs with the Acquire load in the cycle loop.
+    CRASH.store(true, Ordering::Release);
+}
 
 extern "C" fn on_term(_: libc::c_int) {
     // Release: pairs with the Acquire load in the cycle loop.
@@ -38,6 +51,7 @@ struct Args {
     link: String,
     stiffness: f32,
     never_confirm: bool,
+    udp_only: Option<u16>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -47,6 +61,7 @@ fn parse() -> Result<Args, String> {
         link: String::new(),
         stiffness: 0.0,
         never_confirm: false,
+        udp_only: None,
     };
     while let Some(k) = it.next() {
         match k.as_str() {
@@ -59,10 +74,17 @@ fn parse() -> Result<Args, String> {
                     .map_err(|_| format!("--stiffness {v:?}: not a number"))?;
             }
             "--never-confirm" => a.never_confirm = true,
+            "--udp-only" => {
+                let v = it.next().ok_or("--udp-only needs a port")?;
+                a.udp_only = Some(
+                    v.parse()
+                        .map_err(|_| format!("--udp-only {v:?}: not a port"))?,
+                );
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if a.page.as_os_str().is_empty() || a.link.is_empty() {
+    if a.page.as_os_str().is_empty() || (a.link.is_empty() && a.udp_only.is_none()) {
         return Err("usage: nao-rs-guard-test-runtime --page PATH --link sim:PATH [--stiffness S] [--never-confirm]".into());
     }
     Ok(a)
@@ -80,17 +102,44 @@ fn main() -> ExitCode {
 
 fn run() -> Result<(), String> {
     let a = parse()?;
-    let act = nix::sys::signal::SigAction::new(
-        nix::sys::signal::SigHandler::Handler(on_term),
-        nix::sys::signal::SaFlags::empty(),
-        nix::sys::signal::SigSet::empty(),
-    );
-    // SAFETY: the handler only stores to an atomic (async-signal-safe).
-    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGTERM, &act) }
-        .map_err(|e| e.to_string())?;
+    use nix::sys::signal::Signal;
+    for (sig, handler) in [
+        (Signal::SIGTERM, on_term as extern "C" fn(libc::c_int)),
+        (Signal::SIGUSR2, on_usr2),
+    ] {
+        let act = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(handler),
+            nix::sys::signal::SaFlags::empty(),
+            nix::sys::signal::SigSet::empty(),
+        );
+        // SAFETY: each handler only stores to an atomic (async-signal-safe).
+        unsafe { nix::sys::signal::sigaction(sig, &act) }.map_err(|e| e.to_string())?;
+    }
 
     let page = Page::open(&a.page).map_err(|e| e.to_string())?;
     page.register_driver(std::process::id());
+    if let Some(port) = a.udp_only {
+        let page = std::sync::Arc::new(page);
+        let p = page.clone();
+        let l = nao_actors::runtime::udp::UdpListener::start_named(
+            "nao-rs-udp",
+            port,
+            Default::default(),
+            Some(nao_actors::runtime::UDP_PRIORITY),
+            move || {
+                p.trip(Reason::Udp);
+            },
+            |_| {},
+            || {},
+        )
+        .map_err(|e| e.to_string())?;
+        // Acquire: pairs with the Release in the SIGTERM handler.
+        while !STOP.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        l.stop();
+        return Ok(());
+    }
     let path = nao_wire::link::sim::sim_path(&a.link)
         .ok_or(format!("--link {:?}: use sim:PATH", a.link))?;
     let mut link = SimLink::new(path);
@@ -119,9 +168,15 @@ fn run() -> Result<(), String> {
         stiffness: [a.stiffness; JOINTS],
         ..Command::default()
     };
-    let mut ticker = Ticker::new(12_000_000);
+    let mut ticker = Ticker::new(nao_actors::runtime::PERIOD_NS);
     loop {
         ticker.wait();
+        // Acquire: pairs with the Release in the SIGUSR2 handler.
+        if CRASH.load(Ordering::Acquire) {
+            // SAFETY: none, on purpose: the test's crash (SIGSEGV).
+            unsafe { std::ptr::null_mut::<u8>().write_volatile(1) };
+        }
+        page.check();
         let stopping = STOP.load(Ordering::Acquire);
         if stopping {
             page.trip(Reason::Shutdown);

@@ -223,6 +223,13 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
     rig.poll()?;
     let from = rig.frames.len();
     let gpid = rig.guard_pid();
+    if sig == Signal::SIGSEGV {
+        // Rust's stack-overflow handler takes a SIGSEGV that is not a fault
+        // in a guard page, resets it to the default and returns: the first
+        // one only disarms it, the second is the crash (as a real fault).
+        rig.runtime().ok_or("no runtime")?.signal(sig)?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let t0 = now_ns();
     rig.runtime().ok_or("no runtime")?.signal(sig)?;
     let f = rig
@@ -249,6 +256,38 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
         reason,
         guard_frame_ns: f.t_ns,
     })
+}
+
+/// One stop from 127.0.0.2 in the middle of 200,000 datagrams from
+/// 127.0.0.1 to the stop port (both processes' listener): datagram sent ->
+/// switch tripped, ns.
+pub fn udp_flood_trial(rig: &mut Rig) -> Result<u64, String> {
+    const FLOOD: usize = 200_000;
+    rig.page.rearm();
+    let flooder = std::net::UdpSocket::bind("127.0.0.1:0")
+        .map_err(|e| format!("cannot bind a UDP socket on 127.0.0.1: {e}"))?;
+    let other = std::net::UdpSocket::bind("127.0.0.2:0")
+        .map_err(|e| format!("cannot bind a UDP socket on 127.0.0.2 (127/8 on lo): {e}"))?;
+    let to = ("127.0.0.1", rig.udp_port);
+    let mut t0 = 0;
+    for i in 0..FLOOD {
+        let _ = flooder.send_to(b"junk junk junk junk junk", to);
+        if i == FLOOD / 2 {
+            t0 = now_ns();
+            other
+                .send_to(b"NAO-RS STOP", to)
+                .map_err(|e| format!("cannot send the stop: {e}"))?;
+        }
+    }
+    let (reason, trip_ns) = wait_trip(rig, t0, Duration::from_secs(1))
+        .ok_or("the stop inside the flood did not trip within 1 s")?;
+    if reason != Some(Reason::Udp) {
+        return Err(format!(
+            "tripped with {:?}, expected udp",
+            reason.map(Reason::name)
+        ));
+    }
+    Ok(trip_ns.saturating_sub(t0))
 }
 
 /// Readings of `/proc` at one moment.

@@ -52,7 +52,7 @@ pub const HOT_TRIP_C: i8 = 90;
 
 /// The four `RobotConfig` strings, normalised to LoLA's fixed lengths.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
+pub struct RobotConfig {
     body_id: String,
     body_version: String,
     head_id: String,
@@ -80,14 +80,14 @@ fn fixed(s: &str, len: usize) -> String {
     out
 }
 
-impl Identity {
-    /// The robot's identity: body id (from the preference block), body
+impl RobotConfig {
+    /// LoLA's `RobotConfig`: body id (from the preference block), body
     /// version, head id and head version. Each is made exactly as long as
     /// LoLA's (20, 5, 20, 5 characters): non-printable or non-ASCII
     /// characters become `_`, short texts are padded with spaces, long ones
     /// cut.
     pub fn new(body_id: &str, body_version: &str, head_id: &str, head_version: &str) -> Self {
-        Identity {
+        RobotConfig {
             body_id: fixed(body_id, ID_LEN),
             body_version: fixed(body_version, VERSION_LEN),
             head_id: fixed(head_id, ID_LEN),
@@ -106,10 +106,10 @@ impl Identity {
     }
 }
 
-impl Default for Identity {
+impl Default for RobotConfig {
     /// Body and head id `P0000000000000000000`, versions `6.0.0` (a NAO V6).
     fn default() -> Self {
-        Identity::new(
+        RobotConfig::new(
             "P0000000000000000000",
             "6.0.0",
             "P0000000000000000000",
@@ -120,7 +120,7 @@ impl Default for Identity {
 
 /// One sensor frame in LoLA's units, in LoLA's key order.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SensorFrame<'a> {
+pub struct LolaSensorFrame<'a> {
     /// Body id, body version, head id, head version.
     #[serde(rename = "RobotConfig")]
     pub robot_config: [&'a str; 4],
@@ -209,19 +209,19 @@ pub fn pressure_kg(raw: u16, cal: PressureCalibration) -> f32 {
     f32::from(raw) * cal.gain + cal.offset
 }
 
-impl<'a> SensorFrame<'a> {
+impl<'a> LolaSensorFrame<'a> {
     /// The frame of one cycle's sensors, converted to LoLA's units (see
     /// `docs/lola.md` for every field's answer byte and unit).
     pub fn from_body(
         s: &BodySensors,
-        identity: &'a Identity,
+        robot_config: &'a RobotConfig,
         foot_pressure: &[[PressureCalibration; 4]; 2],
     ) -> Self {
         let milli = |v: i16| f32::from(v) / 1000.0;
         let imu = &s.imu;
         let b = &s.battery;
-        SensorFrame {
-            robot_config: identity.strings(),
+        LolaSensorFrame {
+            robot_config: robot_config.strings(),
             accelerometer: imu.accelerometer.map(milli),
             angles: imu.angle.map(milli),
             battery: [
@@ -247,7 +247,7 @@ impl<'a> SensorFrame<'a> {
 
     /// Encodes the frame into `out` with `rmp-serde` (a map with string
     /// keys). Returns the bytes written: always [`FRAME_LEN`] for a frame
-    /// built by [`SensorFrame::from_body`]; an error when the frame does not
+    /// built by [`LolaSensorFrame::from_body`]; an error when the frame does not
     /// fit (a `Status` above 127 or `RobotConfig` strings of other lengths).
     pub fn encode(&self, out: &mut [u8; FRAME_LEN]) -> Result<usize, String> {
         let mut w: &mut [u8] = &mut out[..];
@@ -296,9 +296,9 @@ mod tests {
 
     #[test]
     fn sensor_frame_is_exactly_896_bytes() {
-        let id = Identity::default();
+        let id = RobotConfig::default();
         let mut out = [0u8; FRAME_LEN];
-        let n = SensorFrame::from_body(&sensors(), &id, &cal())
+        let n = LolaSensorFrame::from_body(&sensors(), &id, &cal())
             .encode(&mut out)
             .unwrap();
         assert_eq!(n, FRAME_LEN);
@@ -308,8 +308,8 @@ mod tests {
         s.position = [f32::NAN; JOINTS];
         s.temperature_c = [i8::MIN; JOINTS];
         s.current_ma = [u16::MAX; JOINTS];
-        let id = Identity::new("", "", "a much longer head id than twenty", "6");
-        let n = SensorFrame::from_body(&s, &id, &cal())
+        let id = RobotConfig::new("", "", "a much longer head id than twenty", "6");
+        let n = LolaSensorFrame::from_body(&s, &id, &cal())
             .encode(&mut out)
             .unwrap();
         assert_eq!(n, FRAME_LEN);
@@ -317,9 +317,9 @@ mod tests {
 
     #[test]
     fn sensor_frame_has_lolas_keys_in_lolas_order() {
-        let id = Identity::default();
+        let id = RobotConfig::default();
         let mut out = [0u8; FRAME_LEN];
-        SensorFrame::from_body(&sensors(), &id, &cal())
+        LolaSensorFrame::from_body(&sensors(), &id, &cal())
             .encode(&mut out)
             .unwrap();
         let v = rmpv::decode::read_value(&mut &out[..]).unwrap();
@@ -336,8 +336,8 @@ mod tests {
 
     #[test]
     fn sensor_frame_units_follow_lola() {
-        let id = Identity::new("P0000074A05S94F00027", "6.0.0", "HEAD", "6.0.0");
-        let f = SensorFrame::from_body(&sensors(), &id, &cal());
+        let id = RobotConfig::new("P0000074A05S94F00027", "6.0.0", "HEAD", "6.0.0");
+        let f = LolaSensorFrame::from_body(&sensors(), &id, &cal());
         assert_eq!(f.accelerometer, [0.01, -0.02, 9.81]);
         assert_eq!(f.gyroscope, [0.001, 0.002, -0.003]);
         assert_eq!(f.angles, [0.1, -0.2]);
@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn identity_strings_are_fixed_length_printable_ascii() {
-        let id = Identity::new("ab\u{e9}\n", "6.0.0.1", "", "6");
+        let id = RobotConfig::new("ab\u{e9}\n", "6.0.0.1", "", "6");
         let s = id.strings();
         assert_eq!(s[0], "ab__                ");
         assert_eq!(s[1], "6.0.0");
@@ -375,9 +375,9 @@ mod tests {
 
     #[test]
     fn every_float_is_float32_and_status_is_fixint() {
-        let id = Identity::default();
+        let id = RobotConfig::default();
         let mut out = [0u8; FRAME_LEN];
-        SensorFrame::from_body(&sensors(), &id, &cal())
+        LolaSensorFrame::from_body(&sensors(), &id, &cal())
             .encode(&mut out)
             .unwrap();
         let v = rmpv::decode::read_value(&mut &out[..]).unwrap();

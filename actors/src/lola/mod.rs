@@ -34,7 +34,7 @@ pub mod server;
 
 pub use actuator::{Actuation, DecodeError};
 pub use bridge::Bridge;
-pub use frame::{Identity, SensorFrame, FRAME_LEN, SENSOR_KEYS};
+pub use frame::{LolaSensorFrame, RobotConfig, FRAME_LEN, SENSOR_KEYS};
 pub use runtime_body::{serve_runtime, RuntimeBody};
 pub use server::{LolaServer, Stats};
 
@@ -136,7 +136,7 @@ pub struct LolaConfig {
     /// The socket path (LoLA's: [`DEFAULT_SOCKET`]).
     pub socket: PathBuf,
     /// `RobotConfig`: body id, body version, head id, head version.
-    pub identity: Identity,
+    pub robot_config: RobotConfig,
     /// The foot pressure calibration of the preference block:
     /// `[left, right][sensor]`.
     pub foot_pressure: [[PressureCalibration; 4]; 2],
@@ -148,12 +148,12 @@ pub struct LolaConfig {
 }
 
 impl LolaConfig {
-    /// Defaults: `socket` at [`DEFAULT_SOCKET`], [`Identity::default`], unit
+    /// Defaults: `socket` at [`DEFAULT_SOCKET`], [`RobotConfig::default`], unit
     /// foot pressure gains (raw values), 8 clients.
     pub fn new(log: slog::Logger) -> Self {
         LolaConfig {
             socket: PathBuf::from(DEFAULT_SOCKET),
-            identity: Identity::default(),
+            robot_config: RobotConfig::default(),
             foot_pressure: [[PressureCalibration {
                 gain: 1.0,
                 offset: 0.0,

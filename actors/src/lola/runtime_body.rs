@@ -8,10 +8,10 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use nao_wire::protocol::startup::Identity as RobotIdentity;
+use nao_wire::protocol::startup::Identity;
 use nao_wire::{Command, JOINTS};
 
-use super::frame::Identity;
+use super::frame::RobotConfig;
 use super::{Body, BodySensors, LolaConfig, LolaError, LolaServer};
 use crate::runtime::{ProgramIo, SensorFrame};
 
@@ -30,13 +30,13 @@ impl LolaConfig {
     /// foot pressure calibration from its preference block, versions
     /// `6.0.0`, and `head_id` (else [`system_head_id`], else 20 zeros after
     /// a `P`).
-    pub fn from_identity(robot: &RobotIdentity, head_id: Option<&str>, log: slog::Logger) -> Self {
+    pub fn from_identity(robot: &Identity, head_id: Option<&str>, log: slog::Logger) -> Self {
         let head = head_id
             .map(str::to_string)
             .or_else(system_head_id)
             .unwrap_or_else(|| "P0000000000000000000".to_string());
         let mut c = LolaConfig::new(log);
-        c.identity = Identity::new(robot.body_id(), "6.0.0", &head, "6.0.0");
+        c.robot_config = RobotConfig::new(robot.body_id(), "6.0.0", &head, "6.0.0");
         c.foot_pressure = robot.prefs.foot_pressure;
         c
     }

@@ -40,7 +40,7 @@ use nao_wire::JOINTS;
 
 use super::actuator::{decode, DecodeError};
 use super::bridge::Bridge;
-use super::frame::{SensorFrame, FRAME_LEN};
+use super::frame::{LolaSensorFrame, FRAME_LEN};
 use super::{Body, LolaConfig, LolaError};
 
 /// Bytes a client's unread messages may take; a message that does not fit
@@ -242,8 +242,11 @@ impl LolaServer {
                 }
             }
         }
-        let frame =
-            SensorFrame::from_body(&sensors, &self.config.identity, &self.config.foot_pressure);
+        let frame = LolaSensorFrame::from_body(
+            &sensors,
+            &self.config.robot_config,
+            &self.config.foot_pressure,
+        );
         match frame.encode(&mut self.frame) {
             Ok(FRAME_LEN) => self.write_clients(),
             Ok(n) => {

@@ -31,7 +31,7 @@ use nao_wire::{Command, JOINTS};
 
 /// What the cycle saw before building a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Observation {
+pub struct LatchInput {
     /// The page's trip count as read for this frame.
     pub trip_count: u64,
     /// When the page was last re-armed (ns since the Unix epoch, the
@@ -126,7 +126,7 @@ impl WakeLatch {
     }
 
     /// One cycle's observation, before its command is taken.
-    pub fn observe(&mut self, o: &Observation) -> Change {
+    pub fn observe(&mut self, o: &LatchInput) -> Change {
         let changed = o.trip_count != self.trip_count || o.rearm_stamp != self.rearm_stamp;
         self.trip_count = o.trip_count;
         self.rearm_stamp = o.rearm_stamp;
@@ -240,7 +240,7 @@ mod tests {
     fn table(rows: &[Row]) {
         let mut l = WakeLatch::new(false, 1, 0);
         for (i, r) in rows.iter().enumerate() {
-            let o = Observation {
+            let o = LatchInput {
                 trip_count: r.count,
                 rearm_stamp: r.stamp,
                 tripped: r.tripped,
@@ -406,7 +406,7 @@ mod tests {
     fn tripped_at_start_needs_a_re_arm_and_a_wake_armed_at_start_does_not() {
         let mut l = WakeLatch::new(true, 1, 0);
         assert!(l.is_limp());
-        let o = |wake_ns| Observation {
+        let o = |wake_ns| LatchInput {
             trip_count: 1,
             rearm_stamp: 0,
             tripped: false,
@@ -424,7 +424,7 @@ mod tests {
         let mut c = Some(stiff());
         l.apply(&mut c);
         assert_eq!(c.unwrap().stiffness, [0.6; JOINTS]);
-        l.observe(&Observation {
+        l.observe(&LatchInput {
             trip_count: 2,
             rearm_stamp: 0,
             tripped: false,
@@ -450,7 +450,7 @@ mod tests {
             ..Command::default()
         });
         l.apply(&mut c);
-        l.observe(&Observation {
+        l.observe(&LatchInput {
             trip_count: 1,
             rearm_stamp: 0,
             tripped: true,

@@ -44,7 +44,7 @@ use crate::kit::{monotonic_ns, ActorSpec, Tick, Ticker};
 
 pub use flags::SafetyFlags;
 pub use program::{ProgramIo, SensorFrame, SwitchState};
-pub use switch::{Blackboard, Integrity, MemoryBoard, Reason};
+pub use switch::{Blackboard, MemoryBoard, PageHealth, Reason};
 
 /// The runtime's cycle period: 12 ms.
 pub const PERIOD_NS: u64 = 12_000_000;
@@ -277,7 +277,7 @@ impl<L> CycleHook<L> for NoHook {
 
 /// How the cycle ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
+pub struct RunSummary {
     /// Cycles run.
     pub cycles: u64,
     /// The largest lateness, ns.
@@ -294,7 +294,7 @@ pub struct Summary {
 pub struct Runtime<L: Link + 'static = Box<dyn Link>> {
     identity: Identity,
     handle: Handle,
-    cycle: Option<crate::kit::Actor<(L, Summary)>>,
+    cycle: Option<crate::kit::Actor<(L, RunSummary)>>,
     udp: Option<udp::UdpListener>,
     log: Option<LogActor>,
     logbook: Logbook,
@@ -449,13 +449,13 @@ impl<L: Link + 'static> Runtime<L> {
     /// Waits until the cycle ends (a stop request, `max_cycles`, a panic),
     /// then stops the other actors. Returns the link (closed) and the
     /// summary.
-    pub fn wait(mut self) -> (Option<L>, Summary) {
+    pub fn wait(mut self) -> (Option<L>, RunSummary) {
         let result = self.cycle.take().map(|a| a.join());
         let (link, summary) = match result {
             Some(Ok((l, s))) => (Some(l), s),
             _ => (
                 None,
-                Summary {
+                RunSummary {
                     cycles: 0,
                     max_lateness_ns: 0,
                     late: 0,
@@ -470,7 +470,7 @@ impl<L: Link + 'static> Runtime<L> {
 
     /// Stops the runtime (trip `shutdown`, one more all-off frame, close)
     /// and waits for it.
-    pub fn stop(self) -> (Option<L>, Summary) {
+    pub fn stop(self) -> (Option<L>, RunSummary) {
         self.handle.request_stop();
         self.wait()
     }
@@ -551,7 +551,7 @@ impl CycleActor {
         link: &mut L,
         hook: &mut H,
         period_ns: u64,
-    ) -> Summary {
+    ) -> RunSummary {
         let mut ticker = Ticker::new(period_ns);
         self.start_ns = ticker.schedule().next_deadline_ns();
         let mut panicked = false;
@@ -597,7 +597,7 @@ impl CycleActor {
         // Release: pairs with the Acquire in Handle::is_running.
         self.handle.running.store(false, Ordering::Release);
         self.latest.publish(&self.frame);
-        Summary {
+        RunSummary {
             cycles: s.cycles,
             max_lateness_ns: s.max_lateness_ns,
             late: s.late,
@@ -616,7 +616,7 @@ impl CycleActor {
     ) -> CycleOutput {
         // The death switch check before every frame: the page's integrity
         // (one stat), then the switch.
-        if self.board.check() == Integrity::Lost {
+        if self.board.check() == PageHealth::Lost {
             if !self.page_lost {
                 self.events.emit(
                     Level::Error,
@@ -642,7 +642,7 @@ impl CycleActor {
         };
         // The wake latch, below every controller: after any trip, limp
         // until a person's wake after the re-arm.
-        let change = self.latch.observe(&latch::Observation {
+        let change = self.latch.observe(&latch::LatchInput {
             trip_count,
             rearm_stamp: self.board.rearm_stamp(),
             tripped,

@@ -9,7 +9,7 @@ pub use deathswitch::Reason;
 
 /// The page's integrity as one check saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Integrity {
+pub enum PageHealth {
     /// The page file is the one mapped, whole, with its magic.
     Intact,
     /// Truncated, zeroed, overwritten, deleted or replaced.
@@ -38,7 +38,7 @@ pub trait Blackboard: Send + Sync + 'static {
     /// re-armed between two reads.
     fn rearm_stamp(&self) -> u64;
     /// One integrity check (one `fstat`/`stat`), once a cycle.
-    fn check(&self) -> Integrity;
+    fn check(&self) -> PageHealth;
     /// The heartbeat after a frame, in the seed's order: the all-off
     /// confirmation (only when `all_off`), then the time, then the cycle.
     fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool);
@@ -140,11 +140,11 @@ impl Blackboard for MemoryBoard {
     fn rearm_stamp(&self) -> u64 {
         self.rearms.load(Ordering::SeqCst)
     }
-    fn check(&self) -> Integrity {
+    fn check(&self) -> PageHealth {
         if self.lost.load(Ordering::SeqCst) {
-            Integrity::Lost
+            PageHealth::Lost
         } else {
-            Integrity::Intact
+            PageHealth::Intact
         }
     }
     fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
@@ -186,10 +186,10 @@ impl Blackboard for deathswitch::Page {
     fn rearm_stamp(&self) -> u64 {
         self.snapshot().armed_at_unix_ns
     }
-    fn check(&self) -> Integrity {
+    fn check(&self) -> PageHealth {
         match deathswitch::Page::check(self) {
-            deathswitch::Integrity::Intact => Integrity::Intact,
-            deathswitch::Integrity::Repaired | deathswitch::Integrity::Replaced => Integrity::Lost,
+            deathswitch::Integrity::Intact => PageHealth::Intact,
+            deathswitch::Integrity::Repaired | deathswitch::Integrity::Replaced => PageHealth::Lost,
         }
     }
     fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {

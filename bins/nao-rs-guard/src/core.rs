@@ -16,7 +16,7 @@ use deathswitch::{Reason, Snapshot};
 /// says in this poll. The pidfd is the guard's own record of who the
 /// runtime is: page damage, repair or replacement cannot take it away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Runtime {
+pub enum PidfdState {
     /// No pidfd held (no runtime registered, or the kernel has no pidfds).
     #[default]
     Unknown,
@@ -48,7 +48,7 @@ pub struct Observation {
     /// when there is no driver_pid.
     pub driver_alive: bool,
     /// The runtime's pidfd.
-    pub runtime: Runtime,
+    pub runtime: PidfdState,
 }
 
 /// Where the guard stands.
@@ -166,7 +166,7 @@ impl GuardCore {
     /// from when the guard first saw the switch tripped, and a confirmation
     /// of a cycle after the last beat's counts as none, so rule 3 still
     /// runs out.
-    pub fn judged(&mut self, snap: &Snapshot, runtime: Runtime, now_ns: u64) -> Snapshot {
+    pub fn judged(&mut self, snap: &Snapshot, runtime: PidfdState, now_ns: u64) -> Snapshot {
         let mut s = *snap;
         if snap.armed {
             self.seen_trip_ns = None;
@@ -190,7 +190,8 @@ impl GuardCore {
             self.beat_lost_ns = None;
             return s;
         }
-        if let (Runtime::Alive(_), Some((c, t)), false) = (runtime, self.seen_beat, self.holding())
+        if let (PidfdState::Alive(_), Some((c, t)), false) =
+            (runtime, self.seen_beat, self.holding())
         {
             let lost = *self.beat_lost_ns.get_or_insert(now_ns);
             s.last_cycle = Some(c);
@@ -228,7 +229,7 @@ impl GuardCore {
     fn step_watching(&mut self, obs: &Observation) -> (Actions, Transition) {
         let was = self.state;
         // The runtime exited (any cause): take over at once, nothing to kill.
-        if let Runtime::Exited(pid) = obs.runtime {
+        if let PidfdState::Exited(pid) = obs.runtime {
             let (mut a, t) = self.take_over(Reason::GuardRuntimeExited, Some(pid), None);
             a.forget = true;
             return (a, t);
@@ -237,7 +238,7 @@ impl GuardCore {
             // The runtime as the pidfd knows it; the page's driver_pid only
             // when the guard holds no pidfd (a kernel without pidfds).
             let target = match obs.runtime {
-                Runtime::Alive(pid) => Some(pid),
+                PidfdState::Alive(pid) => Some(pid),
                 _ => obs.driver_pid,
             };
             return self.take_over(reason, target, target);
@@ -251,7 +252,7 @@ impl GuardCore {
         // Registration: a runtime beats under a pid the guard holds no
         // pidfd of yet. A held runtime keeps its identity whatever the page
         // says later (the page may be damaged; the pidfd is not).
-        if obs.runtime == Runtime::Unknown && obs.beaten {
+        if obs.runtime == PidfdState::Unknown && obs.beaten {
             actions.adopt = obs.driver_pid.filter(|&p| kill_target_ok(p, self.own_pid));
         }
         let t = match (was, self.state) {
@@ -264,7 +265,7 @@ impl GuardCore {
 
     fn step_holding(&mut self, obs: &Observation, killed: Option<u32>) -> (Actions, Transition) {
         // The killed runtime's pidfd has done its work.
-        let forget = matches!(obs.runtime, Runtime::Exited(_));
+        let forget = matches!(obs.runtime, PidfdState::Exited(_));
         // Hand-over: a new, live process registered as the driver.
         if let Some(pid) = obs.driver_pid {
             if Some(pid) != killed && pid != self.own_pid && obs.driver_alive {
@@ -273,7 +274,7 @@ impl GuardCore {
                 self.beat_lost_ns = None;
                 let actions = Actions {
                     clear_heartbeat: true,
-                    forget: obs.runtime != Runtime::Unknown,
+                    forget: obs.runtime != PidfdState::Unknown,
                     adopt: kill_target_ok(pid, self.own_pid).then_some(pid),
                     ..Actions::default()
                 };
@@ -287,7 +288,7 @@ impl GuardCore {
             self.beat_lost_ns = None;
             let actions = Actions {
                 clear_driver: true,
-                forget: obs.runtime != Runtime::Unknown,
+                forget: obs.runtime != PidfdState::Unknown,
                 ..Actions::default()
             };
             return (actions, Transition::Release);
@@ -324,12 +325,12 @@ mod tests {
             beaten,
             verdict,
             driver_alive: alive,
-            runtime: Runtime::Unknown,
+            runtime: PidfdState::Unknown,
         }
     }
     fn alive(o: Observation, pid: u32) -> Observation {
         Observation {
-            runtime: Runtime::Alive(pid),
+            runtime: PidfdState::Alive(pid),
             ..o
         }
     }
@@ -639,7 +640,7 @@ mod tests {
         g: &mut GuardCore,
         snap: &Snapshot,
         now_ns: u64,
-        runtime: Runtime,
+        runtime: PidfdState,
         driver_alive: bool,
     ) -> (Actions, Transition) {
         let j = g.judged(snap, runtime, now_ns);
@@ -663,7 +664,7 @@ mod tests {
             let mut g = GuardCore::new(GUARD);
             let mut o = alive(fine(Some(RT), beaten), RT);
             g.step(&o);
-            o.runtime = Runtime::Exited(RT);
+            o.runtime = PidfdState::Exited(RT);
             let (a, t) = g.step(&o);
             assert_eq!(
                 a,
@@ -692,7 +693,7 @@ mod tests {
         let tripped = obs(false, Some(RT), true, Verdict::Fine, false);
         g.step(&alive(tripped, RT));
         let (a, _) = g.step(&Observation {
-            runtime: Runtime::Exited(RT),
+            runtime: PidfdState::Exited(RT),
             ..tripped
         });
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
@@ -713,7 +714,7 @@ mod tests {
             Verdict::TakeOver(Reason::GuardHeartbeatLost),
             true,
         );
-        o.runtime = Runtime::Exited(RT);
+        o.runtime = PidfdState::Exited(RT);
         let (a, _) = g.step(&o);
         assert_eq!((a.trip, a.kill), (Some(Reason::GuardRuntimeExited), None));
     }
@@ -731,7 +732,7 @@ mod tests {
             Verdict::TakeOver(Reason::GuardHeartbeatLost),
             true,
         );
-        o.runtime = Runtime::Alive(RT);
+        o.runtime = PidfdState::Alive(RT);
         let (a, t) = g.step(&o);
         assert_eq!(a.kill, Some(RT));
         assert_eq!(
@@ -758,7 +759,7 @@ mod tests {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
         let o = obs(false, Some(RT), true, Verdict::Fine, false);
         let (a, _) = g.step(&Observation {
-            runtime: Runtime::Exited(RT),
+            runtime: PidfdState::Exited(RT),
             ..o
         });
         assert!(a.forget && a.hold_board);
@@ -770,7 +771,7 @@ mod tests {
         let mut g = holding_after(Reason::GuardRuntimeExited);
         let o = obs(false, Some(NEW_RT), false, Verdict::Fine, true);
         let (a, t) = g.step(&Observation {
-            runtime: Runtime::Alive(RT),
+            runtime: PidfdState::Alive(RT),
             ..o
         });
         assert!(a.forget && a.clear_heartbeat);
@@ -778,7 +779,7 @@ mod tests {
         assert_eq!(t, Transition::HandOver(NEW_RT));
         // The new runtime crashes before its first beat: taken over at once.
         let (a, _) = g.step(&Observation {
-            runtime: Runtime::Exited(NEW_RT),
+            runtime: PidfdState::Exited(NEW_RT),
             ..o
         });
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
@@ -811,33 +812,39 @@ mod tests {
             (rearmed, Reason::GuardHeartbeatLost, 92),
         ] {
             let mut g = GuardCore::new(GUARD);
-            let first = poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+            let first = poll(
+                &mut g,
+                &beating(Some(RT), 1, 0),
+                0,
+                PidfdState::Unknown,
+                false,
+            );
             assert_eq!(first.0.adopt, Some(RT));
             poll(
                 &mut g,
                 &beating(Some(RT), 2, 12 * MS),
                 12 * MS,
-                Runtime::Alive(RT),
+                PidfdState::Alive(RT),
                 false,
             );
             poll(
                 &mut g,
                 &beating(Some(RT), 3, 24 * MS),
                 24 * MS,
-                Runtime::Alive(RT),
+                PidfdState::Alive(RT),
                 false,
             );
             // The damage zeroed the page; the runtime hangs (SIGSTOP)
             // before it beats again.
             for ms in (30..at_ms).step_by(2) {
-                let (a, _) = poll(&mut g, &page, ms * MS, Runtime::Alive(RT), false);
+                let (a, _) = poll(&mut g, &page, ms * MS, PidfdState::Alive(RT), false);
                 assert_eq!(
                     (g.state(), a.kill),
                     (State::Watching, None),
                     "{reason:?} at {ms} ms"
                 );
             }
-            let (a, t) = poll(&mut g, &page, at_ms * MS, Runtime::Alive(RT), false);
+            let (a, t) = poll(&mut g, &page, at_ms * MS, PidfdState::Alive(RT), false);
             assert_eq!(g.state(), State::Holding { killed: Some(RT) });
             assert_eq!((a.trip, a.kill), (Some(reason), Some(RT)));
             assert_eq!(t, Transition::TakeOver(reason, Some(RT)));
@@ -845,8 +852,14 @@ mod tests {
         // Without a pidfd (no registration), a zeroed page is idle: the
         // page alone cannot say who the runtime is.
         let mut g = GuardCore::new(GUARD);
-        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
-        let (_, t) = poll(&mut g, &zeroed, 100 * MS, Runtime::Unknown, false);
+        poll(
+            &mut g,
+            &beating(Some(RT), 1, 0),
+            0,
+            PidfdState::Unknown,
+            false,
+        );
+        let (_, t) = poll(&mut g, &zeroed, 100 * MS, PidfdState::Unknown, false);
         assert_eq!((t, g.state()), (Transition::Unwatch, State::Idle));
     }
 
@@ -855,16 +868,22 @@ mod tests {
         // After the damage the runtime beats again (the page has its beat)
         // but never confirms the page-lost trip: rule 3, the pidfd's pid.
         let mut g = GuardCore::new(GUARD);
-        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        poll(
+            &mut g,
+            &beating(Some(RT), 1, 0),
+            0,
+            PidfdState::Unknown,
+            false,
+        );
         let mut s = beating(None, 5, 50 * MS);
         s.armed = false;
         s.reason = Some(Reason::PageLost);
         s.tripped_at_ns = 10 * MS;
         // Seen tripped first at 51 ms: the window runs from there.
-        let (a, _) = poll(&mut g, &s, 51 * MS, Runtime::Alive(RT), false);
+        let (a, _) = poll(&mut g, &s, 51 * MS, PidfdState::Alive(RT), false);
         assert_eq!(a.trip, None);
         s.last_beat_ns = Some(90 * MS);
-        let (a, _) = poll(&mut g, &s, 92 * MS, Runtime::Alive(RT), false);
+        let (a, _) = poll(&mut g, &s, 92 * MS, PidfdState::Alive(RT), false);
         assert_eq!(
             (a.trip, a.kill),
             (Some(Reason::GuardNoConfirmation), Some(RT))
@@ -877,22 +896,30 @@ mod tests {
         // stuck pending), the runtime beats but never confirms.
         for garbage_trip in [u64::MAX, 1 << 62] {
             let mut g = GuardCore::new(GUARD);
-            poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+            poll(
+                &mut g,
+                &beating(Some(RT), 1, 0),
+                0,
+                PidfdState::Unknown,
+                false,
+            );
             let mut s = beating(Some(RT), 2, 10 * MS);
             s.armed = false;
             s.reason = Some(Reason::PageLost);
             s.tripped_at_ns = garbage_trip;
             // ... and a confirmation of a cycle not yet beaten.
             s.all_off_confirmed_cycle = Some(1 << 60);
-            let (a, _) = poll(&mut g, &s, 10 * MS, Runtime::Alive(RT), false);
+            let (a, _) = poll(&mut g, &s, 10 * MS, PidfdState::Alive(RT), false);
             assert_eq!(a.trip, None);
             s.last_beat_ns = Some(50 * MS);
             assert_eq!(
-                poll(&mut g, &s, 50 * MS, Runtime::Alive(RT), false).0.trip,
+                poll(&mut g, &s, 50 * MS, PidfdState::Alive(RT), false)
+                    .0
+                    .trip,
                 None
             );
             s.last_beat_ns = Some(52 * MS);
-            let (a, _) = poll(&mut g, &s, 52 * MS, Runtime::Alive(RT), false);
+            let (a, _) = poll(&mut g, &s, 52 * MS, PidfdState::Alive(RT), false);
             assert_eq!(
                 (a.trip, a.kill),
                 (Some(Reason::GuardNoConfirmation), Some(RT))
@@ -906,35 +933,47 @@ mod tests {
         // 300 ms; the page lost its beat meanwhile (a repair): the runtime
         // is not blamed for the guard's blindness.
         let mut g = GuardCore::new(GUARD);
-        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
+        poll(
+            &mut g,
+            &beating(Some(RT), 1, 0),
+            0,
+            PidfdState::Unknown,
+            false,
+        );
         let repaired = Snapshot {
             armed: true,
             magic_ok: true,
             ..Snapshot::default()
         };
         for ms in [300, 330, 360] {
-            let (a, _) = poll(&mut g, &repaired, ms * MS, Runtime::Alive(RT), false);
+            let (a, _) = poll(&mut g, &repaired, ms * MS, PidfdState::Alive(RT), false);
             assert_eq!(a.trip, None, "at {ms} ms");
         }
-        let (a, _) = poll(&mut g, &repaired, 362 * MS, Runtime::Alive(RT), false);
+        let (a, _) = poll(&mut g, &repaired, 362 * MS, PidfdState::Alive(RT), false);
         assert_eq!(
             (a.trip, a.kill),
             (Some(Reason::GuardHeartbeatLost), Some(RT))
         );
         // A beat in the page again resets the loss.
         let mut g = GuardCore::new(GUARD);
-        poll(&mut g, &beating(Some(RT), 1, 0), 0, Runtime::Unknown, false);
-        poll(&mut g, &repaired, 10 * MS, Runtime::Alive(RT), false);
+        poll(
+            &mut g,
+            &beating(Some(RT), 1, 0),
+            0,
+            PidfdState::Unknown,
+            false,
+        );
+        poll(&mut g, &repaired, 10 * MS, PidfdState::Alive(RT), false);
         poll(
             &mut g,
             &beating(Some(RT), 2, 20 * MS),
             20 * MS,
-            Runtime::Alive(RT),
+            PidfdState::Alive(RT),
             false,
         );
-        let (a, _) = poll(&mut g, &repaired, 75 * MS, Runtime::Alive(RT), false);
+        let (a, _) = poll(&mut g, &repaired, 75 * MS, PidfdState::Alive(RT), false);
         assert_eq!(a.trip, None, "lost again at 75: 60 ms from there");
-        let (a, _) = poll(&mut g, &repaired, 136 * MS, Runtime::Alive(RT), false);
+        let (a, _) = poll(&mut g, &repaired, 136 * MS, PidfdState::Alive(RT), false);
         assert_eq!(a.trip, Some(Reason::GuardHeartbeatLost));
     }
 }

@@ -51,7 +51,7 @@ pub enum KillOutcome {
 
 /// One thing worth a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
+pub enum GuardEvent {
     /// A runtime beat for the first time: watching it.
     Watching {
         /// The registered driver, if any.
@@ -156,12 +156,12 @@ fn fault_text(open: bool, f: LinkFault) -> &'static str {
 
 /// Pushes `e` into `sink` as the kit's events (one or, for a take-over,
 /// up to three). Never blocks or allocates.
-pub fn emit(sink: &mut EventSink, e: Event) {
+pub fn emit(sink: &mut EventSink, e: GuardEvent) {
     use Level::{Error, Info, Warning};
     match e {
-        Event::Watching { pid } => sink.emit(Info, "watching the runtime (driver pid)", pid_value(pid)),
-        Event::Unwatched => sink.emit(Info, "the heartbeat was cleared: idle", 0),
-        Event::TookOver {
+        GuardEvent::Watching { pid } => sink.emit(Info, "watching the runtime (driver pid)", pid_value(pid)),
+        GuardEvent::Unwatched => sink.emit(Info, "the heartbeat was cleared: idle", 0),
+        GuardEvent::TookOver {
             reason,
             pid,
             kill,
@@ -179,20 +179,20 @@ pub fn emit(sink: &mut EventSink, e: Event) {
                 sink.emit(Info, "take-over: age of the runtime's last beat (ms)", ms as i64);
             }
         }
-        Event::BoardOpened => sink.emit(Info, "chest board opened: sending all-off every 12 ms", 0),
-        Event::BoardOpenFailed(f) => sink.emit(Warning, fault_text(true, f), 0),
-        Event::FrameFailed(f) => sink.emit(Warning, fault_text(false, f), 0),
-        Event::HandedOver { pid } => sink.emit(Info, "a restarted runtime registered: chest board handed over, switch stays tripped (pid)", i64::from(pid)),
-        Event::Released => sink.emit(Info, "re-armed with no runtime running: chest board released, driver fields cleared", 0),
-        Event::PageRepaired => sink.emit(Error, "PageRepaired: the page had lost its magic; made whole, tripped page-lost", 0),
-        Event::PageReplaced => sink.emit(Error, "PageReplaced: the page file was replaced or deleted; now mapped to the page at the path, tripped page-lost", 0),
-        Event::UdpBound { port } => sink.emit(Info, "UDP stop listening (port)", i64::from(port)),
-        Event::UdpBindFailed { errno, .. } => sink.emit(Warning, "cannot bind or share the UDP stop port, retrying every 50 ms (errno)", i64::from(errno)),
-        Event::UdpStop { tripped } => sink.emit(Error, "UDP stop received (1: tripped now)", i64::from(tripped)),
-        Event::UdpPanicked => sink.emit(Error, "the UDP listener panicked: tripped fault; the runtime's listener still reads the port", 0),
-        Event::Stopping => sink.emit(Info, "guard stopping", 0),
-        Event::Registered { pid } => sink.emit(Info, "runtime registered: holding its pidfd (pid)", i64::from(pid)),
-        Event::PidfdFailed { errno, .. } => sink.emit(Warning, "cannot open the runtime's pidfd (needs Linux 5.3): watching it by pid alone (errno)", i64::from(errno)),
+        GuardEvent::BoardOpened => sink.emit(Info, "chest board opened: sending all-off every 12 ms", 0),
+        GuardEvent::BoardOpenFailed(f) => sink.emit(Warning, fault_text(true, f), 0),
+        GuardEvent::FrameFailed(f) => sink.emit(Warning, fault_text(false, f), 0),
+        GuardEvent::HandedOver { pid } => sink.emit(Info, "a restarted runtime registered: chest board handed over, switch stays tripped (pid)", i64::from(pid)),
+        GuardEvent::Released => sink.emit(Info, "re-armed with no runtime running: chest board released, driver fields cleared", 0),
+        GuardEvent::PageRepaired => sink.emit(Error, "PageRepaired: the page had lost its magic; made whole, tripped page-lost", 0),
+        GuardEvent::PageReplaced => sink.emit(Error, "PageReplaced: the page file was replaced or deleted; now mapped to the page at the path, tripped page-lost", 0),
+        GuardEvent::UdpBound { port } => sink.emit(Info, "UDP stop listening (port)", i64::from(port)),
+        GuardEvent::UdpBindFailed { errno, .. } => sink.emit(Warning, "cannot bind or share the UDP stop port, retrying every 50 ms (errno)", i64::from(errno)),
+        GuardEvent::UdpStop { tripped } => sink.emit(Error, "UDP stop received (1: tripped now)", i64::from(tripped)),
+        GuardEvent::UdpPanicked => sink.emit(Error, "the UDP listener panicked: tripped fault; the runtime's listener still reads the port", 0),
+        GuardEvent::Stopping => sink.emit(Info, "guard stopping", 0),
+        GuardEvent::Registered { pid } => sink.emit(Info, "runtime registered: holding its pidfd (pid)", i64::from(pid)),
+        GuardEvent::PidfdFailed { errno, .. } => sink.emit(Warning, "cannot open the runtime's pidfd (needs Linux 5.3): watching it by pid alone (errno)", i64::from(errno)),
     }
 }
 

@@ -11,7 +11,7 @@ use deathswitch::rules::Settings;
 use deathswitch::{Page, Reason};
 use nao_actors::kit;
 use nao_rs_guard::board::WireBoard;
-use nao_rs_guard::log::{emit, stderr_logbook, Event, RING_CAPACITY};
+use nao_rs_guard::log::{emit, stderr_logbook, GuardEvent, RING_CAPACITY};
 use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
 use nao_rs_guard::rt::GUARD_PRIORITY;
 use nao_rs_guard::{link, udp};
@@ -113,7 +113,7 @@ fn run(args: Args) -> Result<(), String> {
             move || p.trip(Reason::Udp),
             move || {
                 p2.trip(Reason::Fault);
-                emit(&mut panic_log, Event::UdpPanicked);
+                emit(&mut panic_log, GuardEvent::UdpPanicked);
             },
         )
         .map_err(|e| format!("cannot start the UDP thread: {e}"))?;
@@ -141,7 +141,7 @@ fn run(args: Args) -> Result<(), String> {
                 ticker.wait_or_readable(poller.runtime_fd());
                 poller.poll(&loop_page, deathswitch::now_ns());
             }
-            poller.log_event(Event::Stopping);
+            poller.log_event(GuardEvent::Stopping);
             poller.shutdown(&loop_page);
         },
     )

@@ -13,10 +13,10 @@ use deathswitch::{Integrity, Page};
 use nao_actors::kit::Schedule;
 
 use crate::board::Board;
-use crate::core::{GuardCore, Observation, Runtime, Transition};
+use crate::core::{GuardCore, Observation, PidfdState, Transition};
 use nao_actors::kit::log::EventSink;
 
-use crate::log::{emit, Event, KillOutcome, LinkFault};
+use crate::log::{emit, GuardEvent, KillOutcome, LinkFault};
 use crate::process::{self, Pidfd};
 
 /// The runtime's cycle, which the guard's all-off frames keep: 12 ms.
@@ -91,15 +91,15 @@ impl<B: Board> Poller<B> {
     }
 
     /// What the pidfd says now.
-    fn runtime_status(&self) -> Runtime {
+    fn runtime_status(&self) -> PidfdState {
         if let Some(pid) = self.exited_at_open {
-            return Runtime::Exited(pid);
+            return PidfdState::Exited(pid);
         }
         match (&self.runtime, self.runtime_pid_only) {
-            (Some(fd), _) if fd.exited() => Runtime::Exited(fd.pid()),
-            (Some(fd), _) => Runtime::Alive(fd.pid()),
-            (None, Some(pid)) => Runtime::Alive(pid),
-            (None, None) => Runtime::Unknown,
+            (Some(fd), _) if fd.exited() => PidfdState::Exited(fd.pid()),
+            (Some(fd), _) => PidfdState::Alive(fd.pid()),
+            (None, Some(pid)) => PidfdState::Alive(pid),
+            (None, None) => PidfdState::Unknown,
         }
     }
 
@@ -107,8 +107,8 @@ impl<B: Board> Poller<B> {
     pub fn poll(&mut self, page: &Page, now_ns: u64) {
         match page.check() {
             Integrity::Intact => {}
-            Integrity::Repaired => emit(&mut self.log, Event::PageRepaired),
-            Integrity::Replaced => emit(&mut self.log, Event::PageReplaced),
+            Integrity::Repaired => emit(&mut self.log, GuardEvent::PageRepaired),
+            Integrity::Replaced => emit(&mut self.log, GuardEvent::PageReplaced),
         }
         let snap = page.snapshot();
         let runtime = self.runtime_status();
@@ -158,7 +158,7 @@ impl<B: Board> Poller<B> {
                 .map(|t| now_ns.saturating_sub(t) / 1_000_000);
             emit(
                 &mut self.log,
-                Event::TookOver {
+                GuardEvent::TookOver {
                     reason,
                     pid,
                     kill,
@@ -185,12 +185,12 @@ impl<B: Board> Poller<B> {
                     Ok(()) => {
                         self.frames = None;
                         self.open_failing = None;
-                        emit(&mut self.log, Event::BoardOpened);
+                        emit(&mut self.log, GuardEvent::BoardOpened);
                     }
                     Err(e) => {
                         let f = LinkFault::from(&e);
                         if self.open_failing != Some(f) {
-                            emit(&mut self.log, Event::BoardOpenFailed(f));
+                            emit(&mut self.log, GuardEvent::BoardOpenFailed(f));
                             self.open_failing = Some(f);
                         }
                     }
@@ -207,7 +207,7 @@ impl<B: Board> Poller<B> {
                     Err(e) => {
                         let f = LinkFault::from(&e);
                         if self.frame_failing != Some(f) {
-                            emit(&mut self.log, Event::FrameFailed(f));
+                            emit(&mut self.log, GuardEvent::FrameFailed(f));
                             self.frame_failing = Some(f);
                         }
                     }
@@ -227,14 +227,14 @@ impl<B: Board> Poller<B> {
             Transition::None => {}
             Transition::Watch => emit(
                 &mut self.log,
-                Event::Watching {
+                GuardEvent::Watching {
                     pid: snap.driver_pid,
                 },
             ),
-            Transition::Unwatch => emit(&mut self.log, Event::Unwatched),
+            Transition::Unwatch => emit(&mut self.log, GuardEvent::Unwatched),
             Transition::TakeOver(..) => {} // logged at the kill
-            Transition::HandOver(pid) => emit(&mut self.log, Event::HandedOver { pid }),
-            Transition::Release => emit(&mut self.log, Event::Released),
+            Transition::HandOver(pid) => emit(&mut self.log, GuardEvent::HandedOver { pid }),
+            Transition::Release => emit(&mut self.log, GuardEvent::Released),
         }
     }
 
@@ -246,7 +246,7 @@ impl<B: Board> Poller<B> {
         match Pidfd::open(pid) {
             Ok(fd) => {
                 self.runtime = Some(fd);
-                emit(&mut self.log, Event::Registered { pid });
+                emit(&mut self.log, GuardEvent::Registered { pid });
             }
             // Gone already: it exited; the next poll takes over.
             Err(nix::errno::Errno::ESRCH) => self.exited_at_open = Some(pid),
@@ -254,7 +254,7 @@ impl<B: Board> Poller<B> {
                 self.runtime_pid_only = Some(pid);
                 emit(
                     &mut self.log,
-                    Event::PidfdFailed {
+                    GuardEvent::PidfdFailed {
                         pid,
                         errno: e as i32,
                     },
@@ -279,7 +279,7 @@ impl<B: Board> Poller<B> {
     }
 
     /// Log an event through the loop's ring.
-    pub fn log_event(&mut self, e: Event) {
+    pub fn log_event(&mut self, e: GuardEvent) {
         emit(&mut self.log, e);
     }
 

@@ -12,7 +12,7 @@ use nao_actors::runtime::udp::{UdpEvent, UdpListener};
 
 use nao_actors::kit::log::EventSink;
 
-use crate::log::{emit, Event};
+use crate::log::{emit, GuardEvent};
 
 /// The guard's UDP listener's SCHED_FIFO priority: above the runtime's
 /// cycle (30), below the guard's poll (40).
@@ -40,11 +40,13 @@ where
         Some(GUARD_UDP_PRIORITY),
         move || {
             let tripped = trip();
-            emit(&mut stops, Event::UdpStop { tripped });
+            emit(&mut stops, GuardEvent::UdpStop { tripped });
         },
         move |e| match e {
-            UdpEvent::Bound => emit(&mut events, Event::UdpBound { port }),
-            UdpEvent::BindFailed(errno) => emit(&mut events, Event::UdpBindFailed { port, errno }),
+            UdpEvent::Bound => emit(&mut events, GuardEvent::UdpBound { port }),
+            UdpEvent::BindFailed(errno) => {
+                emit(&mut events, GuardEvent::UdpBindFailed { port, errno })
+            }
             UdpEvent::ClosedForGuard => {}
         },
         on_panic,

@@ -1,5 +1,5 @@
 //! The body model: every board behind the chest board, as a pure state
-//! machine. [`Body::step`] takes one frame and the time (CLOCK_MONOTONIC ns,
+//! machine. [`VirtualBody::step`] takes one frame and the time (CLOCK_MONOTONIC ns,
 //! passed in), advances the physics to that time and writes the answer.
 //!
 //! Numbers (all integer, see `docs/sim.md`):
@@ -98,7 +98,7 @@ pub fn handshake_index(address: u8) -> Option<usize> {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Joint {
+struct JointState {
     /// Position in milli-counts.
     pos_mc: i64,
     /// Commanded count.
@@ -111,9 +111,9 @@ struct Joint {
     current_ma: i64,
 }
 
-/// A board's handshake state since the last [`Body::reset_session`].
+/// A board's handshake state since the last [`VirtualBody::reset_session`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Handshake {
+pub struct BoardHandshake {
     /// CONFIG_REQUESTs received.
     pub requests: u16,
     /// The version of its first answer, once it answered.
@@ -157,7 +157,7 @@ impl StiffnessSummary {
     }
 }
 
-/// What [`Body::step`] did with a frame.
+/// What [`VirtualBody::step`] did with a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepOutcome {
     /// The frame's seq (the answer carries it).
@@ -170,9 +170,9 @@ pub struct StepOutcome {
 
 /// The simulated boards. See the module docs for the numbers.
 #[derive(Debug, Clone)]
-pub struct Body {
+pub struct VirtualBody {
     config: BodyConfig,
-    joints: [Joint; JOINTS],
+    joints: [JointState; JOINTS],
     last_ns: Option<u64>,
     consumed_pc: i64,
     rng: u32,
@@ -180,7 +180,7 @@ pub struct Body {
     chest_led: [u8; 3],
     foot_led: [[u8; 3]; 2],
     client_state: u8,
-    handshake: [Handshake; HANDSHAKE_BOARD_COUNT],
+    handshake: [BoardHandshake; HANDSHAKE_BOARD_COUNT],
     /// Faults the boards report; set directly.
     pub faults: BodyFaults,
 }
@@ -206,11 +206,11 @@ fn eeprom_byte(which: usize, offset: usize) -> u8 {
     }
 }
 
-impl Body {
+impl VirtualBody {
     /// A body at rest at its zero positions, at ambient temperature, with
     /// the battery at 900 per mille.
     pub fn new(config: BodyConfig) -> Self {
-        let mut joints = [Joint {
+        let mut joints = [JointState {
             pos_mc: 0,
             target: 0,
             stiffness: 0,
@@ -221,7 +221,7 @@ impl Body {
             joint.pos_mc = i64::from(config.zeros[j]) * 1000;
             joint.target = config.zeros[j];
         }
-        Body {
+        VirtualBody {
             config,
             joints,
             last_ns: None,
@@ -231,7 +231,7 @@ impl Body {
             chest_led: [0; 3],
             foot_led: [[0; 3]; 2],
             client_state: tables::CLIENT_DISCONNECTED,
-            handshake: [Handshake::default(); HANDSHAKE_BOARD_COUNT],
+            handshake: [BoardHandshake::default(); HANDSHAKE_BOARD_COUNT],
             faults: BodyFaults::default(),
         }
     }
@@ -245,7 +245,7 @@ impl Body {
     /// replugged): the handshake counters restart and the client state is
     /// disconnected again. The body keeps its pose and temperatures.
     pub fn reset_session(&mut self) {
-        self.handshake = [Handshake::default(); HANDSHAKE_BOARD_COUNT];
+        self.handshake = [BoardHandshake::default(); HANDSHAKE_BOARD_COUNT];
         self.client_state = tables::CLIENT_DISCONNECTED;
     }
 
@@ -260,7 +260,7 @@ impl Body {
     }
 
     /// The handshake state of each board, in address order.
-    pub fn handshake(&self) -> &[Handshake; HANDSHAKE_BOARD_COUNT] {
+    pub fn handshake(&self) -> &[BoardHandshake; HANDSHAKE_BOARD_COUNT] {
         &self.handshake
     }
 
@@ -322,7 +322,7 @@ impl Body {
         (x % span) as i32 - amplitude
     }
 
-    fn reported_temp(&self, j: usize, jt: &Joint) -> i8 {
+    fn reported_temp(&self, j: usize, jt: &JointState) -> i8 {
         let deg = (jt.temp_udeg / 1_000_000).clamp(-128, 127) as i8;
         deg.max(self.faults.heat[j])
     }
@@ -620,7 +620,7 @@ mod tests {
 
     /// Steps `body` with `bytes` at `t`; returns the answer's messages as
     /// (address, command, payload).
-    fn step(body: &mut Body, bytes: &[u8], t: u64) -> (u16, Msgs, StepOutcome) {
+    fn step(body: &mut VirtualBody, bytes: &[u8], t: u64) -> (u16, Msgs, StepOutcome) {
         let frame = Frame::parse(bytes, SYNC_FRAME).unwrap();
         let mut out = [0u8; MAX_FRAME_LEN];
         let o = body.step(&frame, t, &mut out);
@@ -659,7 +659,7 @@ mod tests {
 
     #[test]
     fn answer_carries_the_seq_of_the_frame_it_answers() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let (seq, _, _) = step(&mut body, &cycle_frame(4711, &z, &[0; JOINTS], &[]), 0);
         assert_eq!(seq, 4711);
@@ -667,7 +667,7 @@ mod tests {
 
     #[test]
     fn every_device_read_is_answered_with_the_spec_length() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let (_, msgs, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
         let reads: Vec<_> = msgs.iter().filter(|m| m.1 == ANS_READ).collect();
@@ -679,7 +679,7 @@ mod tests {
 
     #[test]
     fn answer_to_a_full_cycle_frame_is_449_bytes_and_fits_512() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let f = cycle_frame(2, &z, &[0; JOINTS], &HANDSHAKE_BOARDS);
         let (_, msgs, o) = step(&mut body, &f, 0);
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn startup_frames_answer_status_0_and_64_eeprom_bytes() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         // The recordings' two start-up frames.
         let f0 = hex("a5000006030200040200400200410200400303000040410303000040f4d1");
         let f1 = hex("a5010003f01200f112000102005c21");
@@ -728,7 +728,7 @@ mod tests {
 
     #[test]
     fn joints_move_toward_the_commanded_count_rate_limited_when_stiff() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let mut target = z;
         target[10] = z[10] + 500;
@@ -750,7 +750,7 @@ mod tests {
         assert_eq!(pos, target[10]);
         assert_eq!(cur, 32, "holding at stiffness 1000 draws 32 mA");
         // Half stiffness moves at half speed.
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         stiff[10] = 500;
         let f = cycle_frame(2, &target, &stiff, &[]);
         step(&mut body, &f, 0);
@@ -760,7 +760,7 @@ mod tests {
 
     #[test]
     fn joints_stay_where_they_are_when_stiffness_is_zero() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let mut target = z;
         target[3] = 100;
@@ -775,7 +775,7 @@ mod tests {
 
     #[test]
     fn temperature_rises_with_load_and_falls_at_rest() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let mut stiff = [0u16; JOINTS];
         stiff[10] = 1000;
@@ -812,7 +812,7 @@ mod tests {
 
     #[test]
     fn battery_current_follows_load() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let idle = cycle_frame(2, &z, &[0; JOINTS], &[]);
         step(&mut body, &idle, 0);
@@ -831,7 +831,7 @@ mod tests {
 
     #[test]
     fn imu_shows_gravity_on_z_and_sonar_reads_once_a_mode_is_set() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let (_, msgs, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
         let imu = read_payload(&msgs, 0x01);
@@ -857,7 +857,7 @@ mod tests {
         cfg.boards[3].version = 11; // 0x13
         cfg.boards[3].from = 2;
         cfg.boards[14].never = true; // 0x1e
-        let mut body = Body::new(cfg);
+        let mut body = VirtualBody::new(cfg);
         let z = body.config().zeros;
         let all = HANDSHAKE_BOARDS;
         let (_, m, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &all), 0);
@@ -882,7 +882,7 @@ mod tests {
     fn trace_summary_counts_every_slot_and_accepted_boards_apart() {
         let mut cfg = BodyConfig::default();
         cfg.boards[0].version = 11; // Head rejected by accepted [10]
-        let mut body = Body::new(cfg);
+        let mut body = VirtualBody::new(cfg);
         let z = body.config().zeros;
         let mut stiff = [0u16; JOINTS];
         stiff[0] = 700; // Head
@@ -910,7 +910,7 @@ mod tests {
 
     #[test]
     fn chest_button_once_is_one_answer_and_held_lasts_its_time() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
         body.faults.button_once = true;
@@ -927,7 +927,7 @@ mod tests {
 
     #[test]
     fn heated_joint_reports_90_or_more_and_faulted_joint_status_bit_0() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         body.faults.heat[23] = DEFAULT_HEAT_DEG_C;
         body.faults.fault[7] = true;
@@ -940,7 +940,7 @@ mod tests {
 
     #[test]
     fn overcurrent_reports_the_battery_current_for_its_time() {
-        let mut body = Body::new(BodyConfig::default());
+        let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         body.faults.overcurrent_ma = Some(DEFAULT_OVERCURRENT_MA);
         body.faults.overcurrent_until_ns = 100 * MS;
@@ -956,7 +956,7 @@ mod tests {
     #[test]
     fn same_frames_at_same_times_give_the_same_answers() {
         let run = || {
-            let mut body = Body::new(BodyConfig::default());
+            let mut body = VirtualBody::new(BodyConfig::default());
             let z = body.config().zeros;
             let f = cycle_frame(2, &z, &[500; JOINTS], &HANDSHAKE_BOARDS);
             (0..20u64)
@@ -982,7 +982,7 @@ mod tests {
             }
             let n = w.finish();
             let frame = Frame::parse(&buf[..n], SYNC_FRAME).unwrap();
-            let mut body = Body::new(BodyConfig::default());
+            let mut body = VirtualBody::new(BodyConfig::default());
             let mut out = [0u8; MAX_FRAME_LEN];
             let o = body.step(&frame, t, &mut out);
             proptest::prop_assert!(Frame::parse(&out[..o.answer_len], SYNC_ANSWER).is_ok());

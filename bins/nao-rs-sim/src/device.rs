@@ -25,7 +25,7 @@ use nao_wire::protocol::tables::{
     REQ_VERSION, SYNC_FRAME,
 };
 
-use crate::body::{Body, BodyConfig, StiffnessSummary};
+use crate::body::{BodyConfig, StiffnessSummary, VirtualBody};
 use crate::ctl::CtlCommand;
 
 /// How long a `bulk_in` with no answer pending waits before it times out
@@ -87,7 +87,7 @@ pub struct Outcome {
 
 /// Counters for `status`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
+pub struct DeviceStats {
     /// Valid frames received.
     pub frames: u64,
     /// Bulk writes that were no valid frame.
@@ -116,7 +116,7 @@ pub struct Stats {
 /// The virtual chest board: the USB device, its boards and its faults.
 pub struct Device {
     /// The boards.
-    pub body: Body,
+    pub body: VirtualBody,
     prefs: Box<[u8; PREFS_LEN]>,
     plugged: bool,
     generation: u64,
@@ -126,7 +126,7 @@ pub struct Device {
     stall_until_ns: u64,
     connections: u64,
     /// Counters.
-    pub stats: Stats,
+    pub stats: DeviceStats,
 }
 
 fn put_err(out: &mut Vec<u8>, e: &LinkError) {
@@ -154,7 +154,7 @@ impl Device {
     /// A plugged-in board with `config` and preference block `prefs`.
     pub fn new(config: BodyConfig, prefs: Box<[u8; PREFS_LEN]>) -> Self {
         Device {
-            body: Body::new(config),
+            body: VirtualBody::new(config),
             prefs,
             plugged: true,
             generation: 0,
@@ -163,7 +163,7 @@ impl Device {
             corrupt_left: 0,
             stall_until_ns: 0,
             connections: 0,
-            stats: Stats::default(),
+            stats: DeviceStats::default(),
         }
     }
 

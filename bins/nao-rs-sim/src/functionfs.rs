@@ -79,7 +79,7 @@ const OUT_QUEUE: u32 = 2;
 const IDLE: Duration = Duration::from_secs(1);
 
 /// The one connection of the USB front end: the host side of the cable.
-struct Link {
+struct HostCable {
     conn: Conn,
     open: bool,
 }
@@ -142,7 +142,7 @@ pub fn serve(device: Device, paths: &FfsPaths) -> Result<(), String> {
                 .unwrap_or_default()
         );
     }
-    let link = Arc::new(Mutex::new(Link {
+    let link = Arc::new(Mutex::new(HostCable {
         conn: Conn::new(1, 0),
         open: false,
     }));
@@ -175,7 +175,7 @@ fn note(quiet: bool, what: &str) {
 
 /// Opens the connection and claims interface 0 (the host configured the
 /// device): a new session of the body.
-fn enable(shared: &Shared, link: &mut Link) {
+fn enable(shared: &Shared, link: &mut HostCable) {
     let mut out = Vec::with_capacity(64);
     if link.open {
         disable(shared, link);
@@ -190,7 +190,7 @@ fn enable(shared: &Shared, link: &mut Link) {
 }
 
 /// Closes the connection (its claim released, the client disconnected).
-fn disable(shared: &Shared, link: &mut Link) {
+fn disable(shared: &Shared, link: &mut HostCable) {
     if link.open {
         shared.device().disconnected(&mut link.conn);
         link.open = false;
@@ -210,7 +210,7 @@ fn control_request(op: u8, r: &CtrlReq) -> Vec<u8> {
 fn serve_ep0(
     mut custom: Custom,
     shared: &Shared,
-    link: &Mutex<Link>,
+    link: &Mutex<HostCable>,
     dir: &Path,
     quiet: bool,
 ) -> Result<(), String> {
@@ -293,7 +293,7 @@ fn serve_bulk(
     mut tx: EndpointSender,
     mut rx: EndpointReceiver,
     shared: &Shared,
-    link: &Mutex<Link>,
+    link: &Mutex<HostCable>,
 ) {
     let mut req = Vec::with_capacity(MAX_FRAME_LEN + 2);
     let mut out = Vec::with_capacity(MAX_FRAME_LEN + 8);
@@ -374,11 +374,11 @@ mod tests {
         REQUEST_TYPE_IN, REQUEST_TYPE_OUT, REQ_CLIENT_STATE, REQ_START, REQ_VERSION, SYNC_ANSWER,
     };
 
-    fn enabled() -> (Arc<Shared>, Link) {
+    fn enabled() -> (Arc<Shared>, HostCable) {
         let cfg = BodyConfig::default();
         let prefs = crate::prefs::build(crate::prefs::DEFAULT_BODY_ID, &cfg.zeros);
         let shared = Shared::new(Device::new(cfg, prefs), None).unwrap();
-        let mut link = Link {
+        let mut link = HostCable {
             conn: Conn::new(1, 0),
             open: false,
         };
@@ -386,7 +386,7 @@ mod tests {
         (shared, link)
     }
 
-    fn control_in(shared: &Shared, link: &mut Link, request: u8, length: u16) -> Vec<u8> {
+    fn control_in(shared: &Shared, link: &mut HostCable, request: u8, length: u16) -> Vec<u8> {
         let r = CtrlReq {
             request_type: REQUEST_TYPE_IN,
             request,

@@ -14,7 +14,7 @@ use nao_rs_sim::ctl::{self, CtlCommand};
 use nao_rs_sim::device::Device;
 use nao_rs_sim::functionfs::{self, FfsPaths};
 use nao_rs_sim::server::{self, ServerPaths};
-use nao_rs_sim::settings::Settings;
+use nao_rs_sim::settings::BoardSettings;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -168,7 +168,7 @@ fn run_serve(s: Serve) -> Result<(), String> {
                 .into(),
         );
     }
-    let settings = Settings {
+    let settings = BoardSettings {
         versions: s.versions.clone(),
         version: s.version.clone(),
         late: s.late.clone(),

@@ -9,13 +9,13 @@ use crate::body::{handshake_index, BodyConfig};
 use crate::ctl::parse_joint;
 use crate::prefs;
 
-/// What [`Settings::build`] gives: the body configuration, the preference
+/// What [`BoardSettings::build`] gives: the body configuration, the preference
 /// block and a warning about the block.
 pub type Built = (BodyConfig, Box<[u8; PREFS_LEN]>, Option<String>);
 
 /// The settings as given on the command line (each a list of raw values).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settings {
+pub struct BoardSettings {
     /// `--versions V`: every board's configuration version.
     pub versions: Option<String>,
     /// `--version ADDR=V`: one board's version.
@@ -61,7 +61,7 @@ fn split<'a>(flag: &str, s: &'a str, what: &str) -> Result<(&'a str, &'a str), S
         .ok_or_else(|| format!("{flag}: {s:?} must be {what}"))
 }
 
-impl Settings {
+impl BoardSettings {
     /// The body configuration and the preference block these settings give.
     /// A `--prefs` file is served as it is; the second value is a warning
     /// when it is invalid (the runtime's start-up will refuse it).
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn versions_set_every_board_and_version_one_board() {
-        let s = Settings {
+        let s = BoardSettings {
             versions: Some("11".into()),
             version: vec!["0x13=10".into()],
             late: vec!["0x1e=2".into()],
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn body_id_and_zero_flags_land_in_the_preference_block() {
-        let s = Settings {
+        let s = BoardSettings {
             body_id: Some("SIM-BODY".into()),
             zero: vec!["LKneePitch=2000".into(), "0=100".into()],
             ..Default::default()
@@ -173,23 +173,23 @@ mod tests {
 
     #[test]
     fn bad_settings_name_the_flag_and_the_value() {
-        let bad = |s: Settings| s.build().unwrap_err();
-        let e = bad(Settings {
+        let bad = |s: BoardSettings| s.build().unwrap_err();
+        let e = bad(BoardSettings {
             version: vec!["0x05=10".into()],
             ..Default::default()
         });
         assert!(e.contains("--version") && e.contains("0x05"), "{e}");
-        let e = bad(Settings {
+        let e = bad(BoardSettings {
             late: vec!["0x13".into()],
             ..Default::default()
         });
         assert!(e.contains("ADDR=N"), "{e}");
-        let e = bad(Settings {
+        let e = bad(BoardSettings {
             zero: vec!["3=5000".into()],
             ..Default::default()
         });
         assert!(e.contains("4095"), "{e}");
-        let e = bad(Settings {
+        let e = bad(BoardSettings {
             prefs: Some("/nonexistent/p".into()),
             ..Default::default()
         });
@@ -201,7 +201,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("p.bin");
         std::fs::write(&p, vec![0u8; PREFS_LEN]).unwrap();
-        let s = Settings {
+        let s = BoardSettings {
             prefs: Some(p.display().to_string()),
             ..Default::default()
         };

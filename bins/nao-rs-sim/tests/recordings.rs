@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use nao_rs_sim::device::{Conn, Device};
-use nao_rs_sim::settings::Settings;
+use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::codec::{
     OP_BULK_IN, OP_BULK_OUT, OP_CONTROL_IN, OP_CONTROL_OUT, OP_OPEN, ST_OK,
 };
@@ -36,7 +36,7 @@ fn exact(cmd: u8) -> bool {
     matches!(cmd, ANS_STATUS | ANS_CONFIG | ANS_EEPROM_READ)
 }
 
-fn check(name: &str, settings: Settings) {
+fn check(name: &str, settings: BoardSettings) {
     let lines = recording::read_file(&recording(name)).expect("recording parses");
     let (cfg, prefs, _) = settings.build().unwrap();
     let mut dev = Device::new(cfg, prefs);
@@ -116,17 +116,17 @@ fn check(name: &str, settings: Settings) {
 
 #[test]
 fn simulator_answers_startup_v10_like_the_recording() {
-    check("startup-v10.rec", Settings::default());
+    check("startup-v10.rec", BoardSettings::default());
 }
 
 #[test]
 fn simulator_answers_startup_v11_like_the_recording() {
     check(
         "startup-v11.rec",
-        Settings {
+        BoardSettings {
             versions: Some("11".into()),
             late: vec!["0x13=2".into(), "0x1e=2".into()],
-            ..Settings::default()
+            ..BoardSettings::default()
         },
     );
 }

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use nao_rs_sim::ctl::CtlCommand;
 use nao_rs_sim::device::{Conn, Device};
-use nao_rs_sim::settings::Settings;
+use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::codec::{decode_reply, encode_request};
 use nao_wire::link::record::RecordingLink;
 use nao_wire::link::{Call, Link, LinkError};
@@ -51,7 +51,7 @@ struct RobotLink {
 
 impl RobotLink {
     fn new() -> RobotLink {
-        let (cfg, prefs, _) = Settings::default().build().expect("default settings");
+        let (cfg, prefs, _) = BoardSettings::default().build().expect("default settings");
         RobotLink {
             device: Device::new(cfg, prefs),
             conn: Conn::new(1, 1),

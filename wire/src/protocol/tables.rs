@@ -242,7 +242,7 @@ impl Bus {
 
 /// A joint board.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Board {
+pub struct JointBoard {
     /// Its address.
     pub address: u8,
     /// Its name.
@@ -253,147 +253,80 @@ pub struct Board {
     pub joints: &'static [usize],
 }
 
+impl JointBoard {
+    const fn new(address: u8, name: &'static str, bus: Bus, joints: &'static [usize]) -> Self {
+        JointBoard {
+            address,
+            name,
+            bus,
+            joints,
+        }
+    }
+}
+
 /// Number of joint boards.
 pub const JOINT_BOARD_COUNT: usize = 13;
 
 /// The 13 joint boards in address order (`0x10`..=`0x1c`).
-pub const JOINT_BOARDS: [Board; JOINT_BOARD_COUNT] = [
-    Board {
-        address: 0x10,
-        name: "Head",
-        bus: Bus::A,
-        joints: &[J::HeadYaw.index(), J::HeadPitch.index()],
-    },
-    Board {
-        address: 0x11,
-        name: "LShoulder",
-        bus: Bus::A,
-        joints: &[J::LShoulderPitch.index(), J::LShoulderRoll.index()],
-    },
-    Board {
-        address: 0x12,
-        name: "LElbow",
-        bus: Bus::A,
-        joints: &[J::LElbowYaw.index(), J::LElbowRoll.index()],
-    },
-    Board {
-        address: 0x13,
-        name: "LWrist",
-        bus: Bus::A,
-        joints: &[J::LWristYaw.index(), J::LHand.index()],
-    },
-    Board {
-        address: 0x14,
-        name: "RShoulder",
-        bus: Bus::A,
-        joints: &[J::RShoulderPitch.index(), J::RShoulderRoll.index()],
-    },
-    Board {
-        address: 0x15,
-        name: "RElbow",
-        bus: Bus::A,
-        joints: &[J::RElbowYaw.index(), J::RElbowRoll.index()],
-    },
-    Board {
-        address: 0x16,
-        name: "RWrist",
-        bus: Bus::A,
-        joints: &[J::RWristYaw.index(), J::RHand.index()],
-    },
-    Board {
-        address: 0x17,
-        name: "LHip",
-        bus: Bus::B,
-        joints: &[
-            J::LHipYawPitch.index(),
-            J::LHipRoll.index(),
-            J::LHipPitch.index(),
-        ],
-    },
-    Board {
-        address: 0x18,
-        name: "LKnee",
-        bus: Bus::B,
-        joints: &[J::LKneePitch.index()],
-    },
-    Board {
-        address: 0x19,
-        name: "LAnkle",
-        bus: Bus::B,
-        joints: &[J::LAnklePitch.index(), J::LAnkleRoll.index()],
-    },
-    Board {
-        address: 0x1a,
-        name: "RHip",
-        bus: Bus::B,
-        joints: &[J::RHipRoll.index(), J::RHipPitch.index()],
-    },
-    Board {
-        address: 0x1b,
-        name: "RKnee",
-        bus: Bus::B,
-        joints: &[J::RKneePitch.index()],
-    },
-    Board {
-        address: 0x1c,
-        name: "RAnkle",
-        bus: Bus::B,
-        joints: &[J::RAnklePitch.index(), J::RAnkleRoll.index()],
-    },
+#[rustfmt::skip]
+pub const JOINT_BOARDS: [JointBoard; JOINT_BOARD_COUNT] = [
+    JointBoard::new(0x10, "Head",      Bus::A, &[J::HeadYaw.index(), J::HeadPitch.index()]),
+    JointBoard::new(0x11, "LShoulder", Bus::A, &[J::LShoulderPitch.index(), J::LShoulderRoll.index()]),
+    JointBoard::new(0x12, "LElbow",    Bus::A, &[J::LElbowYaw.index(), J::LElbowRoll.index()]),
+    JointBoard::new(0x13, "LWrist",    Bus::A, &[J::LWristYaw.index(), J::LHand.index()]),
+    JointBoard::new(0x14, "RShoulder", Bus::A, &[J::RShoulderPitch.index(), J::RShoulderRoll.index()]),
+    JointBoard::new(0x15, "RElbow",    Bus::A, &[J::RElbowYaw.index(), J::RElbowRoll.index()]),
+    JointBoard::new(0x16, "RWrist",    Bus::A, &[J::RWristYaw.index(), J::RHand.index()]),
+    JointBoard::new(0x17, "LHip",      Bus::B, &[J::LHipYawPitch.index(), J::LHipRoll.index(), J::LHipPitch.index()]),
+    JointBoard::new(0x18, "LKnee",     Bus::B, &[J::LKneePitch.index()]),
+    JointBoard::new(0x19, "LAnkle",    Bus::B, &[J::LAnklePitch.index(), J::LAnkleRoll.index()]),
+    JointBoard::new(0x1a, "RHip",      Bus::B, &[J::RHipRoll.index(), J::RHipPitch.index()]),
+    JointBoard::new(0x1b, "RKnee",     Bus::B, &[J::RKneePitch.index()]),
+    JointBoard::new(0x1c, "RAnkle",    Bus::B, &[J::RAnklePitch.index(), J::RAnkleRoll.index()]),
 ];
 
+/// The joints of the boards on `bus`, board by board in address order:
+/// the bus's slot order. `N` must be the bus's joint count (checked when the
+/// constant is built).
+const fn bus_slots<const N: usize>(bus: Bus) -> [usize; N] {
+    let mut out = [0; N];
+    let mut n = 0;
+    let mut b = 0;
+    while b < JOINT_BOARD_COUNT {
+        let board = JOINT_BOARDS[b];
+        if board.bus as u8 == bus as u8 {
+            let mut i = 0;
+            while i < board.joints.len() {
+                out[n] = board.joints[i];
+                n += 1;
+                i += 1;
+            }
+        }
+        b += 1;
+    }
+    assert!(n == N, "a bus's slot count is its boards' joint count");
+    out
+}
+
 /// Bus A's slots: joint indices in slot order (14 slots).
-pub const BUS_A_SLOTS: [usize; 14] = [
-    J::HeadYaw.index(),
-    J::HeadPitch.index(),
-    J::LShoulderPitch.index(),
-    J::LShoulderRoll.index(),
-    J::LElbowYaw.index(),
-    J::LElbowRoll.index(),
-    J::LWristYaw.index(),
-    J::LHand.index(),
-    J::RShoulderPitch.index(),
-    J::RShoulderRoll.index(),
-    J::RElbowYaw.index(),
-    J::RElbowRoll.index(),
-    J::RWristYaw.index(),
-    J::RHand.index(),
-];
+pub const BUS_A_SLOTS: [usize; 14] = bus_slots(Bus::A);
 /// Bus B's slots: joint indices in slot order (11 slots).
-pub const BUS_B_SLOTS: [usize; 11] = [
-    J::LHipYawPitch.index(),
-    J::LHipRoll.index(),
-    J::LHipPitch.index(),
-    J::LKneePitch.index(),
-    J::LAnklePitch.index(),
-    J::LAnkleRoll.index(),
-    J::RHipRoll.index(),
-    J::RHipPitch.index(),
-    J::RKneePitch.index(),
-    J::RAnklePitch.index(),
-    J::RAnkleRoll.index(),
-];
+pub const BUS_B_SLOTS: [usize; 11] = bus_slots(Bus::B);
 
 /// Number of boards in the motor board handshake (13 joint + 2 foot boards).
 pub const HANDSHAKE_BOARD_COUNT: usize = 15;
-/// The boards of the handshake, in address order.
-pub const HANDSHAKE_BOARDS: [u8; HANDSHAKE_BOARD_COUNT] = [
-    0x10,
-    0x11,
-    0x12,
-    0x13,
-    0x14,
-    0x15,
-    0x16,
-    0x17,
-    0x18,
-    0x19,
-    0x1a,
-    0x1b,
-    0x1c,
-    ADDR_LEFT_FOOT,
-    ADDR_RIGHT_FOOT,
-];
+/// The boards of the handshake, in address order: the joint boards, then
+/// the left and the right foot board.
+pub const HANDSHAKE_BOARDS: [u8; HANDSHAKE_BOARD_COUNT] = {
+    let mut out = [ADDR_RIGHT_FOOT; HANDSHAKE_BOARD_COUNT];
+    let mut b = 0;
+    while b < JOINT_BOARD_COUNT {
+        out[b] = JOINT_BOARDS[b].address;
+        b += 1;
+    }
+    out[JOINT_BOARD_COUNT] = ADDR_LEFT_FOOT;
+    out
+};
 
 /// The index (0..13) into [`JOINT_BOARDS`] of joint `j`'s board.
 /// Panics only for `j >= 25` (a programming error, never outside input).
@@ -548,6 +481,7 @@ mod tests {
             &[0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c]
         );
         assert_eq!(&DEVICES[17..], &[0x1d, 0x1e, 0x40, 0x41]);
+        assert_eq!(HANDSHAKE_BOARDS, DEVICES[4..19]);
     }
 
     #[test]
@@ -560,6 +494,12 @@ mod tests {
                 .collect();
             assert_eq!(from_boards, bus.slots());
         }
+        // The slot order of docs/protocol.md section 4, by joint index.
+        assert_eq!(
+            BUS_A_SLOTS,
+            [0, 1, 2, 3, 4, 5, 6, 23, 18, 19, 20, 21, 22, 24]
+        );
+        assert_eq!(BUS_B_SLOTS, [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
         let mut all: Vec<usize> = BUS_A_SLOTS
             .iter()
             .chain(BUS_B_SLOTS.iter())

@@ -553,11 +553,6 @@ impl Page {
         })
     }
 
-    /// Opens the page at [`default_path`].
-    pub fn open_default() -> Result<Page, PageError> {
-        Page::open(&default_path())
-    }
-
     fn cells(&self) -> &Cells {
         // Acquire: pairs with the Release store in `check`'s replacement.
         let m = self.current.load(Ordering::Acquire);

@@ -78,7 +78,9 @@ pub struct Config {
     pub open_timeout_ns: u64,
     /// Slots of the command ring (4).
     pub command_capacity: usize,
-    /// Stop by itself after this many cycles (`nao-rs record --cycles`).
+    /// Stop by itself after exactly this many cycles (`nao-rs record
+    /// --cycles`): `shutdown` is tripped before the last two cycles (all of
+    /// them when fewer), so their frames are all-off; 0 runs no cycle.
     pub max_cycles: Option<u64>,
     /// Where log lines go (default: stderr).
     pub logger: Option<slog::Logger>,
@@ -555,18 +557,26 @@ impl CycleActor {
         let mut ticker = Ticker::new(period_ns);
         self.start_ns = ticker.schedule().next_deadline_ns();
         let mut panicked = false;
-        // The stop request seen: this many all-off frames are still to go.
-        let mut last_frames: Option<u8> = None;
+        // The stop seen: this many all-off frames are still to go.
+        let mut last_frames: Option<u64> = None;
         let allocations_at_start = crate::kit::alloc::thread_allocations();
         loop {
+            // `max_cycles`: the last two cycles (or as many as there are)
+            // are all-off, and no cycle runs beyond it.
+            if let (None, Some(max)) = (last_frames, self.max_cycles) {
+                let left = max.saturating_sub(ticker.schedule().stats().cycles);
+                if left <= 2 {
+                    self.board.trip(Reason::Shutdown);
+                    last_frames = Some(left);
+                }
+            }
+            if last_frames == Some(0) {
+                break;
+            }
             let tick = ticker.wait();
             // Acquire: pairs with the Release in Handle::request_stop.
             if last_frames.is_none() && self.handle.stop.load(Ordering::Acquire) {
                 // Trip before the last cycle ends; this frame and one more are all-off.
-                self.board.trip(Reason::Shutdown);
-                last_frames = Some(2);
-            }
-            if self.max_cycles.is_some_and(|m| tick.cycle + 2 >= m) && last_frames.is_none() {
                 self.board.trip(Reason::Shutdown);
                 last_frames = Some(2);
             }

@@ -1,11 +1,6 @@
-//! The guard's real-time numbers and its clock. The poll thread and its
-//! ticker come from the actor kit (`nao_actors::kit`): the guard is the same
-//! kit in another process.
+//! The guard's real-time numbers. The poll thread, its ticker and the clock
+//! come from the actor kit (`nao_actors::kit`): the guard is the same kit in
+//! another process.
 
-/// The guard's SCHED_FIFO priority (spec/death-switch.md).
+/// The guard's SCHED_FIFO priority, above the runtime's cycle (30 by default).
 pub const GUARD_PRIORITY: u8 = 40;
-
-/// CLOCK_MONOTONIC in nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    nao_actors::kit::monotonic_ns()
-}

@@ -2,8 +2,10 @@
 //! the frame in HAL's order, the client state request, the USB exchange,
 //! handing the answer to the devices, and the reconnect rule.
 //!
-//! [`Cycle::run`] does one whole cycle on a [`Link`]. The same cycle split
-//! into steps, for a runtime that runs the USB exchange on another thread:
+//! [`Cycle::run`] does one whole cycle on a [`Link`] in these steps; each
+//! step is public too, so that the tests and the cycle benchmark
+//! (`wire/benches/cycle.rs`) drive a cycle without a link, giving it any
+//! answer:
 //!
 //! 1. [`Cycle::build`] (inputs, safety, joints, frame) returns the frame;
 //! 2. [`Cycle::client_state_request`] / [`Cycle::client_state_result`];
@@ -293,15 +295,15 @@ impl Cycle {
         &self.frame[..self.frame_len]
     }
 
-    /// The frame of the last [`Cycle::build`].
-    pub fn frame(&self) -> &[u8] {
-        &self.frame[..self.frame_len]
-    }
-
     /// The CLIENT_STATE to send before this cycle's exchange, if any
     /// (wValue; the request is `control_out 40 05 <state> 0000 -`).
     pub fn client_state_request(&self) -> Option<u8> {
         self.core.client_request
+    }
+
+    /// The frame of the last [`Cycle::build`].
+    pub fn frame(&self) -> &[u8] {
+        &self.frame[..self.frame_len]
     }
 
     /// Whether the CLIENT_STATE request succeeded.
@@ -319,11 +321,6 @@ impl Cycle {
     /// the previous cycle's write on this link succeeded).
     pub fn reads_previous(&self) -> bool {
         self.core.prev_write_ok
-    }
-
-    /// The seq the answer read in this cycle must carry.
-    pub fn previous_seq(&self) -> u16 {
-        self.core.seq.wrapping_sub(1)
     }
 
     /// Step 5's end: hands the answer over (after the write) and counts the

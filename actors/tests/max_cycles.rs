@@ -1,0 +1,67 @@
+//! `Config::max_cycles`: the runtime runs exactly that many cycles (0 and 1
+//! included), the last two (or all, when fewer) with the switch tripped
+//! `shutdown`, against the virtual robot (a real `nao-rs-sim` process).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use nao_actors::runtime::{
+    Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime,
+};
+use nao_rs_sim::Spawned;
+use nao_wire::link::sim::SimLink;
+
+/// Counts the cycles and records which of them were built tripped.
+#[derive(Clone, Default)]
+struct Cycles {
+    count: Arc<AtomicU64>,
+    tripped: Arc<Mutex<Vec<bool>>>,
+}
+
+impl<L> CycleHook<L> for Cycles {
+    fn before_cycle(&mut self, _link: &mut L, i: &CycleInputs<'_>) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        self.tripped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(i.tripped);
+    }
+}
+
+#[test]
+fn runs_exactly_max_cycles_the_last_two_tripped() {
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
+    for max in [0u64, 1, 2, 3, 7] {
+        let board = Arc::new(MemoryBoard::armed());
+        let hook = Cycles::default();
+        let config = Config {
+            cycle_priority: None,
+            udp_port: None,
+            max_cycles: Some(max),
+            logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
+            ..Config::default()
+        };
+        let (rt, _io) = Runtime::start_with_hook(
+            SimLink::new(sim.socket()),
+            board.clone(),
+            config,
+            hook.clone(),
+        )
+        .expect("start");
+        let (_, summary) = rt.wait();
+        assert_eq!(summary.cycles, max, "max_cycles {max}: cycles run");
+        assert_eq!(
+            hook.count.load(Ordering::SeqCst),
+            max,
+            "max_cycles {max}: cycles hooked"
+        );
+        assert!(!summary.panicked);
+        assert_eq!(board.reason(), Some(Reason::Shutdown), "max_cycles {max}");
+        let tripped = hook.tripped.lock().unwrap().clone();
+        let stiff = max.saturating_sub(2) as usize;
+        assert!(
+            tripped[..stiff].iter().all(|&t| !t) && tripped[stiff..].iter().all(|&t| t),
+            "max_cycles {max}: only the last two cycles tripped: {tripped:?}"
+        );
+    }
+}

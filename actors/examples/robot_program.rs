@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use nao_actors::runtime::{Blackboard, Config, Runtime};
 use nao_wire::link::sim::SimLink;
-use nao_wire::Command;
+use nao_wire::{Command, Joint};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let arg = std::env::args()
@@ -38,18 +38,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let mut command = Command::default();
-    command.stiffness[1] = 0.3; // HeadPitch, the only stiff joint
+    // HeadPitch, the only stiff joint.
+    command.stiffness[Joint::HeadPitch] = 0.3;
     while let Some(s) = io.next_sensors(1_000_000_000) {
         // Full-precision time since start, u64 ns.
         let t = s.t_ns as f64 * 1e-9;
-        command.position[1] = (0.2 * (t * 3.0).sin()) as f32;
+        command.position[Joint::HeadPitch] = (0.2 * (t * 3.0).sin()) as f32;
         if io.push_command(command).is_err() {
             // A full ring hands the command back; the next cycle's follows.
         }
         if s.cycle % 50 == 0 {
             println!(
                 "cycle {:>4} t {:>6.3} s  head pitch {:+.3} rad  switch {:?}  battery {} per mille",
-                s.cycle, t, s.position[1], s.switch, s.battery.charge
+                s.cycle,
+                t,
+                s.position[Joint::HeadPitch],
+                s.switch,
+                s.battery.charge
             );
         }
         if t > 3.0 {

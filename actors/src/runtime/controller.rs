@@ -12,7 +12,7 @@
 //! controller follows what each cycle reports (`SwitchState::limp`) and
 //! ramps afresh from the measured pose when it ends.
 
-use nao_wire::{Command, JOINTS};
+use nao_wire::{Command, Joint as J, JOINTS};
 
 use super::program::{ProgramIo, SensorFrame};
 
@@ -37,20 +37,20 @@ impl Controller for Idle {
 /// arms down along the body).
 pub const STAND_POSE: [f32; JOINTS] = {
     let mut p = [0.0f32; JOINTS];
-    p[2] = 1.5; // LShoulderPitch
-    p[3] = 0.15; // LShoulderRoll
-    p[4] = -1.2; // LElbowYaw
-    p[5] = -0.4; // LElbowRoll
-    p[9] = -0.45; // LHipPitch
-    p[10] = 0.9; // LKneePitch
-    p[11] = -0.45; // LAnklePitch
-    p[14] = -0.45; // RHipPitch
-    p[15] = 0.9; // RKneePitch
-    p[16] = -0.45; // RAnklePitch
-    p[18] = 1.5; // RShoulderPitch
-    p[19] = -0.15; // RShoulderRoll
-    p[20] = 1.2; // RElbowYaw
-    p[21] = 0.4; // RElbowRoll
+    p[J::LShoulderPitch.index()] = 1.5;
+    p[J::LShoulderRoll.index()] = 0.15;
+    p[J::LElbowYaw.index()] = -1.2;
+    p[J::LElbowRoll.index()] = -0.4;
+    p[J::LHipPitch.index()] = -0.45;
+    p[J::LKneePitch.index()] = 0.9;
+    p[J::LAnklePitch.index()] = -0.45;
+    p[J::RHipPitch.index()] = -0.45;
+    p[J::RKneePitch.index()] = 0.9;
+    p[J::RAnklePitch.index()] = -0.45;
+    p[J::RShoulderPitch.index()] = 1.5;
+    p[J::RShoulderRoll.index()] = -0.15;
+    p[J::RElbowYaw.index()] = 1.2;
+    p[J::RElbowRoll.index()] = 0.4;
     p
 };
 /// The stiffness when standing.
@@ -184,7 +184,8 @@ mod tests {
     fn stand_ramps_slowly_into_the_pose() {
         let mut st = Stand::new();
         let first = st.step(&frame(false, false)).unwrap();
-        assert!(first.stiffness[10] > 0.0 && first.stiffness[10] < 0.01);
+        let knee = first.stiffness[J::LKneePitch];
+        assert!(knee > 0.0 && knee < 0.01);
         for _ in 1..RAMP_CYCLES {
             st.step(&frame(false, false));
         }
@@ -221,7 +222,8 @@ mod tests {
         }
         // Woken: the ramp starts again from the measured pose, not a jump.
         let c = st.step(&frame(false, false)).unwrap();
-        assert!(c.stiffness[0] > 0.0 && c.stiffness[0] < 0.01, "{c:?}");
+        let head = c.stiffness[J::HeadYaw];
+        assert!(head > 0.0 && head < 0.01, "{c:?}");
         assert!(matches!(st.phase(), StandPhase::Ramping { step: 1, .. }));
     }
 

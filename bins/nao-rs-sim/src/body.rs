@@ -583,6 +583,7 @@ mod tests {
     use super::*;
     use nao_wire::protocol::frame::MAX_FRAME_LEN;
     use nao_wire::protocol::tables::{read_answer_len, DEVICES, SYNC_ANSWER, SYNC_FRAME};
+    use nao_wire::Joint;
 
     const MS: u64 = 1_000_000;
 
@@ -726,36 +727,39 @@ mod tests {
             .collect()
     }
 
+    /// The joint the motion tests command.
+    const KNEE: usize = Joint::LKneePitch.index();
+
     #[test]
     fn joints_move_toward_the_commanded_count_rate_limited_when_stiff() {
         let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let mut target = z;
-        target[10] = z[10] + 500;
+        target[KNEE] = z[KNEE] + 500;
         let mut stiff = [0u16; JOINTS];
-        stiff[10] = 1000;
+        stiff[KNEE] = 1000;
         let f = cycle_frame(2, &target, &stiff, &[]);
         step(&mut body, &f, 0);
         // 12 ms at full stiffness: 3000 counts/s * 0.012 s = 36 counts.
         let (_, msgs, _) = step(&mut body, &f, 12 * MS);
-        let (pos, cur, _, _) = joint_reading(&msgs, 10);
-        assert_eq!(pos, z[10] + 36);
+        let (pos, cur, _, _) = joint_reading(&msgs, KNEE);
+        assert_eq!(pos, z[KNEE] + 36);
         assert!(cur > 500, "moving joint draws current, got {cur}");
         // After 1 s it has arrived and holds.
         for i in 2..100u64 {
             step(&mut body, &f, i * 12 * MS);
         }
         let (_, msgs, _) = step(&mut body, &f, 1200 * MS);
-        let (pos, cur, _, _) = joint_reading(&msgs, 10);
-        assert_eq!(pos, target[10]);
+        let (pos, cur, _, _) = joint_reading(&msgs, KNEE);
+        assert_eq!(pos, target[KNEE]);
         assert_eq!(cur, 32, "holding at stiffness 1000 draws 32 mA");
         // Half stiffness moves at half speed.
         let mut body = VirtualBody::new(BodyConfig::default());
-        stiff[10] = 500;
+        stiff[KNEE] = 500;
         let f = cycle_frame(2, &target, &stiff, &[]);
         step(&mut body, &f, 0);
         let (_, msgs, _) = step(&mut body, &f, 12 * MS);
-        assert_eq!(joint_reading(&msgs, 10).0, z[10] + 18);
+        assert_eq!(joint_reading(&msgs, KNEE).0, z[KNEE] + 18);
     }
 
     #[test]
@@ -778,14 +782,14 @@ mod tests {
         let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let mut stiff = [0u16; JOINTS];
-        stiff[10] = 1000;
+        stiff[KNEE] = 1000;
         // The knee is commanded back and forth: it is always moving.
         let mut far = z;
-        far[10] = z[10] + 1000;
+        far[KNEE] = z[KNEE] + 1000;
         let there = cycle_frame(2, &far, &stiff, &[]);
         let back = cycle_frame(2, &z, &stiff, &[]);
         let mut t = 0;
-        let start = body.temperature(10).unwrap();
+        let start = body.temperature(KNEE).unwrap();
         while t < 60_000 * MS {
             step(
                 &mut body,
@@ -798,7 +802,7 @@ mod tests {
             );
             t += 100 * MS;
         }
-        let hot = body.temperature(10).unwrap();
+        let hot = body.temperature(KNEE).unwrap();
         assert!(hot >= start + 10, "loaded: {start} -> {hot}");
         let rest = cycle_frame(2, &z, &[0; JOINTS], &[]);
         let end = t + 120_000 * MS;
@@ -806,7 +810,7 @@ mod tests {
             step(&mut body, &rest, t);
             t += 500 * MS;
         }
-        let cool = body.temperature(10).unwrap();
+        let cool = body.temperature(KNEE).unwrap();
         assert!(cool < hot - 5, "at rest: {hot} -> {cool}");
     }
 
@@ -881,12 +885,12 @@ mod tests {
     #[test]
     fn trace_summary_counts_every_slot_and_accepted_boards_apart() {
         let mut cfg = BodyConfig::default();
-        cfg.boards[0].version = 11; // Head rejected by accepted [10]
+        cfg.boards[0].version = 11; // the Head board (0x10), rejected by accepted [10]
         let mut body = VirtualBody::new(cfg);
         let z = body.config().zeros;
         let mut stiff = [0u16; JOINTS];
-        stiff[0] = 700; // Head
-        stiff[10] = 300; // LKnee
+        stiff[Joint::HeadYaw] = 700;
+        stiff[Joint::LKneePitch] = 300;
         let (_, _, o) = step(&mut body, &cycle_frame(2, &z, &stiff, &[]), 0);
         assert_eq!(
             o.stiffness,
@@ -929,13 +933,16 @@ mod tests {
     fn heated_joint_reports_90_or_more_and_faulted_joint_status_bit_0() {
         let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
-        body.faults.heat[23] = DEFAULT_HEAT_DEG_C;
-        body.faults.fault[7] = true;
+        body.faults.heat[Joint::LHand] = DEFAULT_HEAT_DEG_C;
+        body.faults.fault[Joint::LHipYawPitch] = true;
         let (_, m, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
-        assert!(joint_reading(&m, 23).2 >= tables::HEAT_TRIP_DEG_C);
-        assert!(joint_reading(&m, 6).2 < 90);
-        assert_eq!(joint_reading(&m, 7).3 & tables::JOINT_STATUS_FAULT, 1);
-        assert_eq!(joint_reading(&m, 8).3, 0);
+        assert!(joint_reading(&m, Joint::LHand.index()).2 >= tables::HEAT_TRIP_DEG_C);
+        assert!(joint_reading(&m, Joint::LWristYaw.index()).2 < 90);
+        assert_eq!(
+            joint_reading(&m, Joint::LHipYawPitch.index()).3 & tables::JOINT_STATUS_FAULT,
+            1
+        );
+        assert_eq!(joint_reading(&m, Joint::LHipRoll.index()).3, 0);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +65,9 @@ pub struct UdpShared {
     /// True while this process holds the port's socket (bound itself or
     /// shared by the other process).
     pub bound: AtomicBool,
+    /// Datagrams this process read, any payload, counted once each is
+    /// handled (its `trip` called when it was a stop).
+    pub datagrams: AtomicU64,
 }
 
 /// A change of the listener's ownership of the port.
@@ -251,6 +254,8 @@ pub fn listen(
                     if is_stop(&buf[..n]) {
                         trip();
                     }
+                    // Relaxed: a statistic.
+                    shared.datagrams.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // An ICMP error or a truncated datagram: go on draining.
@@ -407,26 +412,21 @@ mod tests {
         sender
             .set_read_timeout(Some(Duration::from_millis(300)))
             .unwrap();
-        // Wait until bound.
-        for _ in 0..100 {
-            if l.shared().bound.load(Ordering::Relaxed) {
-                break;
+        wait("bound", || l.shared().bound.load(Ordering::Relaxed));
+        let read = || l.shared().datagrams.load(Ordering::Relaxed);
+        // Anything else, in batches that the receive buffer always holds:
+        // each batch is read, and handled, before the next is sent.
+        for batch in 1..=10u64 {
+            for _ in 0..100 {
+                sender.send_to(b"hello", ("127.0.0.1", port)).unwrap();
             }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        for _ in 0..1000 {
-            sender.send_to(b"hello", ("127.0.0.1", port)).unwrap();
+            wait("a batch read", || read() == batch * 100);
         }
         sender.send_to(b"NAO-RS STO", ("127.0.0.1", port)).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        wait("the short prefix read", || read() == 1001);
         assert_eq!(trips.load(Ordering::SeqCst), 0);
         sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
-        for _ in 0..100 {
-            if trips.load(Ordering::SeqCst) > 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait("the stop read", || read() == 1002);
         assert_eq!(trips.load(Ordering::SeqCst), 1);
         let mut b = [0u8; 16];
         assert!(
@@ -440,23 +440,28 @@ mod tests {
     fn udp_port_not_owned_when_bind_fails_and_no_guard() {
         let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
         let port = holder.local_addr().unwrap().port();
-        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let e = events.clone();
+        let (tx, events) = std::sync::mpsc::channel();
         let l = UdpListener::start(
             port,
             Default::default(),
             None,
             || false,
             || {},
-            move |ev| e.lock().unwrap().push(ev),
+            move |ev| {
+                let _ = tx.send(ev);
+            },
             || {},
         )
         .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // The first look at the port: the bind fails, no one serves it.
+        let first = events.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(matches!(first, UdpEvent::BindFailed(_)), "{first:?}");
         assert!(l.shared().not_owned.load(Ordering::Relaxed));
-        let ev = events.lock().unwrap().clone();
-        assert!(matches!(ev.as_slice(), [UdpEvent::BindFailed(_)]), "{ev:?}");
+        assert!(!l.shared().bound.load(Ordering::Relaxed));
         l.stop();
+        // Once per errno: no second event, and never `Bound`.
+        let rest: Vec<UdpEvent> = events.try_iter().collect();
+        assert!(rest.is_empty(), "{rest:?}");
     }
 
     fn wait(what: &str, mut f: impl FnMut() -> bool) {
@@ -523,14 +528,17 @@ mod tests {
         let port = free_port();
         let name = abstract_addr(port).unwrap();
         let server = UnixListener::bind_addr(&name).unwrap();
+        let (done, asked) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
             let (conn, _) = server.accept().unwrap();
             // Another port's socket.
             let other = UdpSocket::bind("127.0.0.1:0").unwrap();
             send_fd(&conn, other.as_raw_fd()).unwrap();
-            std::thread::sleep(Duration::from_millis(50));
+            // Keeps the connection until the asker has its answer.
+            let _ = asked.recv();
         });
         let e = ask_holder(port).unwrap_err();
+        done.send(()).unwrap();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
         t.join().unwrap();
     }

@@ -1,5 +1,5 @@
 //! The runtime's safety status bits, published in the page's
-//! `safety_flags` word (issue 5) and shown by `naoctl status`.
+//! `safety_flags` word and shown by `naoctl status`.
 
 bitflags::bitflags! {
     /// The safety status bits of the page's `safety_flags` word.

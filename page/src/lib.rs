@@ -2,8 +2,8 @@
 //! `/run/nao-rs/deathswitch` (or `$NAO_RS_DEATHSWITCH`), latched trips with
 //! the first reason kept, the runtime's heartbeat and the guard's rules.
 //!
-//! See `docs/page.md` (layout, encodings, choices) and
-//! `../shared/seeds/death-switch-in-detail.txt`.
+//! See `docs/page.md` (fixed points, layout, encodings, choices, the
+//! guard's rules).
 
 mod cells;
 mod damage;

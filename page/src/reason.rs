@@ -1,4 +1,4 @@
-//! The trip reasons and their names (`spec/death-switch.md`).
+//! The trip reasons and their names (`docs/page.md`, "Fixed points").
 
 /// Why the switch was tripped. The discriminant is the code stored in the
 /// page's `reason` word (0 means armed).
@@ -71,7 +71,7 @@ impl Reason {
         }
     }
 
-    /// The reason with the spec's `name`, if any.
+    /// The reason with the `name` of `docs/page.md`, if any.
     pub fn from_name(name: &str) -> Option<Reason> {
         Reason::ALL.into_iter().find(|r| r.name() == name)
     }

@@ -1,9 +1,9 @@
-//! The guard's rules (seed "The guard's rules") as one pure function of a
-//! page snapshot, the time and the settings.
+//! The guard's rules (`docs/page.md`) as one pure function of a page
+//! snapshot, the time and the settings.
 
 use crate::{Reason, Snapshot};
 
-/// The guard's times (`spec/death-switch.md`).
+/// The guard's times (`docs/page.md`, "Fixed points").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// Rule 2: a last beat older than this is a lost heartbeat (60 ms).
@@ -30,7 +30,7 @@ pub enum Verdict {
     TakeOver(Reason),
 }
 
-/// The guard's rules, in the seed's order:
+/// The guard's rules, in order:
 /// 1. no heartbeat since the page was cleared: fine;
 /// 2. last beat older than `beat_timeout_ns`: take over (`guard-heartbeat-lost`);
 /// 3. tripped, and the confirmation doesn't cover the latest cycle or the

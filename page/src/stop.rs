@@ -1,4 +1,4 @@
-//! The UDP stop (`spec/death-switch.md`): a datagram to port [`PORT`] whose
+//! The UDP stop (`docs/page.md`, "Fixed points"): a datagram to port [`PORT`] whose
 //! payload starts with the 11 ASCII bytes [`PREFIX`] trips the switch
 //! (reason `udp`); anything after the prefix is ignored, anything else is
 //! ignored, there is never a reply. One place for the constants: the

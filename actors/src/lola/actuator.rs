@@ -57,7 +57,7 @@ pub struct Actuation {
     pub ignored_leds: u8,
 }
 
-/// A LoLA LED value 0..1 as the spec's u8: `round(clamp(v, 0, 1) * 255)`
+/// A LoLA LED value 0..1 as the protocol's u8: `round(clamp(v, 0, 1) * 255)`
 /// (round half away from zero, in f64); not a finite number: 0.
 pub fn led_u8(v: f32) -> u8 {
     if !v.is_finite() {
@@ -66,7 +66,7 @@ pub fn led_u8(v: f32) -> u8 {
     (f64::from(v.clamp(0.0, 1.0)) * 255.0).round() as u8
 }
 
-/// LoLA's `Sonar` `[left, right]` as the spec's sonar mode byte:
+/// LoLA's `Sonar` `[left, right]` as the protocol's sonar mode byte:
 /// both [`SONAR_BOTH`], left only [`SONAR_LEFT`], right only
 /// [`SONAR_RIGHT`], none [`SONAR_OFF`].
 pub fn sonar_mode(sonar: [bool; 2]) -> u8 {

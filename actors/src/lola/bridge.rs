@@ -4,7 +4,8 @@
 //! - Only the controlling client's messages count; they are merged into one
 //!   [`Command`] (absent keys keep their value).
 //! - A cycle with no new message from the controller pushes nothing, so the
-//!   runtime's controller-lost ramp (spec section 9) takes over.
+//!   runtime's controller-lost ramp (`docs/protocol.md` section 9) takes
+//!   over.
 //!
 //! The bridge keeps no trip or wake state: "limp after a trip until a
 //! person's wake after the re-arm" is the runtime's rule, below every

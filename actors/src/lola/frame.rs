@@ -46,7 +46,8 @@ pub const VERSION_LEN: usize = 5;
 /// LoLA's `Status` value of a joint at or above [`HOT_TRIP_C`]: "critically
 /// hot" (B-Human's `TemperatureStatus` 3).
 pub const STATUS_CRITICAL: u8 = 3;
-/// The temperature at which the runtime trips the switch (spec section 7),
+/// The temperature at which the runtime trips the switch (`docs/protocol.md`
+/// section 7),
 /// degC; the frame's `Status` is [`STATUS_CRITICAL`] from here on.
 pub const HOT_TRIP_C: i8 = 90;
 

@@ -41,7 +41,7 @@ pub use server::{LolaServer, Stats};
 /// LoLA's socket path.
 pub const DEFAULT_SOCKET: &str = "/tmp/robocup";
 
-/// One cycle's sensors as the bridge needs them (the spec's units).
+/// One cycle's sensors as the bridge needs them (the protocol's units, `docs/protocol.md`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BodySensors {
     /// The inertial unit (mm/s^2, mrad/s, mrad).

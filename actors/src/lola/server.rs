@@ -54,7 +54,7 @@ pub const READ_BUDGET: usize = IN_CAPACITY;
 
 /// Cycles without a message from the controller after which the silence
 /// is logged (once): the runtime's controller-lost ramp starts here too
-/// (spec section 9).
+/// (`docs/protocol.md` section 9).
 pub const SILENT_LOG_CYCLES: u32 = 25;
 
 /// Counters since the server started.

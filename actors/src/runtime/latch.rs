@@ -22,8 +22,8 @@
 //! way out: a controller cannot wake the robot.
 //!
 //! The latch sits between the controllers' command and the protocol core
-//! (`nao_wire::protocol::cycle`), which stays HAL's model plus the spec's
-//! deviations; the command it hands on is the one the core uses and the one
+//! (`nao_wire::protocol::cycle`), which stays HAL's model plus its safety
+//! deviations (`docs/protocol.md`); the command it hands on is the one the core uses and the one
 //! a recording records, so a recording needs no line for it. Pure: the time
 //! and the observations are passed in; it allocates nothing.
 

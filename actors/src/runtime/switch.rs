@@ -39,8 +39,8 @@ pub trait Blackboard: Send + Sync + 'static {
     fn rearm_stamp(&self) -> u64;
     /// One integrity check (one `fstat`/`stat`), once a cycle.
     fn check(&self) -> PageHealth;
-    /// The heartbeat after a frame, in the seed's order: the all-off
-    /// confirmation (only when `all_off`), then the time, then the cycle.
+    /// The heartbeat after a frame, in this order (`docs/page.md`): the
+    /// all-off confirmation (only when `all_off`), then the time, then the cycle.
     fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool);
     /// Registers the runtime's process id (`driver_pid`).
     fn register_driver(&self, pid: u32);
@@ -148,7 +148,7 @@ impl Blackboard for MemoryBoard {
         }
     }
     fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
-        // Release stores in the seed's order: confirmation, time, cycle.
+        // Release stores in the heartbeat's order: confirmation, time, cycle.
         if all_off {
             self.all_off_cycle.store(cycle + 1, Ordering::Release);
         }

@@ -1,4 +1,4 @@
-//! The UDP stop (`spec/death-switch.md`): a datagram whose payload starts
+//! The UDP stop (`docs/page.md`, "Fixed points"): a datagram whose payload starts
 //! with the 11 ASCII bytes `NAO-RS STOP` trips the switch (reason `udp`);
 //! anything else is ignored; there is never a reply. The ONE listener of
 //! both processes: the runtime and the guard run this same code.

@@ -2,12 +2,11 @@
 //! allocation. The process shell (`crate::poller`) reads the page, asks
 //! `deathswitch::rules::decide` for the verdict, probes the driver's pid and
 //! feeds the result in as an [`Observation`]; the [`Actions`] that come back
-//! say what to do, and the shell does it in the seed's order:
+//! say what to do, and the shell does it in this order:
 //! trip, kill, clear the heartbeat, clear the driver fields, take or let go
 //! of the board, send the all-off frame and write the guard's heartbeat.
 //!
-//! See `docs/guard.md` and "The guard's rules" in
-//! `seeds/death-switch-in-detail.txt`.
+//! See `docs/guard.md`, and "The guard's rules" in `docs/page.md`.
 
 use deathswitch::rules::Verdict;
 use deathswitch::{Reason, Snapshot};

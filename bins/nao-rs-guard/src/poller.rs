@@ -2,7 +2,7 @@
 //! turns readable: check the page's integrity, take a snapshot, judge it
 //! with what the guard remembers ([`GuardCore::judged`]), ask
 //! `deathswitch::rules::decide`, step the [`GuardCore`] with the pidfd's
-//! news and do what it says, in the seed's order. Allocates nothing in the
+//! news and do what it says, in the order of [`crate::core::Actions`]. Allocates nothing in the
 //! steady state (a counting-allocator test holds it); logs only through
 //! the ring.
 

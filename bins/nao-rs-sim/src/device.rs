@@ -29,7 +29,7 @@ use crate::body::{BodyConfig, StiffnessSummary, VirtualBody};
 use crate::ctl::CtlCommand;
 
 /// How long a `bulk_in` with no answer pending waits before it times out
-/// (the spec's bulk timeout), ms.
+/// (the protocol's bulk timeout), ms.
 pub const BULK_TIMEOUT_MS: u64 = 20;
 
 /// The chest board's firmware version (VERSION answer).

@@ -1,5 +1,5 @@
 //! The virtual robot `nao-rs-sim`: the chest board and every board behind
-//! it, speaking `spec/board-protocol.md` over a Unix socket (the link
+//! it, speaking the chest board protocol (`docs/protocol.md`) over a Unix socket (the link
 //! `nao_wire::link::sim::SimLink`, `--link sim:PATH`).
 //!
 //! - [`body`]: the boards as a pure step function (frame and time in,

@@ -1,4 +1,4 @@
-//! The preference block the virtual chest board serves (spec section 2):
+//! The preference block the virtual chest board serves (`docs/protocol.md` section 2):
 //! 4,635 bytes, magic `NPRF`, layout 1, body id, 17 serial numbers, 25 joint
 //! zero positions, foot pressure calibration, IMU offsets, CRC-32.
 //!

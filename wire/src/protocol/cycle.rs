@@ -277,8 +277,9 @@ impl Cycle {
         if hold.tripped || hold.page_lost {
             // Safety deviation from HAL: a trip makes the held command limp,
             // so a re-arm never resumes a command from before the trip when
-            // the controller stays silent (seed: "Re-arming never resumes
-            // motion"). LEDs and sonar keep the controller's values.
+            // the controller stays silent (`docs/safety-rules.md`: a re-arm
+            // never brings back a pre-trip command). LEDs and sonar keep the
+            // controller's values.
             c.command.stiffness = [0.0; JOINTS];
         }
         (c.stiffness, c.position) = joint_values(

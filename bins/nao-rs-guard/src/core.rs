@@ -327,11 +327,21 @@ mod tests {
             runtime: PidfdState::Unknown,
         }
     }
+    fn with_pidfd(o: Observation, runtime: PidfdState) -> Observation {
+        Observation { runtime, ..o }
+    }
     fn alive(o: Observation, pid: u32) -> Observation {
-        Observation {
-            runtime: PidfdState::Alive(pid),
-            ..o
-        }
+        with_pidfd(o, PidfdState::Alive(pid))
+    }
+    /// An armed, beaten page whose verdict is rule 2 (`guard-heartbeat-lost`).
+    fn beat_lost(pid: Option<u32>, alive: bool) -> Observation {
+        obs(
+            true,
+            pid,
+            true,
+            Verdict::TakeOver(Reason::GuardHeartbeatLost),
+            alive,
+        )
     }
     fn fine(pid: Option<u32>, beaten: bool) -> Observation {
         obs(true, pid, beaten, Verdict::Fine, pid.is_some())
@@ -393,13 +403,7 @@ mod tests {
     fn heartbeat_lost_takes_over_trip_kill_open_in_order() {
         let mut g = GuardCore::new(GUARD);
         g.step(&fine(Some(RT), true));
-        let (a, t) = g.step(&obs(
-            true,
-            Some(RT),
-            true,
-            Verdict::TakeOver(Reason::GuardHeartbeatLost),
-            true,
-        ));
+        let (a, t) = g.step(&beat_lost(Some(RT), true));
         assert_eq!(
             a,
             Actions {
@@ -532,13 +536,7 @@ mod tests {
     fn take_over_without_a_driver_kills_nobody() {
         let mut g = GuardCore::new(GUARD);
         g.step(&fine(None, true));
-        let (a, _) = g.step(&obs(
-            true,
-            None,
-            true,
-            Verdict::TakeOver(Reason::GuardHeartbeatLost),
-            false,
-        ));
+        let (a, _) = g.step(&beat_lost(None, false));
         assert_eq!(a.kill, None);
         assert!(a.hold_board);
     }
@@ -549,13 +547,7 @@ mod tests {
             assert!(!kill_target_ok(pid, GUARD), "{pid}");
             let mut g = GuardCore::new(GUARD);
             g.step(&fine(Some(pid), true));
-            let (a, _) = g.step(&obs(
-                true,
-                Some(pid),
-                true,
-                Verdict::TakeOver(Reason::GuardHeartbeatLost),
-                true,
-            ));
+            let (a, _) = g.step(&beat_lost(Some(pid), true));
             assert_eq!(a.kill, None, "{pid}");
         }
         assert!(kill_target_ok(2, GUARD));
@@ -634,6 +626,33 @@ mod tests {
         }
     }
 
+    /// A guard that saw runtime `RT` beat (cycle 1 at 0 ns) without a
+    /// pidfd (not registered).
+    fn watching_unregistered() -> GuardCore {
+        let mut g = GuardCore::new(GUARD);
+        poll(
+            &mut g,
+            &beating(Some(RT), 1, 0),
+            0,
+            PidfdState::Unknown,
+            false,
+        );
+        g
+    }
+
+    /// `s` tripped `page-lost`, the trip stamped `tripped_at_ns`.
+    fn page_lost(mut s: Snapshot, tripped_at_ns: u64) -> Snapshot {
+        s.armed = false;
+        s.reason = Some(Reason::PageLost);
+        s.tripped_at_ns = tripped_at_ns;
+        s
+    }
+
+    /// What a poll trips and whom it kills.
+    fn trip_kill(a: &Actions) -> (Option<Reason>, Option<u32>) {
+        (a.trip, a.kill)
+    }
+
     /// One poll as the shell does it: judged, decide, step.
     fn poll(
         g: &mut GuardCore,
@@ -691,10 +710,7 @@ mod tests {
         let mut g = GuardCore::new(GUARD);
         let tripped = obs(false, Some(RT), true, Verdict::Fine, false);
         g.step(&alive(tripped, RT));
-        let (a, _) = g.step(&Observation {
-            runtime: PidfdState::Exited(RT),
-            ..tripped
-        });
+        let (a, _) = g.step(&with_pidfd(tripped, PidfdState::Exited(RT)));
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
         assert!(a.hold_board);
         for _ in 0..3 {
@@ -706,13 +722,7 @@ mod tests {
     fn exit_beats_a_verdict_in_the_same_poll() {
         let mut g = GuardCore::new(GUARD);
         g.step(&alive(fine(Some(RT), true), RT));
-        let mut o = obs(
-            true,
-            Some(RT),
-            true,
-            Verdict::TakeOver(Reason::GuardHeartbeatLost),
-            true,
-        );
+        let mut o = beat_lost(Some(RT), true);
         o.runtime = PidfdState::Exited(RT);
         let (a, _) = g.step(&o);
         assert_eq!((a.trip, a.kill), (Some(Reason::GuardRuntimeExited), None));
@@ -724,13 +734,7 @@ mod tests {
         // the one killed.
         let mut g = GuardCore::new(GUARD);
         g.step(&alive(fine(Some(RT), true), RT));
-        let mut o = obs(
-            true,
-            Some(4242),
-            true,
-            Verdict::TakeOver(Reason::GuardHeartbeatLost),
-            true,
-        );
+        let mut o = beat_lost(Some(4242), true);
         o.runtime = PidfdState::Alive(RT);
         let (a, t) = g.step(&o);
         assert_eq!(a.kill, Some(RT));
@@ -757,10 +761,7 @@ mod tests {
     fn holding_closes_the_pidfd_of_the_killed_runtime_once_it_exited() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
         let o = obs(false, Some(RT), true, Verdict::Fine, false);
-        let (a, _) = g.step(&Observation {
-            runtime: PidfdState::Exited(RT),
-            ..o
-        });
+        let (a, _) = g.step(&with_pidfd(o, PidfdState::Exited(RT)));
         assert!(a.forget && a.hold_board);
         assert_eq!(g.step(&o), (HOLD, Transition::None));
     }
@@ -769,18 +770,12 @@ mod tests {
     fn hand_over_closes_the_old_pidfd_and_opens_the_new_runtimes() {
         let mut g = holding_after(Reason::GuardRuntimeExited);
         let o = obs(false, Some(NEW_RT), false, Verdict::Fine, true);
-        let (a, t) = g.step(&Observation {
-            runtime: PidfdState::Alive(RT),
-            ..o
-        });
+        let (a, t) = g.step(&with_pidfd(o, PidfdState::Alive(RT)));
         assert!(a.forget && a.clear_heartbeat);
         assert_eq!(a.adopt, Some(NEW_RT));
         assert_eq!(t, Transition::HandOver(NEW_RT));
         // The new runtime crashes before its first beat: taken over at once.
-        let (a, _) = g.step(&Observation {
-            runtime: PidfdState::Exited(NEW_RT),
-            ..o
-        });
+        let (a, _) = g.step(&with_pidfd(o, PidfdState::Exited(NEW_RT)));
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
         assert!(a.hold_board);
     }
@@ -850,14 +845,7 @@ mod tests {
         }
         // Without a pidfd (no registration), a zeroed page is idle: the
         // page alone cannot say who the runtime is.
-        let mut g = GuardCore::new(GUARD);
-        poll(
-            &mut g,
-            &beating(Some(RT), 1, 0),
-            0,
-            PidfdState::Unknown,
-            false,
-        );
+        let mut g = watching_unregistered();
         let (_, t) = poll(&mut g, &zeroed, 100 * MS, PidfdState::Unknown, false);
         assert_eq!((t, g.state()), (Transition::Unwatch, State::Idle));
     }
@@ -866,27 +854,14 @@ mod tests {
     fn page_damage_then_a_runtime_that_never_confirms_is_taken_over() {
         // After the damage the runtime beats again (the page has its beat)
         // but never confirms the page-lost trip: rule 3, the pidfd's pid.
-        let mut g = GuardCore::new(GUARD);
-        poll(
-            &mut g,
-            &beating(Some(RT), 1, 0),
-            0,
-            PidfdState::Unknown,
-            false,
-        );
-        let mut s = beating(None, 5, 50 * MS);
-        s.armed = false;
-        s.reason = Some(Reason::PageLost);
-        s.tripped_at_ns = 10 * MS;
+        let mut g = watching_unregistered();
+        let mut s = page_lost(beating(None, 5, 50 * MS), 10 * MS);
         // Seen tripped first at 51 ms: the window runs from there.
         let (a, _) = poll(&mut g, &s, 51 * MS, PidfdState::Alive(RT), false);
         assert_eq!(a.trip, None);
         s.last_beat_ns = Some(90 * MS);
         let (a, _) = poll(&mut g, &s, 92 * MS, PidfdState::Alive(RT), false);
-        assert_eq!(
-            (a.trip, a.kill),
-            (Some(Reason::GuardNoConfirmation), Some(RT))
-        );
+        assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
     }
 
     #[test]
@@ -894,18 +869,8 @@ mod tests {
         // Garbage that keeps the magics: tripped, trip time far ahead (or
         // stuck pending), the runtime beats but never confirms.
         for garbage_trip in [u64::MAX, 1 << 62] {
-            let mut g = GuardCore::new(GUARD);
-            poll(
-                &mut g,
-                &beating(Some(RT), 1, 0),
-                0,
-                PidfdState::Unknown,
-                false,
-            );
-            let mut s = beating(Some(RT), 2, 10 * MS);
-            s.armed = false;
-            s.reason = Some(Reason::PageLost);
-            s.tripped_at_ns = garbage_trip;
+            let mut g = watching_unregistered();
+            let mut s = page_lost(beating(Some(RT), 2, 10 * MS), garbage_trip);
             // ... and a confirmation of a cycle not yet beaten.
             s.all_off_confirmed_cycle = Some(1 << 60);
             let (a, _) = poll(&mut g, &s, 10 * MS, PidfdState::Alive(RT), false);
@@ -919,10 +884,7 @@ mod tests {
             );
             s.last_beat_ns = Some(52 * MS);
             let (a, _) = poll(&mut g, &s, 52 * MS, PidfdState::Alive(RT), false);
-            assert_eq!(
-                (a.trip, a.kill),
-                (Some(Reason::GuardNoConfirmation), Some(RT))
-            );
+            assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
         }
     }
 
@@ -931,14 +893,7 @@ mod tests {
         // The guard saw a beat at 0, then was stopped (SIGSTOP) until
         // 300 ms; the page lost its beat meanwhile (a repair): the runtime
         // is not blamed for the guard's blindness.
-        let mut g = GuardCore::new(GUARD);
-        poll(
-            &mut g,
-            &beating(Some(RT), 1, 0),
-            0,
-            PidfdState::Unknown,
-            false,
-        );
+        let mut g = watching_unregistered();
         let repaired = Snapshot {
             armed: true,
             magic_ok: true,
@@ -949,19 +904,9 @@ mod tests {
             assert_eq!(a.trip, None, "at {ms} ms");
         }
         let (a, _) = poll(&mut g, &repaired, 362 * MS, PidfdState::Alive(RT), false);
-        assert_eq!(
-            (a.trip, a.kill),
-            (Some(Reason::GuardHeartbeatLost), Some(RT))
-        );
+        assert_eq!(trip_kill(&a), (Some(Reason::GuardHeartbeatLost), Some(RT)));
         // A beat in the page again resets the loss.
-        let mut g = GuardCore::new(GUARD);
-        poll(
-            &mut g,
-            &beating(Some(RT), 1, 0),
-            0,
-            PidfdState::Unknown,
-            false,
-        );
+        let mut g = watching_unregistered();
         poll(&mut g, &repaired, 10 * MS, PidfdState::Alive(RT), false);
         poll(
             &mut g,

@@ -582,6 +582,7 @@ fn count_of(pos_mc: i64) -> u16 {
 mod tests {
     use super::*;
     use nao_wire::protocol::frame::MAX_FRAME_LEN;
+    use nao_wire::protocol::startup;
     use nao_wire::protocol::tables::{read_answer_len, DEVICES, SYNC_ANSWER, SYNC_FRAME};
     use nao_wire::Joint;
 
@@ -691,10 +692,13 @@ mod tests {
     #[test]
     fn startup_frames_answer_status_0_and_64_eeprom_bytes() {
         let mut body = VirtualBody::new(BodyConfig::default());
-        // The recordings' two start-up frames.
-        let f0 = hex("a5000006030200040200400200410200400303000040410303000040f4d1");
-        let f1 = hex("a5010003f01200f112000102005c21");
-        let (_, m0, _) = step(&mut body, &f0, 0);
+        // The two start-up frames (the recordings' bytes: nao_wire's own
+        // start-up tests hold the builders to them).
+        let (mut f0, mut f1) = ([0u8; 64], [0u8; 64]);
+        let n0 = startup::build_startup_frame_0(&mut f0).unwrap();
+        let n1 = startup::build_startup_frame_1(&mut f1).unwrap();
+        let (f0, f1) = (&f0[..n0], &f1[..n1]);
+        let (_, m0, _) = step(&mut body, f0, 0);
         let statuses: Vec<_> = m0
             .iter()
             .filter(|m| m.1 == ANS_STATUS)
@@ -708,7 +712,7 @@ mod tests {
         assert_eq!(ee.len(), 2);
         assert!(ee.iter().all(|m| m.2.len() == 64));
         assert!(ee[0].2.starts_with(b"NAO EEPROM A"));
-        let (_, m1, _) = step(&mut body, &f1, MS);
+        let (_, m1, _) = step(&mut body, f1, MS);
         let got: Vec<_> = m1.iter().map(|m| (m.0, m.1, m.2.clone())).collect();
         assert_eq!(
             got,
@@ -718,13 +722,6 @@ mod tests {
                 (0x01, 0x82, vec![0])
             ]
         );
-    }
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
     }
 
     /// The joint the motion tests command.

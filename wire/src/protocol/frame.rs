@@ -344,16 +344,7 @@ impl<'a> Iterator for MessageIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The first start-up frame of both recordings.
-    const SEQ0: &str = "a5000006030200040200400200410200400303000040410303000040f4d1";
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::protocol::test_bytes::{hex, STARTUP_FRAME_0 as SEQ0};
 
     #[test]
     fn crc16_is_ibm_3740() {

@@ -372,22 +372,13 @@ impl Startup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::protocol::test_bytes::{hex, STARTUP_FRAME_0};
 
     #[test]
     fn startup_frame_0_starts_sonar_chest_eeproms_then_reads_both_eeproms() {
         let mut b = [0u8; 512];
         let n = build_startup_frame_0(&mut b).unwrap();
-        assert_eq!(
-            &b[..n],
-            &hex("a5000006030200040200400200410200400303000040410303000040f4d1")[..]
-        );
+        assert_eq!(&b[..n], &hex(STARTUP_FRAME_0)[..]);
     }
 
     #[test]

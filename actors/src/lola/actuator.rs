@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
@@ -184,48 +185,80 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-/// `N` numbers (any msgpack number type) as f32; `.0` names the key.
-struct FloatsVisitor<const N: usize>(&'static str);
+/// LoLA's array `key`: exactly `N` values, each read as `T`.
+struct ArraySeed<T, const N: usize> {
+    key: &'static str,
+    /// What the values are, for the messages (`numbers`, `booleans`).
+    kind: &'static str,
+    /// What LoLA's values stand for, after its count in a message.
+    order: &'static str,
+    values: PhantomData<T>,
+}
 
-impl<'de, const N: usize> Visitor<'de> for FloatsVisitor<N> {
-    type Value = [f32; N];
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "`{}` as an array of {N} numbers", self.0)
+/// `N` numbers (any msgpack number type) as f32.
+const fn numbers<const N: usize>(key: &'static str) -> ArraySeed<f32, N> {
+    ArraySeed {
+        key,
+        kind: "numbers",
+        order: "",
+        values: PhantomData,
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<[f32; N], A::Error> {
-        let mut out = [0.0f32; N];
+}
+
+/// `Sonar`: left, right, each a boolean (or a number: non-zero is true).
+const SONAR: ArraySeed<Flag, 2> = ArraySeed {
+    key: "Sonar",
+    kind: "booleans",
+    order: " (left, right)",
+    values: PhantomData,
+};
+
+impl<'de, T: Deserialize<'de> + Copy + Default, const N: usize> de::DeserializeSeed<'de>
+    for ArraySeed<T, N>
+{
+    type Value = [T; N];
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<[T; N], D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de> + Copy + Default, const N: usize> Visitor<'de> for ArraySeed<T, N> {
+    type Value = [T; N];
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "`{}` as an array of {N} {}", self.key, self.kind)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<[T; N], A::Error> {
+        let mut out = [T::default(); N];
         for (i, slot) in out.iter_mut().enumerate() {
-            match seq.next_element::<f32>() {
-                Ok(Some(v)) => *slot = v,
-                Ok(None) => {
-                    return Err(de::Error::custom(format_args!(
-                        "`{}` has {i} values; LoLA's has {N}",
-                        self.0
-                    )))
-                }
-                Err(e) => return Err(e),
-            }
+            *slot = seq.next_element::<T>()?.ok_or_else(|| {
+                de::Error::custom(format_args!(
+                    "`{}` has {i} values; LoLA's has {N}{}",
+                    self.key, self.order
+                ))
+            })?;
         }
         if seq.next_element::<IgnoredAny>()?.is_some() {
             return Err(de::Error::custom(format_args!(
-                "`{}` has more than {N} values; LoLA's has {N}",
-                self.0
+                "`{}` has more than {N} values; LoLA's has {N}{}",
+                self.key, self.order
             )));
         }
         Ok(out)
     }
 }
 
-struct FloatsSeed<const N: usize>(&'static str);
-
-impl<'de, const N: usize> de::DeserializeSeed<'de> for FloatsSeed<N> {
-    type Value = [f32; N];
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<[f32; N], D::Error> {
-        d.deserialize_seq(FloatsVisitor::<N>(self.0))
-    }
+/// The value of `seed.key` in `map`, noted in `at` while it is decoded.
+fn read<'de, A: MapAccess<'de>, T: Deserialize<'de> + Copy + Default, const N: usize>(
+    map: &mut A,
+    at: &Cell<&'static str>,
+    seed: ArraySeed<T, N>,
+) -> Result<Option<[T; N]>, A::Error> {
+    at.set(seed.key);
+    map.next_value_seed(seed).map(Some)
 }
 
 /// One boolean (or a number: non-zero is true).
+#[derive(Debug, Clone, Copy, Default)]
 struct Flag(bool);
 
 impl<'de> Deserialize<'de> for Flag {
@@ -253,41 +286,6 @@ impl<'de> Deserialize<'de> for Flag {
     }
 }
 
-struct SonarSeed;
-
-impl<'de> de::DeserializeSeed<'de> for SonarSeed {
-    type Value = [bool; 2];
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<[bool; 2], D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = [bool; 2];
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                write!(f, "`Sonar` as an array of 2 booleans")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<[bool; 2], A::Error> {
-                let mut out = [false; 2];
-                for (i, slot) in out.iter_mut().enumerate() {
-                    match seq.next_element::<Flag>()? {
-                        Some(Flag(v)) => *slot = v,
-                        None => {
-                            return Err(de::Error::custom(format_args!(
-                                "`Sonar` has {i} values; LoLA's has 2 (left, right)"
-                            )))
-                        }
-                    }
-                }
-                if seq.next_element::<IgnoredAny>()?.is_some() {
-                    return Err(de::Error::custom(
-                        "`Sonar` has more than 2 values; LoLA's has 2 (left, right)",
-                    ));
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_seq(V)
-    }
-}
-
 /// Decodes an [`Actuation`], noting in `.0` the key whose value is being
 /// decoded (for the error message).
 struct ActuationSeed<'a>(&'a Cell<&'static str>);
@@ -312,31 +310,15 @@ impl<'de> de::DeserializeSeed<'de> for ActuationSeed<'_> {
                         break;
                     };
                     match key {
-                        Key::Position => {
-                            self.0.set("Position");
-                            a.position =
-                                Some(map.next_value_seed(FloatsSeed::<JOINTS>("Position"))?)
-                        }
+                        Key::Position => a.position = read(&mut map, self.0, numbers("Position"))?,
                         Key::Stiffness => {
-                            self.0.set("Stiffness");
-                            a.stiffness =
-                                Some(map.next_value_seed(FloatsSeed::<JOINTS>("Stiffness"))?)
+                            a.stiffness = read(&mut map, self.0, numbers("Stiffness"))?
                         }
-                        Key::Chest => {
-                            self.0.set("Chest");
-                            a.chest = Some(map.next_value_seed(FloatsSeed::<3>("Chest"))?)
-                        }
-                        Key::LFoot => {
-                            self.0.set("LFoot");
-                            a.left_foot = Some(map.next_value_seed(FloatsSeed::<3>("LFoot"))?)
-                        }
-                        Key::RFoot => {
-                            self.0.set("RFoot");
-                            a.right_foot = Some(map.next_value_seed(FloatsSeed::<3>("RFoot"))?)
-                        }
+                        Key::Chest => a.chest = read(&mut map, self.0, numbers("Chest"))?,
+                        Key::LFoot => a.left_foot = read(&mut map, self.0, numbers("LFoot"))?,
+                        Key::RFoot => a.right_foot = read(&mut map, self.0, numbers("RFoot"))?,
                         Key::Sonar => {
-                            self.0.set("Sonar");
-                            a.sonar = Some(map.next_value_seed(SonarSeed)?)
+                            a.sonar = read(&mut map, self.0, SONAR)?.map(|s| s.map(|Flag(v)| v))
                         }
                         Key::IgnoredLed => {
                             self.0.set("an ignored LED key");
@@ -357,42 +339,33 @@ mod tests {
     use super::*;
     use serde::Serialize;
 
+    /// What HULKs' LoLA client sends, every key, in its order.
     #[derive(Serialize)]
+    #[serde(rename_all = "PascalCase")]
     struct Hulks {
-        #[serde(rename = "Chest")]
         chest: [f32; 3],
-        #[serde(rename = "LEar")]
-        left_ear: [f32; 10],
-        #[serde(rename = "LEye")]
-        left_eye: [f32; 24],
-        #[serde(rename = "LFoot")]
-        left_foot: [f32; 3],
-        #[serde(rename = "Position")]
+        l_ear: [f32; 10],
+        l_eye: [f32; 24],
+        l_foot: [f32; 3],
         position: [f32; 25],
-        #[serde(rename = "REar")]
-        right_ear: [f32; 10],
-        #[serde(rename = "REye")]
-        right_eye: [f32; 24],
-        #[serde(rename = "RFoot")]
-        right_foot: [f32; 3],
-        #[serde(rename = "Skull")]
+        r_ear: [f32; 10],
+        r_eye: [f32; 24],
+        r_foot: [f32; 3],
         skull: [f32; 12],
-        #[serde(rename = "Sonar")]
         sonar: [bool; 2],
-        #[serde(rename = "Stiffness")]
         stiffness: [f32; 25],
     }
 
     fn hulks() -> Vec<u8> {
         rmp_serde::to_vec_named(&Hulks {
             chest: [0.0, 1.0, 0.5],
-            left_ear: [1.0; 10],
-            left_eye: [1.0; 24],
-            left_foot: [1.0, 0.0, 0.0],
+            l_ear: [1.0; 10],
+            l_eye: [1.0; 24],
+            l_foot: [1.0, 0.0, 0.0],
             position: std::array::from_fn(|j| j as f32 * 0.1),
-            right_ear: [1.0; 10],
-            right_eye: [1.0; 24],
-            right_foot: [0.0, 0.0, 1.0],
+            r_ear: [1.0; 10],
+            r_eye: [1.0; 24],
+            r_foot: [0.0, 0.0, 1.0],
             skull: [1.0; 12],
             sonar: [true, true],
             stiffness: [0.7; 25],

@@ -120,48 +120,38 @@ impl Default for RobotConfig {
 }
 
 /// One sensor frame in LoLA's units, in LoLA's key order.
+/// Each key is its field's name in PascalCase (`FSR` excepted).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "PascalCase")]
 pub struct LolaSensorFrame<'a> {
     /// Body id, body version, head id, head version.
-    #[serde(rename = "RobotConfig")]
     pub robot_config: [&'a str; 4],
     /// x, y, z in m/s^2.
-    #[serde(rename = "Accelerometer")]
     pub accelerometer: [f32; 3],
     /// x, y in rad.
-    #[serde(rename = "Angles")]
     pub angles: [f32; 2],
     /// Charge (0..1), status word, current (A, negative while discharging),
     /// temperature (degC).
-    #[serde(rename = "Battery")]
     pub battery: [f32; 4],
     /// Per joint, A.
-    #[serde(rename = "Current")]
     pub current: [f32; JOINTS],
     /// Left foot front-left, front-right, rear-left, rear-right, then the
     /// right foot; kg.
     #[serde(rename = "FSR")]
     pub fsr: [f32; 8],
     /// x, y, z in rad/s.
-    #[serde(rename = "Gyroscope")]
     pub gyroscope: [f32; 3],
     /// Per joint, rad.
-    #[serde(rename = "Position")]
     pub position: [f32; JOINTS],
     /// Left, right in m.
-    #[serde(rename = "Sonar")]
     pub sonar: [f32; 2],
     /// Per joint, the stiffness applied in this cycle, 0..1.
-    #[serde(rename = "Stiffness")]
     pub stiffness: [f32; JOINTS],
     /// Per joint, degC.
-    #[serde(rename = "Temperature")]
     pub temperature: [f32; JOINTS],
     /// 14 touch sensors, 1.0 pressed, 0.0 not (see [`touch`]).
-    #[serde(rename = "Touch")]
     pub touch: [f32; 14],
     /// Per joint, LoLA's temperature status 0..=3.
-    #[serde(rename = "Status")]
     pub status: [u8; JOINTS],
 }
 

@@ -241,22 +241,19 @@ mod tests {
         )
     }
 
+    /// An answer with one READ answer from `address`, handed over.
+    fn read(address: u8, data: &[u8], s: &mut Sensors, h: &mut Handshake) -> Trips {
+        hand(&answer(|w| w.push(address, ANS_READ, data).unwrap()), s, h)
+    }
+
     #[test]
     fn chest_button_pressed_trips_the_switch() {
         let mut s = Sensors::new(&[2048; JOINTS]);
         let mut h = Handshake::new(&DEFAULT_ACCEPTED);
-        let t = hand(
-            &answer(|w| w.push(ADDR_CHEST, ANS_READ, &[1, 0x24]).unwrap()),
-            &mut s,
-            &mut h,
-        );
+        let t = read(ADDR_CHEST, &[1, 0x24], &mut s, &mut h);
         assert_eq!(t.reason(), Some(Reason::ChestButton));
         assert!(s.chest_button);
-        let t = hand(
-            &answer(|w| w.push(ADDR_CHEST, ANS_READ, &[0, 0x24]).unwrap()),
-            &mut s,
-            &mut h,
-        );
+        let t = read(ADDR_CHEST, &[0, 0x24], &mut s, &mut h);
         assert!(!t.any());
     }
 
@@ -270,11 +267,7 @@ mod tests {
         p[4] = 89;
         p[6..8].copy_from_slice(&2000u16.to_le_bytes());
         p[10] = 90;
-        let t = hand(
-            &answer(|w| w.push(0x13, ANS_READ, &p).unwrap()),
-            &mut s,
-            &mut h,
-        );
+        let t = read(0x13, &p, &mut s, &mut h);
         assert_eq!(t.heat, Some(Joint::LHand));
         assert_eq!(t.fault, None);
         assert_eq!(s.position_count[Joint::LWristYaw], 2100);
@@ -284,11 +277,7 @@ mod tests {
         );
         p[10] = 20;
         p[5] = 1;
-        let t = hand(
-            &answer(|w| w.push(0x13, ANS_READ, &p).unwrap()),
-            &mut s,
-            &mut h,
-        );
+        let t = read(0x13, &p, &mut s, &mut h);
         assert_eq!(
             (t.heat, t.fault, t.reason()),
             (None, Some(Joint::LWristYaw), Some(Reason::Fault))
@@ -301,16 +290,8 @@ mod tests {
         let mut h = Handshake::new(&DEFAULT_ACCEPTED);
         let mut b = [0u8; 8];
         b[2..4].copy_from_slice(&5200i16.to_le_bytes());
-        hand(
-            &answer(|w| w.push(ADDR_BATTERY, ANS_READ, &b).unwrap()),
-            &mut s,
-            &mut h,
-        );
-        hand(
-            &answer(|w| w.push(ADDR_SONAR, ANS_READ, &[1, 0, 2, 0]).unwrap()),
-            &mut s,
-            &mut h,
-        );
+        read(ADDR_BATTERY, &b, &mut s, &mut h);
+        read(ADDR_SONAR, &[1, 0, 2, 0], &mut s, &mut h);
         assert_eq!(s.battery.current_ma, 5200);
         assert_eq!(s.sonar_mm, [1, 2]);
     }

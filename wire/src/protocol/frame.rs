@@ -381,13 +381,29 @@ mod tests {
         );
     }
 
-    #[test]
-    fn answer_with_bad_sync_crc_or_seq_is_rejected() {
+    /// An answer, seq `seq`, with one message (the chest board's READ
+    /// answer `04 81 00 24`).
+    fn one_message_answer(seq: u16) -> Vec<u8> {
         let mut buf = [0u8; 64];
-        let mut w = FrameWriter::answer(&mut buf, 7).unwrap();
+        let mut w = FrameWriter::answer(&mut buf, seq).unwrap();
         w.push(0x04, 0x81, &[0, 0x24]).unwrap();
         let n = w.finish();
-        let good = buf[..n].to_vec();
+        buf[..n].to_vec()
+    }
+
+    /// `frame` claiming `count` messages, its CRC made good again.
+    fn with_count(frame: &[u8], count: u8) -> Vec<u8> {
+        let mut f = frame.to_vec();
+        let n = f.len();
+        f[3] = count;
+        let crc = crc16(&f[..n - 2]);
+        f[n - 2..].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn answer_with_bad_sync_crc_or_seq_is_rejected() {
+        let good = one_message_answer(7);
         assert!(Frame::parse_answer(&good, 7).is_ok());
         assert_eq!(
             Frame::parse_answer(&good, 8),
@@ -416,23 +432,13 @@ mod tests {
 
     #[test]
     fn count_that_does_not_match_the_bytes_is_rejected() {
-        let mut buf = [0u8; 64];
-        let mut w = FrameWriter::answer(&mut buf, 1).unwrap();
-        w.push(0x04, 0x81, &[0, 0x24]).unwrap();
-        let n = w.finish();
-        // claim two messages, fix the CRC
-        buf[3] = 2;
-        let crc = crc16(&buf[..n - 2]);
-        buf[n - 2..n].copy_from_slice(&crc.to_le_bytes());
+        let answer = one_message_answer(1);
         assert_eq!(
-            Frame::parse(&buf[..n], SYNC_ANSWER),
+            Frame::parse(&with_count(&answer, 2), SYNC_ANSWER),
             Err(FrameError::Truncated { index: 1 })
         );
-        buf[3] = 0;
-        let crc = crc16(&buf[..n - 2]);
-        buf[n - 2..n].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(
-            Frame::parse(&buf[..n], SYNC_ANSWER),
+            Frame::parse(&with_count(&answer, 0), SYNC_ANSWER),
             Err(FrameError::TrailingBytes { len: 5 })
         );
     }

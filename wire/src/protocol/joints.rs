@@ -96,48 +96,23 @@ mod tests {
         overcurrent: 1000,
     };
 
+    /// Joint 0 commanded stiffness `s` at position `p`, measured at
+    /// `measured`: full levels, not held, its board accepted, zero 2048.
+    fn unheld(s: f32, p: f32, measured: u16) -> (u16, u16) {
+        joint_value(0, &cmd(s, p), &FULL, Hold::default(), true, 2048, measured)
+    }
+
     #[test]
     fn joint_stiffness_is_rounded_per_mille_and_clamped() {
-        assert_eq!(
-            joint_value(0, &cmd(0.5, 0.0), &FULL, Hold::default(), true, 2048, 2000),
-            (500, 2048)
-        );
-        assert_eq!(
-            joint_value(0, &cmd(1.5, 0.0), &FULL, Hold::default(), true, 2048, 2000).0,
-            1000
-        );
-        assert_eq!(
-            joint_value(0, &cmd(-1.0, 0.0), &FULL, Hold::default(), true, 2048, 2000),
-            (0, 2000)
-        );
+        assert_eq!(unheld(0.5, 0.0, 2000), (500, 2048));
+        assert_eq!(unheld(1.5, 0.0, 2000).0, 1000);
+        assert_eq!(unheld(-1.0, 0.0, 2000), (0, 2000));
     }
 
     #[test]
     fn joint_with_non_finite_stiffness_or_position_is_limp_at_its_measured_position() {
-        assert_eq!(
-            joint_value(
-                0,
-                &cmd(0.5, f32::NAN),
-                &FULL,
-                Hold::default(),
-                true,
-                2048,
-                1999
-            ),
-            (0, 1999)
-        );
-        assert_eq!(
-            joint_value(
-                0,
-                &cmd(f32::INFINITY, 0.1),
-                &FULL,
-                Hold::default(),
-                true,
-                2048,
-                1999
-            ),
-            (0, 1999)
-        );
+        assert_eq!(unheld(0.5, f32::NAN, 1999), (0, 1999));
+        assert_eq!(unheld(f32::INFINITY, 0.1, 1999), (0, 1999));
     }
 
     #[test]

@@ -140,6 +140,18 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// Steps `s` every 12 ms from `t` (commanded or not) until `done`;
+    /// returns how many cycles that took.
+    fn cycles_until(s: &mut Safety, t: &mut u64, command: bool, done: fn(&Levels) -> bool) -> u32 {
+        let mut cycles = 0;
+        while !done(&s.levels()) {
+            *t += 12 * MS;
+            s.step(*t, command, 0);
+            cycles += 1;
+        }
+        cycles
+    }
+
     #[test]
     fn controller_lost_ramps_down_in_500_cycles() {
         let mut s = Safety::new();
@@ -148,13 +160,10 @@ mod tests {
             t += 12 * MS;
             assert_eq!(s.step(t, false, 0).controller, 1000);
         }
-        let mut cycles = 0;
-        while s.levels().controller > 0 {
-            t += 12 * MS;
-            s.step(t, false, 0);
-            cycles += 1;
-        }
-        assert_eq!(cycles, 500);
+        assert_eq!(
+            cycles_until(&mut s, &mut t, false, |l| l.controller == 0),
+            500
+        );
     }
 
     #[test]
@@ -166,13 +175,10 @@ mod tests {
             s.step(t, false, 0);
         }
         assert_eq!(s.levels().controller, 0);
-        let mut cycles = 0;
-        while s.levels().controller < 1000 {
-            t += 12 * MS;
-            s.step(t, true, 0);
-            cycles += 1;
-        }
-        assert_eq!(cycles, 200);
+        assert_eq!(
+            cycles_until(&mut s, &mut t, true, |l| l.controller >= 1000),
+            200
+        );
     }
 
     #[test]

@@ -388,46 +388,36 @@ mod tests {
         assert_eq!(&b[..n], &hex("a5010003f01200f112000102005c21")[..]);
     }
 
-    #[test]
-    fn startup_answer_with_nonzero_status_names_the_device() {
+    /// Start-up answer 1 with one status message per `(address, status)`.
+    fn check_answer_1(statuses: &[(u8, u8)]) -> Result<(), StartupError> {
         let mut b = [0u8; 64];
         let mut w = FrameWriter::answer(&mut b, 1).unwrap();
-        w.push(ADDR_BUS_A, ANS_STATUS, &[0]).unwrap();
-        w.push(ADDR_BUS_B, ANS_STATUS, &[3]).unwrap();
-        w.push(ADDR_IMU, ANS_STATUS, &[0]).unwrap();
+        for &(address, status) in statuses {
+            w.push(address, ANS_STATUS, &[status]).unwrap();
+        }
         let n = w.finish();
-        let e = check_startup_answer_1(&b[..n]).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                StartupError::Device {
-                    address: ADDR_BUS_B,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        check_startup_answer_1(&b[..n])
+    }
+
+    /// The device an error names, if it is a device error.
+    fn device(e: &StartupError) -> Option<u8> {
+        match e {
+            StartupError::Device { address, .. } => Some(*address),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn startup_answer_with_nonzero_status_names_the_device() {
+        let e = check_answer_1(&[(ADDR_BUS_A, 0), (ADDR_BUS_B, 3), (ADDR_IMU, 0)]).unwrap_err();
+        assert_eq!(device(&e), Some(ADDR_BUS_B), "{e}");
         assert!(e.to_string().contains("motor bus B"));
         assert!(check_startup_answer_1(&hex("5a010003f0820100f1820100018201008b09")).is_ok());
     }
 
     #[test]
     fn startup_answer_missing_a_device_names_it() {
-        let mut b = [0u8; 64];
-        let mut w = FrameWriter::answer(&mut b, 1).unwrap();
-        w.push(ADDR_BUS_A, ANS_STATUS, &[0]).unwrap();
-        w.push(ADDR_BUS_B, ANS_STATUS, &[0]).unwrap();
-        let n = w.finish();
-        let e = check_startup_answer_1(&b[..n]).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                StartupError::Device {
-                    address: ADDR_IMU,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        let e = check_answer_1(&[(ADDR_BUS_A, 0), (ADDR_BUS_B, 0)]).unwrap_err();
+        assert_eq!(device(&e), Some(ADDR_IMU), "{e}");
     }
 }

@@ -23,7 +23,9 @@ mod tests {
     fn udp_stop_prefix_is_the_11_bytes_nao_rs_stop() {
         assert_eq!(PREFIX.len(), 11);
         assert!(is_stop(b"NAO-RS STOP"));
+        assert!(is_stop(b"NAO-RS STOP\n"));
         assert!(is_stop(b"NAO-RS STOP\n please"));
+        assert!(is_stop(b"NAO-RS STOP please, anything after is ignored"));
         assert!(!is_stop(b"NAO-RS STO"));
         assert!(!is_stop(b"nao-rs stop"));
         assert!(!is_stop(b" NAO-RS STOP"));

@@ -234,6 +234,14 @@ mod tests {
 
     const P: u64 = 12_000_000;
 
+    /// A schedule starting at 0 whose cycle 0 ran on time.
+    fn started() -> Schedule {
+        let mut s = Schedule::new(0, P, P / 10);
+        s.plan(0);
+        s.start(0);
+        s
+    }
+
     #[test]
     fn ticker_deadlines_are_absolute_on_a_fixed_grid() {
         let mut s = Schedule::new(1_000, P, P / 10);
@@ -251,9 +259,7 @@ mod tests {
 
     #[test]
     fn late_cycle_never_makes_the_next_one_early() {
-        let mut s = Schedule::new(0, P, P / 10);
-        s.plan(0);
-        s.start(0);
+        let mut s = started();
         // Cycle 1 wakes 5 ms late.
         assert_eq!(s.plan(P + 5_000_000), P);
         let t = s.start(P + 5_000_000);
@@ -266,9 +272,7 @@ mod tests {
 
     #[test]
     fn overrun_skips_missed_deadlines_and_counts_them() {
-        let mut s = Schedule::new(0, P, P / 10);
-        s.plan(0);
-        s.start(0);
+        let mut s = started();
         // The work of cycle 0 took 3.5 periods: deadlines P and 2P are missed.
         let now = 3 * P + P / 2;
         assert_eq!(s.plan(now), 3 * P);

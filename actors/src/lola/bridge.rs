@@ -84,11 +84,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn controller_message_is_pushed_once() {
+    /// A bridge whose controller, attached at position 0, sent [`stiff`].
+    fn commanded() -> Bridge {
         let mut b = Bridge::new();
         b.controller_attached(&[0.0; JOINTS]);
         b.on_message(&stiff());
+        b
+    }
+
+    #[test]
+    fn controller_message_is_pushed_once() {
+        let mut b = commanded();
         let c = b.on_cycle().unwrap();
         assert_eq!(c.stiffness, [0.8; JOINTS]);
         assert_eq!(c.position, [0.1; JOINTS]);
@@ -97,9 +103,7 @@ mod tests {
 
     #[test]
     fn silent_controller_pushes_nothing_so_controller_lost_ramp_takes_over() {
-        let mut b = Bridge::new();
-        b.controller_attached(&[0.0; JOINTS]);
-        b.on_message(&stiff());
+        let mut b = commanded();
         assert!(b.on_cycle().is_some());
         for _ in 0..30 {
             assert_eq!(b.on_cycle(), None);
@@ -112,18 +116,14 @@ mod tests {
 
     #[test]
     fn disconnected_controller_pushes_nothing() {
-        let mut b = Bridge::new();
-        b.controller_attached(&[0.0; JOINTS]);
-        b.on_message(&stiff());
+        let mut b = commanded();
         b.controller_detached();
         assert_eq!(b.on_cycle(), None);
     }
 
     #[test]
     fn new_controller_starts_limp_at_measured_positions() {
-        let mut b = Bridge::new();
-        b.controller_attached(&[0.0; JOINTS]);
-        b.on_message(&stiff());
+        let mut b = commanded();
         b.on_cycle();
         b.controller_attached(&[0.4; JOINTS]);
         b.on_message(&Actuation {

@@ -285,14 +285,25 @@ mod tests {
         }; 4]; 2]
     }
 
-    #[test]
-    fn sensor_frame_is_exactly_896_bytes() {
-        let id = RobotConfig::default();
+    /// The frame of `s` and `id`, encoded: its length and its bytes.
+    fn encoded(s: &BodySensors, id: &RobotConfig) -> (usize, [u8; FRAME_LEN]) {
         let mut out = [0u8; FRAME_LEN];
-        let n = LolaSensorFrame::from_body(&sensors(), &id, &cal())
+        let n = LolaSensorFrame::from_body(s, id, &cal())
             .encode(&mut out)
             .unwrap();
-        assert_eq!(n, FRAME_LEN);
+        (n, out)
+    }
+
+    /// The frame of [`sensors`] and the default robot, encoded and read
+    /// back as a msgpack value.
+    fn decoded() -> (rmpv::Value, [u8; FRAME_LEN]) {
+        let (_, out) = encoded(&sensors(), &RobotConfig::default());
+        (rmpv::decode::read_value(&mut &out[..]).unwrap(), out)
+    }
+
+    #[test]
+    fn sensor_frame_is_exactly_896_bytes() {
+        assert_eq!(encoded(&sensors(), &RobotConfig::default()).0, FRAME_LEN);
         // Extreme values keep the size: floats are always float32, status
         // stays a fixint.
         let mut s = sensors();
@@ -300,20 +311,12 @@ mod tests {
         s.temperature_c = [i8::MIN; JOINTS];
         s.current_ma = [u16::MAX; JOINTS];
         let id = RobotConfig::new("", "", "a much longer head id than twenty", "6");
-        let n = LolaSensorFrame::from_body(&s, &id, &cal())
-            .encode(&mut out)
-            .unwrap();
-        assert_eq!(n, FRAME_LEN);
+        assert_eq!(encoded(&s, &id).0, FRAME_LEN);
     }
 
     #[test]
     fn sensor_frame_has_lolas_keys_in_lolas_order() {
-        let id = RobotConfig::default();
-        let mut out = [0u8; FRAME_LEN];
-        LolaSensorFrame::from_body(&sensors(), &id, &cal())
-            .encode(&mut out)
-            .unwrap();
-        let v = rmpv::decode::read_value(&mut &out[..]).unwrap();
+        let (v, out) = decoded();
         let keys: Vec<&str> = v
             .as_map()
             .unwrap()
@@ -355,7 +358,7 @@ mod tests {
     }
 
     #[test]
-    fn identity_strings_are_fixed_length_printable_ascii() {
+    fn robot_config_strings_are_fixed_length_printable_ascii() {
         let id = RobotConfig::new("ab\u{e9}\n", "6.0.0.1", "", "6");
         let s = id.strings();
         assert_eq!(s[0], "ab__                ");
@@ -366,12 +369,7 @@ mod tests {
 
     #[test]
     fn every_float_is_float32_and_status_is_fixint() {
-        let id = RobotConfig::default();
-        let mut out = [0u8; FRAME_LEN];
-        LolaSensorFrame::from_body(&sensors(), &id, &cal())
-            .encode(&mut out)
-            .unwrap();
-        let v = rmpv::decode::read_value(&mut &out[..]).unwrap();
+        let (v, _) = decoded();
         for (k, val) in v.as_map().unwrap() {
             let key = k.as_str().unwrap();
             for item in val.as_array().unwrap() {

@@ -371,18 +371,6 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
 
-    #[test]
-    fn udp_stop_prefix_is_the_11_bytes_nao_rs_stop() {
-        assert_eq!(STOP_PREFIX.len(), 11);
-        assert!(is_stop(b"NAO-RS STOP"));
-        assert!(is_stop(b"NAO-RS STOP\n"));
-        assert!(is_stop(b"NAO-RS STOP please, anything after is ignored"));
-        assert!(!is_stop(b"NAO-RS STO"));
-        assert!(!is_stop(b"nao-rs stop"));
-        assert!(!is_stop(b" NAO-RS STOP"));
-        assert!(!is_stop(b""));
-    }
-
     fn free_port() -> u16 {
         UdpSocket::bind("127.0.0.1:0")
             .unwrap()

@@ -213,11 +213,11 @@ impl LolaServer {
         self.accept();
         let Some(sensors) = body.next_sensors(timeout) else {
             self.accept();
-            self.read_clients();
+            self.each_client(Self::read_client);
             return false;
         };
         self.accept();
-        self.read_clients();
+        self.each_client(Self::read_client);
         self.last_position = sensors.position;
         let was_silent = self.bridge.silent_cycles();
         let cmd = self.bridge.on_cycle();
@@ -248,7 +248,7 @@ impl LolaServer {
             &self.config.foot_pressure,
         );
         match frame.encode(&mut self.frame) {
-            Ok(FRAME_LEN) => self.write_clients(),
+            Ok(FRAME_LEN) => self.each_client(Self::write_client),
             Ok(n) => {
                 warn!(self.config.log, "LoLA: sensor frame has a wrong size; not sent"; "bytes" => n)
             }
@@ -355,10 +355,11 @@ impl LolaServer {
         }
     }
 
-    fn read_clients(&mut self) {
+    /// `step` for every client; a client it fails for is closed.
+    fn each_client(&mut self, step: fn(&mut Self, usize) -> Result<(), Close>) {
         let mut i = 0;
         while i < self.clients.len() {
-            match self.read_client(i) {
+            match step(self, i) {
                 Ok(()) => i += 1,
                 Err(why) => self.close(i, why),
             }
@@ -415,16 +416,6 @@ impl LolaServer {
                     return Ok(());
                 }
                 Err(DecodeError::Malformed(m)) => return Err(Close::Malformed(m)),
-            }
-        }
-    }
-
-    fn write_clients(&mut self) {
-        let mut i = 0;
-        while i < self.clients.len() {
-            match self.write_client(i) {
-                Ok(()) => i += 1,
-                Err(why) => self.close(i, why),
             }
         }
     }

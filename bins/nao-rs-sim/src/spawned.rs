@@ -23,7 +23,7 @@ use crate::trace::{self, Tail, TraceLine};
 /// let frames = sim.trace().unwrap();
 /// ```
 pub struct Spawned {
-    child: Child,
+    child: Reaped,
     dir: tempfile::TempDir,
     socket: PathBuf,
     ctl: PathBuf,
@@ -57,7 +57,7 @@ impl Spawned {
                 )
             })?;
         let mut s = Spawned {
-            child,
+            child: Reaped(child),
             dir,
             socket,
             ctl,
@@ -68,7 +68,7 @@ impl Spawned {
             if UnixStream::connect(&s.socket).is_ok() {
                 return Ok(s);
             }
-            if let Some(status) = s.child.try_wait()? {
+            if let Some(status) = s.child.0.try_wait()? {
                 return Err(io::Error::other(format!(
                     "nao-rs-sim exited before listening ({status}); args {args:?}"
                 )));
@@ -120,7 +120,7 @@ impl Spawned {
 
     /// The simulator's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.0.id()
     }
 
     /// Sends a control command (`"drop 11"`, `"button"`, `"heat 10"`, ...);
@@ -151,12 +151,22 @@ impl Spawned {
 
     /// Kills (SIGKILL) and reaps the simulator now.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
 }
 
-impl Drop for Spawned {
+/// A child process killed (SIGKILL) and reaped on drop, also when a test
+/// panics.
+struct Reaped(Child);
+
+impl Reaped {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Reaped {
     fn drop(&mut self) {
         self.kill();
     }
@@ -167,7 +177,7 @@ impl Drop for Spawned {
 /// killed with SIGKILL (which releases the claim at once) by
 /// [`Holder::kill`] or on drop.
 pub struct Holder {
-    child: Child,
+    child: Reaped,
 }
 
 impl Holder {
@@ -175,19 +185,19 @@ impl Holder {
     /// until it has claimed the interface.
     pub fn start(exe: impl AsRef<Path>, sim: &Spawned) -> io::Result<Holder> {
         use std::io::BufRead;
-        let mut child = Command::new(exe.as_ref())
+        let child = Command::new(exe.as_ref())
             .arg("hold")
             .arg("--socket")
             .arg(sim.socket())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()?;
-        let Some(out) = child.stdout.take() else {
-            let _ = child.kill();
-            let _ = child.wait();
+        let mut holder = Holder {
+            child: Reaped(child),
+        };
+        let Some(out) = holder.child.0.stdout.take() else {
             return Err(io::Error::other("no stdout of nao-rs-sim hold"));
         };
-        let mut holder = Holder { child };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -208,18 +218,11 @@ impl Holder {
 
     /// The holder's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.0.id()
     }
 
     /// Kills the holder with SIGKILL and reaps it.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        self.kill();
+        self.child.kill();
     }
 }

@@ -517,6 +517,14 @@ mod tests {
         Device::new(cfg, prefs)
     }
 
+    /// A device with one connection (id 1, pid 100) that opened it.
+    fn opened() -> (Device, Conn) {
+        let mut d = dev();
+        let mut a = Conn::new(1, 100);
+        open(&mut d, &mut a);
+        (d, a)
+    }
+
     fn call(d: &mut Device, c: &mut Conn, req: &[u8]) -> (Vec<u8>, Outcome) {
         let mut out = Vec::new();
         let o = d.request(c, req, 1_000, &mut out);
@@ -575,9 +583,7 @@ mod tests {
 
     #[test]
     fn bulk_in_returns_the_answer_to_the_last_frame_else_times_out_after_20_ms() {
-        let mut d = dev();
-        let mut a = Conn::new(1, 100);
-        open(&mut d, &mut a);
+        let (mut d, mut a) = opened();
         let (out, o) = call(&mut d, &mut a, &BULK_IN);
         assert_eq!((out[0], o.delay_ms), (ST_TIMEOUT, 20));
         call(&mut d, &mut a, &frame(7));
@@ -596,9 +602,7 @@ mod tests {
 
     #[test]
     fn drop_corrupt_and_stall_faults_cost_answers() {
-        let mut d = dev();
-        let mut a = Conn::new(1, 100);
-        open(&mut d, &mut a);
+        let (mut d, mut a) = opened();
         d.control(CtlCommand::Drop(2), 0);
         for seq in 0..2 {
             call(&mut d, &mut a, &frame(seq));
@@ -625,9 +629,7 @@ mod tests {
 
     #[test]
     fn unplug_fails_every_call_with_no_device_until_replug_and_reopen() {
-        let mut d = dev();
-        let mut a = Conn::new(1, 100);
-        open(&mut d, &mut a);
+        let (mut d, mut a) = opened();
         call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]);
         d.control(CtlCommand::Unplug, 0);
         assert_eq!(call(&mut d, &mut a, &frame(2)).0, [ST_NO_DEVICE]);
@@ -644,9 +646,7 @@ mod tests {
 
     #[test]
     fn control_requests_answer_version_prefs_in_chunks_and_boot_ids() {
-        let mut d = dev();
-        let mut a = Conn::new(1, 100);
-        open(&mut d, &mut a);
+        let (mut d, mut a) = opened();
         let ci = |d: &mut Device, a: &mut Conn, rq: u8, v: u16, i: u16, l: u16| {
             let mut r = vec![OP_CONTROL_IN, 0xc0, rq];
             r.extend_from_slice(&v.to_le_bytes());

@@ -204,6 +204,16 @@ impl Device {
     }
 
     /// Claims interface 0 for `conn` (explicitly or by a bulk transfer).
+    /// A bulk transfer on endpoint `ep` where the transfer needs `want`:
+    /// another endpoint is a pipe error; else the interface is claimed
+    /// implicitly, as usbfs does.
+    fn bulk(&mut self, conn: &Conn, ep: u8, want: u8) -> Result<(), LinkError> {
+        if ep != want {
+            return Err(LinkError::Pipe);
+        }
+        self.claim(conn)
+    }
+
     fn claim(&mut self, conn: &Conn) -> Result<(), LinkError> {
         match self.holder {
             Some((id, _)) if id == conn.id => Ok(()),
@@ -331,11 +341,7 @@ impl Device {
                 out.extend_from_slice(&data[..n]);
             }
             (OP_BULK_OUT, [ep, data @ ..]) => {
-                if *ep != EP_OUT {
-                    put_err(out, &LinkError::Pipe);
-                    return outcome;
-                }
-                if let Err(e) = self.claim(conn) {
+                if let Err(e) = self.bulk(conn, *ep, EP_OUT) {
                     put_err(out, &e);
                     return outcome;
                 }
@@ -343,11 +349,7 @@ impl Device {
                 put_len(out, data.len());
             }
             (OP_BULK_IN, [ep, l0, l1, ..]) => {
-                if *ep != EP_IN {
-                    put_err(out, &LinkError::Pipe);
-                    return outcome;
-                }
-                if let Err(e) = self.claim(conn) {
+                if let Err(e) = self.bulk(conn, *ep, EP_IN) {
                     put_err(out, &e);
                     return outcome;
                 }

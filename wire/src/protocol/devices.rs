@@ -241,6 +241,14 @@ mod tests {
         )
     }
 
+    /// Sensors at zero 2048 and the default handshake, nothing read yet.
+    fn fresh() -> (Sensors, Handshake) {
+        (
+            Sensors::new(&[2048; JOINTS]),
+            Handshake::new(&DEFAULT_ACCEPTED),
+        )
+    }
+
     /// An answer with one READ answer from `address`, handed over.
     fn read(address: u8, data: &[u8], s: &mut Sensors, h: &mut Handshake) -> Trips {
         hand(&answer(|w| w.push(address, ANS_READ, data).unwrap()), s, h)
@@ -248,8 +256,7 @@ mod tests {
 
     #[test]
     fn chest_button_pressed_trips_the_switch() {
-        let mut s = Sensors::new(&[2048; JOINTS]);
-        let mut h = Handshake::new(&DEFAULT_ACCEPTED);
+        let (mut s, mut h) = fresh();
         let t = read(ADDR_CHEST, &[1, 0x24], &mut s, &mut h);
         assert_eq!(t.reason(), Some(Reason::ChestButton));
         assert!(s.chest_button);
@@ -259,8 +266,7 @@ mod tests {
 
     #[test]
     fn joint_at_90_degrees_trips_heat_and_status_bit_0_trips_fault() {
-        let mut s = Sensors::new(&[2048; JOINTS]);
-        let mut h = Handshake::new(&DEFAULT_ACCEPTED);
+        let (mut s, mut h) = fresh();
         // The LWrist board: LWristYaw, then LHand.
         let mut p = [0u8; 12];
         p[0..2].copy_from_slice(&2100u16.to_le_bytes());
@@ -286,8 +292,7 @@ mod tests {
 
     #[test]
     fn device_that_does_not_answer_keeps_its_last_data() {
-        let mut s = Sensors::new(&[2048; JOINTS]);
-        let mut h = Handshake::new(&DEFAULT_ACCEPTED);
+        let (mut s, mut h) = fresh();
         let mut b = [0u8; 8];
         b[2..4].copy_from_slice(&5200i16.to_le_bytes());
         read(ADDR_BATTERY, &b, &mut s, &mut h);
@@ -298,8 +303,7 @@ mod tests {
 
     #[test]
     fn wrong_length_or_unknown_messages_are_ignored() {
-        let mut s = Sensors::new(&[2048; JOINTS]);
-        let mut h = Handshake::new(&DEFAULT_ACCEPTED);
+        let (mut s, mut h) = fresh();
         let t = hand(
             &answer(|w| {
                 w.push(ADDR_CHEST, ANS_READ, &[1]).unwrap();

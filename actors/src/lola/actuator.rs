@@ -445,42 +445,26 @@ mod tests {
         }
     }
 
+    /// What a message of one entry, `key` with `value`, is rejected for.
+    fn malformed_entry(key: &str, value: impl Serialize) -> String {
+        malformed(&rmp_serde::to_vec(&std::collections::BTreeMap::from([(key, value)])).unwrap())
+    }
+
     #[test]
     fn malformed_messages_name_the_problem() {
         // Not a map.
         let m = malformed(&rmp_serde::to_vec(&[1.0f32, 2.0]).unwrap());
         assert!(m.contains("actuator message"), "{m}");
         // Unknown key.
-        let m = malformed(
-            &rmp_serde::to_vec(&std::collections::BTreeMap::from([(
-                "Stifness",
-                [1.0f32; 25],
-            )]))
-            .unwrap(),
-        );
+        let m = malformed_entry("Stifness", [1.0f32; 25]);
         assert!(m.contains("Stifness"), "{m}");
         // Wrong length.
-        let m = malformed(
-            &rmp_serde::to_vec(&std::collections::BTreeMap::from([(
-                "Position",
-                [1.0f32; 24],
-            )]))
-            .unwrap(),
-        );
+        let m = malformed_entry("Position", [1.0f32; 24]);
         assert!(m.contains("24") && m.contains("25"), "{m}");
-        let m = malformed(
-            &rmp_serde::to_vec(&std::collections::BTreeMap::from([("Chest", [1.0f32; 4])]))
-                .unwrap(),
-        );
+        let m = malformed_entry("Chest", [1.0f32; 4]);
         assert!(m.contains("more than 3"), "{m}");
         // Not numbers.
-        let m = malformed(
-            &rmp_serde::to_vec(&std::collections::BTreeMap::from([(
-                "Chest",
-                ["a", "b", "c"],
-            )]))
-            .unwrap(),
-        );
+        let m = malformed_entry("Chest", ["a", "b", "c"]);
         assert!(m.contains("in Chest"), "{m}");
         // A reserved marker byte.
         let m = malformed(&[0xc1]);

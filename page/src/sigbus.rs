@@ -31,7 +31,8 @@ pub const SLOTS: usize = 64;
 /// backing the file; later ones detach it.
 const BACKING_ATTEMPTS: u32 = 2;
 
-struct Slot {
+/// The SIGBUS handler's slot for one registered mapping of a page file.
+struct FaultSlot {
     used: AtomicBool,
     base: AtomicUsize,
     len: AtomicUsize,
@@ -44,7 +45,7 @@ struct Slot {
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Slot = Slot {
+const EMPTY: FaultSlot = FaultSlot {
     used: AtomicBool::new(false),
     base: AtomicUsize::new(0),
     len: AtomicUsize::new(0),
@@ -53,7 +54,7 @@ const EMPTY: Slot = Slot {
     detached: AtomicI32::new(0),
 };
 
-static TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
+static TABLE: [FaultSlot; SLOTS] = [EMPTY; SLOTS];
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 static INSTALL: std::sync::Once = std::sync::Once::new();
 static HANDLED: AtomicUsize = AtomicUsize::new(0);
@@ -155,7 +156,7 @@ pub(crate) fn detach(slot: usize, why: i32) -> bool {
     TABLE.get(slot).is_some_and(|s| detach_slot(s, why))
 }
 
-fn detach_slot(s: &Slot, why: i32) -> bool {
+fn detach_slot(s: &FaultSlot, why: i32) -> bool {
     let base = s.base.load(Ordering::Acquire);
     let len = s.len.load(Ordering::Acquire);
     if base == 0 {

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nao_actors::lola::double::FakeBody;
-use nao_actors::lola::{BodySensors, LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
+use nao_actors::lola::{LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
+use nao_actors::runtime::SensorFrame;
 use nao_wire::JOINTS;
 use serde::Serialize;
 
@@ -41,10 +42,10 @@ fn setup() -> Setup {
     }
 }
 
-fn sensors(k: usize) -> BodySensors {
-    BodySensors {
+fn sensors(k: usize) -> SensorFrame {
+    SensorFrame {
         position: std::array::from_fn(|j| (k * 100 + j) as f32 * 1e-4),
-        ..BodySensors::default()
+        ..SensorFrame::default()
     }
 }
 

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use nao_wire::Command;
 
-use super::{Body, BodySensors};
+use super::Body;
+use crate::runtime::SensorFrame;
 
 /// A [`Body`] driven by hand.
 #[derive(Debug, Clone, Default)]
 pub struct FakeBody {
     /// Sensors still to hand out, one per [`Body::next_sensors`] call.
-    pub queue: VecDeque<BodySensors>,
+    pub queue: VecDeque<SensorFrame>,
     /// Every command pushed, in order.
     pub pushed: Vec<Command>,
     /// When set, [`Body::push`] hands every command back (a full ring).
@@ -26,7 +27,7 @@ impl FakeBody {
     }
 
     /// Queues one cycle's sensors.
-    pub fn queue(&mut self, s: BodySensors) {
+    pub fn queue(&mut self, s: SensorFrame) {
         self.queue.push_back(s);
     }
 }
@@ -34,7 +35,7 @@ impl FakeBody {
 impl Body for FakeBody {
     /// Hands out the next queued sensors, or waits `timeout` and returns
     /// `None` when the queue is empty.
-    fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors> {
+    fn next_sensors(&mut self, timeout: Duration) -> Option<SensorFrame> {
         let s = self.queue.pop_front();
         if s.is_none() {
             std::thread::sleep(timeout);

@@ -16,7 +16,7 @@ use serde::Serialize;
 use nao_wire::protocol::prefs::PressureCalibration;
 use nao_wire::JOINTS;
 
-use super::BodySensors;
+use crate::runtime::SensorFrame;
 
 /// Bytes of every sensor frame (LoLA's size).
 pub const FRAME_LEN: usize = 896;
@@ -204,7 +204,7 @@ impl<'a> LolaSensorFrame<'a> {
     /// The frame of one cycle's sensors, converted to LoLA's units (see
     /// `docs/lola.md` for every field's answer byte and unit).
     pub fn from_body(
-        s: &BodySensors,
+        s: &SensorFrame,
         robot_config: &'a RobotConfig,
         foot_pressure: &[[PressureCalibration; 4]; 2],
     ) -> Self {
@@ -229,10 +229,10 @@ impl<'a> LolaSensorFrame<'a> {
             gyroscope: imu.gyroscope.map(milli),
             position: s.position,
             sonar: s.sonar_mm.map(|d| f32::from(d) / 1000.0),
-            stiffness: s.stiffness,
-            temperature: s.temperature_c.map(f32::from),
+            stiffness: s.stiffness_sent.map(|q| f32::from(q) / 1000.0),
+            temperature: s.temperature.map(f32::from),
             touch: touch(s.chest_button, s.bumpers),
-            status: s.temperature_c.map(temperature_status),
+            status: s.temperature.map(temperature_status),
         }
     }
 
@@ -254,8 +254,8 @@ mod tests {
     use super::*;
     use nao_wire::protocol::devices::{Battery, Imu};
 
-    fn sensors() -> BodySensors {
-        BodySensors {
+    fn sensors() -> SensorFrame {
+        SensorFrame {
             imu: Imu {
                 accelerometer: [10, -20, 9810],
                 gyroscope: [1, 2, -3],
@@ -270,11 +270,12 @@ mod tests {
             sonar_mm: [1566, 1366],
             chest_button: true,
             position: std::array::from_fn(|j| j as f32 * 0.01),
-            stiffness: [0.5; JOINTS],
+            stiffness_sent: std::array::from_fn(|j| [500, 1000, 0][j % 3]),
             current_ma: std::array::from_fn(|j| j as u16 * 10),
-            temperature_c: std::array::from_fn(|j| if j == 3 { 90 } else { 35 }),
+            temperature: std::array::from_fn(|j| if j == 3 { 90 } else { 35 }),
             foot_pressure: [[650; 4], [700; 4]],
             bumpers: [0b01, 0b10],
+            ..SensorFrame::default()
         }
     }
 
@@ -286,7 +287,7 @@ mod tests {
     }
 
     /// The frame of `s` and `id`, encoded: its length and its bytes.
-    fn encoded(s: &BodySensors, id: &RobotConfig) -> (usize, [u8; FRAME_LEN]) {
+    fn encoded(s: &SensorFrame, id: &RobotConfig) -> (usize, [u8; FRAME_LEN]) {
         let mut out = [0u8; FRAME_LEN];
         let n = LolaSensorFrame::from_body(s, id, &cal())
             .encode(&mut out)
@@ -308,7 +309,7 @@ mod tests {
         // stays a fixint.
         let mut s = sensors();
         s.position = [f32::NAN; JOINTS];
-        s.temperature_c = [i8::MIN; JOINTS];
+        s.temperature = [i8::MIN; JOINTS];
         s.current_ma = [u16::MAX; JOINTS];
         let id = RobotConfig::new("", "", "a much longer head id than twenty", "6");
         assert_eq!(encoded(&s, &id).0, FRAME_LEN);
@@ -343,7 +344,8 @@ mod tests {
         assert_eq!(f.status[4], 0);
         assert_eq!(f.fsr[0], 650.0 * 0.01 - 1.0);
         assert_eq!(f.fsr[7], 700.0 * 0.01 - 1.0);
-        assert_eq!(f.stiffness, [0.5; JOINTS]);
+        // Per mille as sent, 0..1 for LoLA.
+        assert_eq!(&f.stiffness[..3], [0.5, 1.0, 0.0]);
         assert_eq!(f.position[24], 0.24);
         assert_eq!(f.robot_config[2], "HEAD                ");
         assert_eq!(f.robot_config[0], "P0000074A05S94F00027");

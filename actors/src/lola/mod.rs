@@ -21,9 +21,10 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use nao_wire::protocol::devices::{Battery, Imu, Sensors};
 use nao_wire::protocol::prefs::PressureCalibration;
-use nao_wire::{Command, JOINTS};
+use nao_wire::Command;
+
+use crate::runtime::SensorFrame;
 
 pub mod actuator;
 pub mod bridge;
@@ -41,73 +42,12 @@ pub use server::{LolaServer, Stats};
 /// LoLA's socket path.
 pub const DEFAULT_SOCKET: &str = "/tmp/robocup";
 
-/// One cycle's sensors as the bridge needs them (the protocol's units, `docs/protocol.md`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BodySensors {
-    /// The inertial unit (mm/s^2, mrad/s, mrad).
-    pub imu: Imu,
-    /// The battery (per mille, mA drawn, 0.1 degC, status word).
-    pub battery: Battery,
-    /// Sonar left, right in mm.
-    pub sonar_mm: [u16; 2],
-    /// The chest button is pressed.
-    pub chest_button: bool,
-    /// Each joint's measured position, rad.
-    pub position: [f32; JOINTS],
-    /// Each joint's stiffness as sent in this cycle's frame, 0..1 (after
-    /// the switch and HAL's safety).
-    pub stiffness: [f32; JOINTS],
-    /// Each joint's current, mA.
-    pub current_ma: [u16; JOINTS],
-    /// Each joint's temperature, degC.
-    pub temperature_c: [i8; JOINTS],
-    /// Foot pressure sensors, raw: `[left, right][sensor]`.
-    pub foot_pressure: [[u16; 4]; 2],
-    /// Bumpers per foot (bit 0 left, bit 1 right): `[left, right]`.
-    pub bumpers: [u8; 2],
-}
-
-impl Default for BodySensors {
-    fn default() -> Self {
-        BodySensors {
-            imu: Imu::default(),
-            battery: Battery::default(),
-            sonar_mm: [0; 2],
-            chest_button: false,
-            position: [0.0; JOINTS],
-            stiffness: [0.0; JOINTS],
-            current_ma: [0; JOINTS],
-            temperature_c: [0; JOINTS],
-            foot_pressure: [[0; 4]; 2],
-            bumpers: [0; 2],
-        }
-    }
-}
-
-impl BodySensors {
-    /// From the protocol's device data and the stiffness per joint (0..1)
-    /// of the cycle's frame.
-    pub fn from_wire(s: &Sensors, stiffness: &[f32; JOINTS]) -> Self {
-        BodySensors {
-            imu: s.imu,
-            battery: s.battery,
-            sonar_mm: s.sonar_mm,
-            chest_button: s.chest_button,
-            position: s.position,
-            stiffness: *stiffness,
-            current_ma: s.current_ma,
-            temperature_c: s.temperature,
-            foot_pressure: s.foot_pressure,
-            bumpers: s.bumpers,
-        }
-    }
-}
-
 /// What the bridge needs of the runtime: one small capability.
 pub trait Body {
-    /// Waits up to `timeout` for the next cycle's sensors; `None` when no
-    /// cycle ended in that time. Each cycle's sensors are returned once.
-    fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors>;
+    /// Waits up to `timeout` for the next cycle's sensors (the runtime's
+    /// [`SensorFrame`]); `None` when no cycle ended in that time. Each
+    /// cycle's sensors are returned once.
+    fn next_sensors(&mut self, timeout: Duration) -> Option<SensorFrame>;
     /// Pushes a command into the runtime's command ring; a full ring hands
     /// it back (the runtime ring's contract, so no box).
     #[allow(clippy::result_large_err)]

@@ -9,10 +9,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use nao_wire::protocol::startup::Identity;
-use nao_wire::{Command, JOINTS};
+use nao_wire::Command;
 
 use super::frame::RobotConfig;
-use super::{Body, BodySensors, LolaConfig, LolaError, LolaServer};
+use super::{Body, LolaConfig, LolaError, LolaServer};
 use crate::runtime::{ProgramIo, SensorFrame};
 
 /// Where the NAO's head id is on the robot (the same id LoLA reports).
@@ -54,31 +54,10 @@ impl RuntimeBody {
     }
 }
 
-/// One runtime sensor frame as the bridge's sensors.
-pub fn body_sensors(f: &SensorFrame) -> BodySensors {
-    let mut stiffness = [0.0f32; JOINTS];
-    for (s, &q) in stiffness.iter_mut().zip(f.stiffness_sent.iter()) {
-        *s = f32::from(q) / 1000.0;
-    }
-    BodySensors {
-        imu: f.imu,
-        battery: f.battery,
-        sonar_mm: f.sonar_mm,
-        chest_button: f.chest_button,
-        position: f.position,
-        stiffness,
-        current_ma: f.current_ma,
-        temperature_c: f.temperature,
-        foot_pressure: f.foot_pressure,
-        bumpers: f.bumpers,
-    }
-}
-
 impl Body for RuntimeBody {
-    fn next_sensors(&mut self, timeout: Duration) -> Option<BodySensors> {
+    fn next_sensors(&mut self, timeout: Duration) -> Option<SensorFrame> {
         let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let f = self.io.next_sensors(ns)?;
-        Some(body_sensors(&f))
+        self.io.next_sensors(ns)
     }
 
     fn push(&mut self, cmd: Command) -> Result<(), Command> {
@@ -99,21 +78,4 @@ pub fn serve_runtime(io: ProgramIo, config: LolaConfig) -> Result<(), LolaError>
     let never = AtomicBool::new(false);
     server.serve(&mut body, &never);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stiffness_sent_per_mille_becomes_0_to_1() {
-        let mut f = SensorFrame::default();
-        f.stiffness_sent[3] = 500;
-        f.stiffness_sent[4] = 1000;
-        let s = body_sensors(&f);
-        assert_eq!(
-            (s.stiffness[3], s.stiffness[4], s.stiffness[0]),
-            (0.5, 1.0, 0.0)
-        );
-    }
 }

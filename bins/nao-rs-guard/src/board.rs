@@ -53,7 +53,7 @@ impl<L: Link> Board for WireBoard<L> {
         match link_up(&mut self.link) {
             Ok(_version) => {
                 // A fresh link: client state and the first-cycle rules anew.
-                self.cycle.link_restarted(true);
+                self.cycle.link_restarted();
                 self.open = true;
                 Ok(())
             }

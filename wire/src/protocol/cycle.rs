@@ -330,10 +330,9 @@ impl Cycle {
         self.core.complete(read, write)
     }
 
-    /// After a reconnect: the new link is fresh (client state 0, nothing
-    /// written on it yet); `ok` is whether step 1 succeeded.
-    pub fn link_restarted(&mut self, ok: bool) {
-        let _ = ok;
+    /// After a reconnect, whether or not its link step succeeded: the new
+    /// link is fresh (client state 0, nothing written on it yet).
+    pub fn link_restarted(&mut self) {
         let c = &mut self.core;
         c.client_sent = CLIENT_DISCONNECTED;
         c.prev_write_ok = false;
@@ -372,7 +371,7 @@ impl Cycle {
         if out.reconnect_needed {
             link.close();
             let ok = link_up(link).is_ok();
-            self.link_restarted(ok);
+            self.link_restarted();
             out.reconnect = if ok {
                 Reconnect::Done
             } else {

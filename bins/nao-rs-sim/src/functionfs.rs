@@ -16,10 +16,10 @@
 //!   the descriptors set `FUNCTIONFS_ALL_CTRL_RECIP`) is a control call;
 //!   the ones the device refuses are stalled, as the socket's `Pipe`;
 //! - a bulk OUT transfer is a frame; the answer, if the board has one (no
-//!   drop, no stall), is queued on bulk IN for the host's read, and
-//!   withdrawn if the host has not taken it within 5 ms (it gave up): no
-//!   later read takes a stale answer (the socket's "pending
-//!   answer" rule; counted as `withdrawn` in `status`).
+//!   drop, no stall), is queued on bulk IN for the host's read; it stays
+//!   there until the host reads it, a newer frame arrives or a new session
+//!   begins, when it is withdrawn: no later read takes a stale answer (the
+//!   socket's "pending answer" rule; counted as `withdrawn` in `status`).
 //!
 //! What differs: the kernel, not the device, keeps the claim exclusive
 //! (usbfs), so the trace's `peer_pid` is 0 (the device cannot see the host's
@@ -28,7 +28,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use nao_wire::link::codec::{
@@ -64,24 +64,59 @@ pub struct FfsPaths {
 /// transfer (the function disabled, unbound or reset by the host).
 const RETRY: Duration = Duration::from_millis(2);
 
-/// How long an answer stays on bulk IN for the host to take. The host
-/// reads right after its write, so its read is normally waiting when the
-/// answer is queued and takes it at once; an answer still there after this
-/// long is one the host gave up on (its read timed out before the answer
-/// was ready). Shorter than the host's 12 ms cycle, so the next frame's
-/// read never finds it.
-const WITHDRAW: Duration = Duration::from_millis(5);
-
 /// Reads kept queued on bulk OUT.
 const OUT_QUEUE: u32 = 2;
 
-/// How long the bulk thread waits for a frame when no answer is queued.
+/// How long the bulk thread waits for a frame before it looks again.
 const IDLE: Duration = Duration::from_secs(1);
 
 /// The one connection of the USB front end: the host side of the cable.
 struct HostCable {
     conn: Conn,
     open: bool,
+    answer: QueuedAnswer,
+}
+
+/// The answer queued on bulk IN (the socket device's pending answer).
+///
+/// The host reads the answer to frame k at the start of cycle k+1 (read,
+/// then write: `docs/protocol.md`), about one cycle after it was queued,
+/// so an answer is not withdrawn by age: only a newer frame or a new
+/// session (the function enabled or disabled) withdraws it. A new session
+/// withdraws it on endpoint 0's thread, before that thread answers the new
+/// host's first control request, so a restarted process can never read
+/// the answer to its predecessor's last frame: its first bulk transfer
+/// comes after its control requests.
+struct QueuedAnswer {
+    /// Bulk IN (`None` in the unit tests, which have no kernel).
+    tx: Option<EndpointSender>,
+    queued: bool,
+}
+
+impl QueuedAnswer {
+    /// Withdraws the queued answer, if the host has not taken it.
+    fn withdraw(&mut self, shared: &Shared) {
+        let Some(tx) = self.tx.as_mut() else { return };
+        if std::mem::take(&mut self.queued) {
+            let _ = tx.try_ready();
+            if !tx.is_empty() {
+                let _ = tx.cancel();
+                shared.device().stats.withdrawn += 1;
+            }
+        }
+    }
+
+    /// Queues `answer` on bulk IN.
+    fn queue(&mut self, answer: Bytes) {
+        let Some(tx) = self.tx.as_mut() else { return };
+        match tx.try_send(answer) {
+            Ok(()) => self.queued = true,
+            Err(e) => {
+                let _ = tx.cancel();
+                eprintln!("nao-rs-sim: queueing an answer on bulk IN failed: {e}");
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -145,12 +180,16 @@ pub fn serve(device: Device, paths: &FfsPaths) -> Result<(), String> {
     let link = Arc::new(Mutex::new(HostCable {
         conn: Conn::new(1, 0),
         open: false,
+        answer: QueuedAnswer {
+            tx: Some(tx),
+            queued: false,
+        },
     }));
     {
         let (shared, link) = (Arc::clone(&shared), Arc::clone(&link));
         std::thread::Builder::new()
             .name("sim-bulk".into())
-            .spawn(move || serve_bulk(tx, rx, &shared, &link))
+            .spawn(move || serve_bulk(rx, &shared, &link))
             .map_err(|e| format!("cannot start the bulk thread: {e}"))?;
     }
     serve_ep0(custom, &shared, &link, dir, paths.quiet)
@@ -180,6 +219,7 @@ fn enable(shared: &Shared, link: &mut HostCable) {
     if link.open {
         disable(shared, link);
     }
+    link.answer.withdraw(shared);
     shared.device().connected();
     let mut open = [OP_OPEN, 0, 0, 0, 0];
     open[1..3].copy_from_slice(&VENDOR_ID.to_le_bytes());
@@ -191,6 +231,7 @@ fn enable(shared: &Shared, link: &mut HostCable) {
 
 /// Closes the connection (its claim released, the client disconnected).
 fn disable(shared: &Shared, link: &mut HostCable) {
+    link.answer.withdraw(shared);
     if link.open {
         shared.device().disconnected(&mut link.conn);
         link.open = false;
@@ -206,6 +247,21 @@ fn control_request(op: u8, r: &CtrlReq) -> Vec<u8> {
     req
 }
 
+/// How many abandoned-setup errors in a row ep0 survives (at [`RETRY`]
+/// apart, about a second) before the front end gives up.
+const EP0_RETRIES: u32 = 500;
+
+/// Whether `e` is ep0's answer to a control request the host abandoned:
+/// ESRCH (no setup pending any more), EIDRM (the setup was cancelled),
+/// EL2HLT (the stall of an unanswered setup), EOVERFLOW (its data stage
+/// ended early), EINTR.
+fn is_abandoned_setup(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ESRCH | libc::EIDRM | libc::EL2HLT | libc::EOVERFLOW | libc::EINTR)
+    )
+}
+
 /// Endpoint 0: the function's events and the vendor control requests.
 fn serve_ep0(
     mut custom: Custom,
@@ -216,10 +272,32 @@ fn serve_ep0(
 ) -> Result<(), String> {
     let mut out = Vec::with_capacity(MAX_FRAME_LEN + 8);
     let mut data = vec![0u8; usize::from(u16::MAX)];
+    let mut failures = 0u32;
     loop {
-        let event = custom
-            .event()
-            .map_err(|e| format!("FunctionFS {}: reading ep0 failed: {e}", dir.display()))?;
+        let event = match custom.event() {
+            Ok(e) => {
+                failures = 0;
+                e
+            }
+            // A control request the host gave up on (its timeout, a new
+            // setup) leaves ep0 with no setup to finish: the kernel says
+            // so once (ESRCH, EIDRM, EL2HLT) and the next event is good.
+            Err(e) if failures < EP0_RETRIES && is_abandoned_setup(&e) => {
+                failures += 1;
+                eprintln!(
+                    "nao-rs-sim: ep0 on {}: {e} (a control request the host abandoned); going on",
+                    dir.display()
+                );
+                std::thread::sleep(RETRY);
+                continue;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "FunctionFS {}: reading ep0 failed: {e}",
+                    dir.display()
+                ))
+            }
+        };
         match event {
             Event::Enable => {
                 note(
@@ -283,24 +361,14 @@ fn refill(rx: &mut EndpointReceiver) {
 }
 
 /// The bulk endpoints: each frame received is stepped by the body; its
-/// answer, if any, is queued on bulk IN. Reads are always queued on bulk
-/// OUT (the host's next write never waits for us), and an answer the host
-/// has not taken within [`WITHDRAW`] is withdrawn: the host gave up on
-/// it, and the next read (the next frame's, or a new process's start-up
-/// frame 0) must not take it. The host then sees a timeout, as on the
-/// socket. A newer frame withdraws an older answer at once.
-fn serve_bulk(
-    mut tx: EndpointSender,
-    mut rx: EndpointReceiver,
-    shared: &Shared,
-    link: &Mutex<HostCable>,
-) {
+/// answer, if any, is queued on bulk IN in place of the older one (see
+/// [`QueuedAnswer`]). Reads are always queued on bulk OUT (the host's next
+/// write never waits for us).
+fn serve_bulk(mut rx: EndpointReceiver, shared: &Shared, link: &Mutex<HostCable>) {
     let mut req = Vec::with_capacity(MAX_FRAME_LEN + 2);
     let mut out = Vec::with_capacity(MAX_FRAME_LEN + 8);
     let mut bulk_in = [OP_BULK_IN, EP_IN, 0, 0];
     bulk_in[2..4].copy_from_slice(&(BULK_IN_LEN as u16).to_le_bytes());
-    // When the queued answer was queued.
-    let mut queued: Option<Instant> = None;
     loop {
         refill(&mut rx);
         if rx.is_empty() {
@@ -308,19 +376,9 @@ fn serve_bulk(
             std::thread::sleep(RETRY);
             continue;
         }
-        let wait = queued.map_or(IDLE, |t| WITHDRAW.saturating_sub(t.elapsed()));
-        let data = match rx.fetch_timeout(wait) {
+        let data = match rx.fetch_timeout(IDLE) {
             Ok(Some(d)) => d,
-            Ok(None) => {
-                if queued.take().is_some() {
-                    let _ = tx.try_ready();
-                    if !tx.is_empty() {
-                        let _ = tx.cancel();
-                        shared.device().stats.withdrawn += 1;
-                    }
-                }
-                continue;
-            }
+            Ok(None) => continue,
             Err(_) => {
                 std::thread::sleep(RETRY);
                 continue;
@@ -328,36 +386,18 @@ fn serve_bulk(
         };
         // The next read goes in before this frame is handled.
         refill(&mut rx);
-        let answer = {
-            let mut l = lock(link);
-            if !l.open {
-                continue;
-            }
-            req.clear();
-            req.extend_from_slice(&[OP_BULK_OUT, EP_OUT]);
-            req.extend_from_slice(&data);
-            shared.request(&mut l.conn, &req, &mut out);
-            shared.request(&mut l.conn, &bulk_in, &mut out);
-            match out.split_first() {
-                Some((&ST_OK, answer)) => Some(Bytes::copy_from_slice(answer)),
-                _ => None,
-            }
-        };
-        if queued.take().is_some() {
-            let _ = tx.try_ready();
-            if !tx.is_empty() {
-                let _ = tx.cancel();
-                shared.device().stats.withdrawn += 1;
-            }
+        let mut l = lock(link);
+        if !l.open {
+            continue;
         }
-        if let Some(a) = answer {
-            match tx.try_send(a) {
-                Ok(()) => queued = Some(Instant::now()),
-                Err(e) => {
-                    let _ = tx.cancel();
-                    eprintln!("nao-rs-sim: queueing an answer on bulk IN failed: {e}");
-                }
-            }
+        req.clear();
+        req.extend_from_slice(&[OP_BULK_OUT, EP_OUT]);
+        req.extend_from_slice(&data);
+        shared.request(&mut l.conn, &req, &mut out);
+        shared.request(&mut l.conn, &bulk_in, &mut out);
+        l.answer.withdraw(shared);
+        if let Some((&ST_OK, answer)) = out.split_first() {
+            l.answer.queue(Bytes::copy_from_slice(answer));
         }
     }
 }
@@ -381,6 +421,10 @@ mod tests {
         let mut link = HostCable {
             conn: Conn::new(1, 0),
             open: false,
+            answer: QueuedAnswer {
+                tx: None,
+                queued: false,
+            },
         };
         enable(&shared, &mut link);
         (shared, link)
@@ -414,6 +458,20 @@ mod tests {
         assert_eq!(out[1..], CHEST_VERSION);
         // An unknown request is not answered (the front end stalls it).
         assert_ne!(control_in(&shared, &mut link, 0x7f, 4)[0], ST_OK);
+    }
+
+    #[test]
+    fn an_abandoned_control_request_does_not_end_the_front_end_but_a_lost_ep0_does() {
+        for errno in [libc::ESRCH, libc::EIDRM, libc::EL2HLT, libc::EOVERFLOW] {
+            assert!(is_abandoned_setup(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
+        for errno in [libc::EBADF, libc::ENODEV, libc::EBADFD] {
+            assert!(!is_abandoned_setup(&std::io::Error::from_raw_os_error(
+                errno
+            )));
+        }
     }
 
     #[test]

@@ -352,7 +352,6 @@ impl<L: Link + 'static> Runtime<L> {
         let udp = match config.udp_port {
             None => None,
             Some(port) => {
-                let b1 = board.clone();
                 let b2 = board.clone();
                 let mut sink = logbook.sink("udp", 64);
                 let (b3, h3) = (board.clone(), handle.clone());
@@ -360,7 +359,6 @@ impl<L: Link + 'static> Runtime<L> {
                     port,
                     handle.stop.clone(),
                     config.udp_priority,
-                    move || b1.guard_pid().is_some_and(switch::pid_alive),
                     move || b2.trip(Reason::Udp),
                     move |e| match e {
                         udp::UdpEvent::Bound => {
@@ -371,9 +369,6 @@ impl<L: Link + 'static> Runtime<L> {
                             "UDP stop port bind failed (errno)",
                             errno as i64,
                         ),
-                        udp::UdpEvent::ClosedForGuard => {
-                            sink.emit(Level::Info, "UDP stop port left to the guard", port as i64)
-                        }
                     },
                     move || {
                         b3.trip(Reason::Fault);

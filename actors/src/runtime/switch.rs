@@ -46,8 +46,6 @@ pub trait Blackboard: Send + Sync + 'static {
     fn register_driver(&self, pid: u32);
     /// Publishes the safety status bits.
     fn set_safety_flags(&self, flags: u32);
-    /// The guard's process id, if a guard is published.
-    fn guard_pid(&self) -> Option<u32>;
     /// The page's clock (monotonic ns) that heartbeats are stamped with.
     fn now_ns(&self) -> u64 {
         crate::kit::monotonic_ns()
@@ -86,8 +84,6 @@ pub struct MemoryBoard {
     pub driver_pid: AtomicU32,
     /// The published safety flags.
     pub flags: AtomicU32,
-    /// The guard's pid (0: none).
-    pub guard: AtomicU32,
     /// How many heartbeats were written.
     pub beats: AtomicU64,
     /// Armed -> tripped transitions.
@@ -162,12 +158,6 @@ impl Blackboard for MemoryBoard {
     fn set_safety_flags(&self, flags: u32) {
         self.flags.store(flags, Ordering::Relaxed);
     }
-    fn guard_pid(&self) -> Option<u32> {
-        match self.guard.load(Ordering::SeqCst) {
-            0 => None,
-            p => Some(p),
-        }
-    }
 }
 
 impl Blackboard for deathswitch::Page {
@@ -200,9 +190,6 @@ impl Blackboard for deathswitch::Page {
     }
     fn set_safety_flags(&self, flags: u32) {
         deathswitch::Page::set_safety_flags(self, flags)
-    }
-    fn guard_pid(&self) -> Option<u32> {
-        self.snapshot().guard_pid
     }
     fn now_ns(&self) -> u64 {
         deathswitch::now_ns()

@@ -37,8 +37,6 @@ pub use deathswitch::stop::{is_stop, PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX
 /// How long the listener waits at most between two looks at its stop flag,
 /// its unix socket and its ownership, ms.
 pub const WAKE_MS: u64 = 50;
-/// Kept for callers of the former listener: the wake period, ms.
-pub const RECV_TIMEOUT_MS: u64 = WAKE_MS;
 /// How often a listener without the socket retries, ms.
 pub const RETRY_MS: u64 = WAKE_MS;
 /// The receive buffer asked for: 8 MiB (a flood is drained, not buffered,
@@ -77,9 +75,6 @@ pub enum UdpEvent {
     Bound,
     /// Neither bind nor hand-over worked; errno of the bind (once per errno).
     BindFailed(i32),
-    /// Not sent any more (both processes read one socket); kept so that
-    /// callers' matches stay valid.
-    ClosedForGuard,
 }
 
 fn abstract_addr(port: u16) -> io::Result<std::os::unix::net::SocketAddr> {
@@ -291,20 +286,14 @@ impl UdpListener {
     /// Starts the listener as a panic-guarded actor at `priority`
     /// (SCHED_FIFO). It also ends when `runtime_stop` is set (the process's
     /// stop request). `on_panic` runs if the listener panics.
-    ///
-    /// `guard_alive` is not used any more (both processes read the one
-    /// socket); kept so that callers stay valid.
-    #[allow(clippy::too_many_arguments)]
     pub fn start(
         port: u16,
         runtime_stop: Arc<AtomicBool>,
         priority: Option<u8>,
-        guard_alive: impl FnMut() -> bool + Send + 'static,
         trip: impl FnMut() + Send + 'static,
         on_event: impl FnMut(UdpEvent) + Send + 'static,
         on_panic: impl FnOnce() + Send + 'static,
     ) -> io::Result<UdpListener> {
-        drop(guard_alive);
         Self::start_named(
             "nao-rs-udp",
             port,
@@ -388,7 +377,6 @@ mod tests {
             port,
             Default::default(),
             None,
-            || false,
             move || {
                 t.fetch_add(1, Ordering::SeqCst);
             },
@@ -433,7 +421,6 @@ mod tests {
             port,
             Default::default(),
             None,
-            || false,
             || {},
             move |ev| {
                 let _ = tx.send(ev);

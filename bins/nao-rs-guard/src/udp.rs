@@ -47,7 +47,6 @@ where
             UdpEvent::BindFailed(errno) => {
                 emit(&mut events, GuardEvent::UdpBindFailed { port, errno })
             }
-            UdpEvent::ClosedForGuard => {}
         },
         on_panic,
     )

@@ -56,7 +56,7 @@ impl WakeSignal {
 }
 
 /// The wake socket's path for a page at `page`.
-pub fn default_path(page: &Path) -> PathBuf {
+pub fn socket_path(page: &Path) -> PathBuf {
     if let Some(p) = std::env::var_os(ENV_WAKE_SOCKET) {
         return PathBuf::from(p);
     }

@@ -235,7 +235,7 @@ fn run(args: Args) -> Result<(), String> {
         let path = args
             .wake_socket
             .clone()
-            .unwrap_or_else(|| wake::default_path(&page_path));
+            .unwrap_or_else(|| wake::socket_path(&page_path));
         match wake::WakeListener::start(&path, handle.wake_signal().clone()) {
             Ok(l) => Some(l),
             Err(e) => {

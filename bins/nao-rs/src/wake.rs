@@ -19,7 +19,7 @@ pub struct Args {
 pub fn main(args: Args) -> ExitCode {
     let path = args
         .socket
-        .unwrap_or_else(|| wake::default_path(&deathswitch::default_path()));
+        .unwrap_or_else(|| wake::socket_path(&deathswitch::default_path()));
     match wake::send(&path) {
         Ok(()) => {
             println!("woke the controller through {}", path.display());

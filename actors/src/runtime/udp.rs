@@ -372,18 +372,7 @@ mod tests {
     fn udp_stop_trips_and_anything_else_is_ignored_without_reply() {
         let port = free_port();
         let trips = Arc::new(AtomicU32::new(0));
-        let t = trips.clone();
-        let l = UdpListener::start(
-            port,
-            Default::default(),
-            None,
-            move || {
-                t.fetch_add(1, Ordering::SeqCst);
-            },
-            |_| {},
-            || {},
-        )
-        .unwrap();
+        let l = counting(port, &trips);
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         sender
             .set_read_timeout(Some(Duration::from_millis(300)))
@@ -449,6 +438,7 @@ mod tests {
         panic!("timed out waiting for {what}");
     }
 
+    /// A listener on `port` that counts its trips in `trips`.
     fn counting(port: u16, trips: &Arc<AtomicU32>) -> UdpListener {
         let t = trips.clone();
         UdpListener::start_named(

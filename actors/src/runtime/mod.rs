@@ -355,7 +355,8 @@ impl<L: Link + 'static> Runtime<L> {
                 let b2 = board.clone();
                 let mut sink = logbook.sink("udp", 64);
                 let (b3, h3) = (board.clone(), handle.clone());
-                let l = udp::UdpListener::start(
+                let l = udp::UdpListener::start_named(
+                    "nao-rs-udp",
                     port,
                     handle.stop.clone(),
                     config.udp_priority,

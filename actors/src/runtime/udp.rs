@@ -283,30 +283,10 @@ impl UdpListener {
         &self.shared
     }
 
-    /// Starts the listener as a panic-guarded actor at `priority`
+    /// Starts the listener as a panic-guarded actor `name` (the runtime's
+    /// is `nao-rs-udp`, the guard's `guard-udp`) at `priority`
     /// (SCHED_FIFO). It also ends when `runtime_stop` is set (the process's
     /// stop request). `on_panic` runs if the listener panics.
-    pub fn start(
-        port: u16,
-        runtime_stop: Arc<AtomicBool>,
-        priority: Option<u8>,
-        trip: impl FnMut() + Send + 'static,
-        on_event: impl FnMut(UdpEvent) + Send + 'static,
-        on_panic: impl FnOnce() + Send + 'static,
-    ) -> io::Result<UdpListener> {
-        Self::start_named(
-            "nao-rs-udp",
-            port,
-            runtime_stop,
-            priority,
-            trip,
-            on_event,
-            on_panic,
-        )
-    }
-
-    /// [`UdpListener::start`] with the actor's name (the guard's is
-    /// `guard-udp`).
     pub fn start_named(
         name: &str,
         port: u16,
@@ -406,7 +386,8 @@ mod tests {
         let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
         let port = holder.local_addr().unwrap().port();
         let (tx, events) = std::sync::mpsc::channel();
-        let l = UdpListener::start(
+        let l = UdpListener::start_named(
+            "test-udp",
             port,
             Default::default(),
             None,

@@ -58,13 +58,19 @@ struct ImportUsbmonArgs {
 static ALLOCATOR: nao_actors::kit::alloc::CountingAlloc = nao_actors::kit::alloc::CountingAlloc;
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Cmd::Run(a) => run::main(a),
-        Cmd::Demo(a) => demo::main(a),
-        Cmd::Replay(a) => replay::main(a),
-        Cmd::Record(a) => record::main(a),
-        Cmd::Wake(a) => wake::main(a),
-        Cmd::Bench(a) => bench::main(a),
-        Cmd::ImportUsbmon(a) => nao_wire::usbmon::main_import(&a.args),
+    // The subcommands that end with a message on failure.
+    let (name, result) = match Cli::parse().command {
+        Cmd::Run(a) => ("run", run::main(a)),
+        Cmd::Demo(a) => ("demo", demo::main(a)),
+        Cmd::Record(a) => ("record", record::main(a)),
+        Cmd::Wake(a) => ("wake", wake::main(a)),
+        Cmd::Replay(a) => return replay::main(a),
+        Cmd::Bench(a) => return bench::main(a),
+        Cmd::ImportUsbmon(a) => return nao_wire::usbmon::main_import(&a.args),
+    };
+    if let Err(e) = result {
+        eprintln!("nao-rs {name}: {e}");
+        return ExitCode::FAILURE;
     }
+    ExitCode::SUCCESS
 }

@@ -2,7 +2,7 @@
 //! byte orders with both usbmon headers, and pcapng.
 
 use nao_wire::recording::{parse, Item, Recorded};
-use nao_wire::usbmon::{import, import_pcap, main_import, ImportOptions};
+use nao_wire::usbmon::{import, import_pcap, ImportOptions};
 use nao_wire::LinkError;
 
 mod usbmon_support;
@@ -257,41 +257,4 @@ fn usbmon_import_of_a_cut_capture_warns_and_keeps_the_whole_packets() {
         "{}",
         i.text
     );
-}
-
-#[test]
-fn usbmon_import_cli_writes_the_recording() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let input = dir.path().join("hal.pcap");
-    let output = dir.path().join("hal.rec");
-    std::fs::write(
-        &input,
-        Cap {
-            little: true,
-            mmapped: true,
-        }
-        .pcap(&Session::hal().events),
-    )
-    .expect("write");
-    let args: Vec<String> = [
-        input.to_str().unwrap(),
-        output.to_str().unwrap(),
-        "--device",
-        "1:5",
-        "--accepted",
-        "10",
-    ]
-    .map(String::from)
-    .to_vec();
-    assert_eq!(main_import(&args), std::process::ExitCode::SUCCESS);
-    let text = std::fs::read_to_string(&output).expect("read");
-    assert_eq!(items(&text)[0], Item::Accepted(vec![10]));
-    let bad: Vec<String> = ["only-one.pcap".to_string()].to_vec();
-    assert_eq!(main_import(&bad), std::process::ExitCode::from(2));
-    let missing: Vec<String> = [
-        dir.path().join("nope.pcap").to_str().unwrap().to_string(),
-        "-".into(),
-    ]
-    .to_vec();
-    assert_eq!(main_import(&missing), std::process::ExitCode::FAILURE);
 }

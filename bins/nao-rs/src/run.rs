@@ -136,30 +136,23 @@ pub fn lock_memory() {
 }
 
 /// The runtime's status file (`--status-file`): one JSON line, rewritten
-/// every 100 ms, read by `nao-rs demo`. The fields are in alphabetical order,
-/// the order of the line since it was first written.
+/// every 100 ms, read by `nao-rs demo`. Each field is the runtime's
+/// [`Handle::status`] or [`Handle::switch`] when written, in the unit its
+/// name ends with; the fields are in alphabetical order, the order of the
+/// line since it was first written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatusFile {
-    /// Cycles run.
-    pub cycle: u64,
-    /// Allocations of the cycle thread after start-up (`None`: not counted).
-    pub cycle_allocations: Option<u64>,
-    /// The safety flags of the last cycle, by name.
-    pub flags: Vec<String>,
-    /// The last cycle's lateness, us.
-    pub lateness_us: u64,
-    /// The wake latch held the last frame limp.
-    pub limp: bool,
-    /// The largest lateness so far, us.
-    pub max_lateness_us: u64,
-    /// The largest stiffness in the last frame, per mille.
-    pub max_stiffness: u32,
-    /// Deadlines skipped so far.
-    pub overruns: u64,
-    /// The trip's reason, while tripped.
-    pub reason: Option<String>,
-    /// The last frame was built with the switch tripped.
-    pub tripped: bool,
+    pub(crate) cycle: u64,
+    /// `None` where the counting allocator is not installed.
+    pub(crate) cycle_allocations: Option<u64>,
+    pub(crate) flags: Vec<String>,
+    pub(crate) lateness_us: u64,
+    pub(crate) limp: bool,
+    pub(crate) max_lateness_us: u64,
+    pub(crate) max_stiffness: u32,
+    pub(crate) overruns: u64,
+    pub(crate) reason: Option<String>,
+    pub(crate) tripped: bool,
 }
 
 impl StatusFile {

@@ -553,10 +553,7 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                     ));
                 }
                 Ok(Op::Call(Recorded::ControlIn {
-                    request_type: rt,
-                    request: rq,
-                    value,
-                    index,
+                    setup: line,
                     length,
                     answer: c.data.to_vec(),
                 }))
@@ -572,10 +569,7 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                     ));
                 }
                 Ok(Op::Call(Recorded::ControlOut {
-                    request_type: rt,
-                    request: rq,
-                    value,
-                    index,
+                    setup: line,
                     data: s.data.to_vec(),
                 }))
             }
@@ -774,13 +768,8 @@ fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
                     j -= 1;
                 }
                 if j > 0 {
-                    if let Op::Call(Recorded::ControlOut {
-                        request_type,
-                        request,
-                        ..
-                    }) = ops[j - 1].op
-                    {
-                        if (request_type, request) == CLIENT_STATE {
+                    if let Op::Call(Recorded::ControlOut { setup, .. }) = ops[j - 1].op {
+                        if (setup.request_type, setup.request) == CLIENT_STATE {
                             j -= 1;
                         }
                     }
@@ -828,8 +817,8 @@ fn render(
         if claim_pending {
             let is_start = matches!(
                 &t.op,
-                Op::Call(Recorded::ControlOut { request_type, request, .. })
-                    if (*request_type, *request) == START
+                Op::Call(Recorded::ControlOut { setup, .. })
+                    if (setup.request_type, setup.request) == START
             );
             let is_note = matches!(&t.op, Op::Skipped(_));
             if !is_start && !is_note {

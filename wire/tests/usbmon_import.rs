@@ -1,6 +1,7 @@
 //! The usbmon importer on small captures that the tests build: pcap in both
 //! byte orders with both usbmon headers, and pcapng.
 
+use nao_wire::link::Setup;
 use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::usbmon::{import, import_pcap, ImportOptions};
 use nao_wire::LinkError;
@@ -44,18 +45,22 @@ fn expected() -> Vec<Item> {
         }),
         call(Recorded::SetConfiguration(1)),
         call(Recorded::ControlOut {
-            request_type: 0x40,
-            request: 1,
-            value: 0,
-            index: 0,
+            setup: Setup {
+                request_type: 0x40,
+                request: 1,
+                value: 0,
+                index: 0,
+            },
             data: vec![],
         }),
         call(Recorded::ClaimInterface(0)),
         call(Recorded::ControlIn {
-            request_type: 0xc0,
-            request: 2,
-            value: 0,
-            index: 0,
+            setup: Setup {
+                request_type: 0xc0,
+                request: 2,
+                value: 0,
+                index: 0,
+            },
             length: 4,
             answer: vec![2, 0x11, 7, 0],
         }),
@@ -68,10 +73,12 @@ fn expected() -> Vec<Item> {
         0,
         &[
             call(Recorded::ControlOut {
-                request_type: 0x40,
-                request: 5,
-                value: 0x24,
-                index: 0,
+                setup: Setup {
+                    request_type: 0x40,
+                    request: 5,
+                    value: 0x24,
+                    index: 0,
+                },
                 data: vec![],
             }),
             bulk_out(2),
@@ -193,18 +200,22 @@ fn usbmon_import_writes_settings_and_reconnects() {
             }),
             Item::Call(Recorded::SetConfiguration(1)),
             Item::Call(Recorded::ControlOut {
-                request_type: 0x40,
-                request: 1,
-                value: 0,
-                index: 0,
+                setup: Setup {
+                    request_type: 0x40,
+                    request: 1,
+                    value: 0,
+                    index: 0,
+                },
                 data: vec![]
             }),
             Item::Call(Recorded::ClaimInterface(0)),
             Item::Call(Recorded::ControlIn {
-                request_type: 0xc0,
-                request: 2,
-                value: 0,
-                index: 0,
+                setup: Setup {
+                    request_type: 0xc0,
+                    request: 2,
+                    value: 0,
+                    index: 0,
+                },
                 length: 4,
                 answer: vec![2, 0x11, 7, 0]
             }),

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Item, Line, Recorded, MAX_T_MS, UNKNOWN_REASON};
 use crate::command::{Command, JOINTS};
-use crate::link::LinkError;
+use crate::link::{LinkError, Setup};
 use crate::protocol::handshake::parse_accepted;
 use deathswitch::Reason;
 
@@ -480,6 +480,12 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
             let request = hex_u8(f.next("bRequest")?).map_err(|e| format!("{k}: bRequest {e}"))?;
             let value = hex_u16(f.next("wValue")?).map_err(|e| format!("{k}: wValue {e}"))?;
             let index = hex_u16(f.next("wIndex")?).map_err(|e| format!("{k}: wIndex {e}"))?;
+            let setup = Setup {
+                request_type,
+                request,
+                value,
+                index,
+            };
             let device_to_host = request_type & 0x80 != 0;
             if key == "control_out" {
                 if device_to_host {
@@ -493,13 +499,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                         data.len()
                     ));
                 }
-                Recorded::ControlOut {
-                    request_type,
-                    request,
-                    value,
-                    index,
-                    data,
-                }
+                Recorded::ControlOut { setup, data }
             } else {
                 if !device_to_host {
                     return Err(format!("{k}: bmRequestType {request_type:02x} has the IN direction bit (0x80) clear; write it as control_out"));
@@ -515,10 +515,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                     ));
                 }
                 Recorded::ControlIn {
-                    request_type,
-                    request,
-                    value,
-                    index,
+                    setup,
                     length,
                     answer,
                 }

@@ -582,6 +582,12 @@ mod tests {
         parse(text).expect_err("must be rejected")
     }
 
+    /// `body`, after the header line, is rejected for a reason that says `why`.
+    fn rejects(body: &str, why: &str) {
+        let e = err(&format!("{HEADER}\n{body}"));
+        assert!(e.reason.contains(why), "{body:?}: {e}");
+    }
+
     #[test]
     fn first_line_is_the_header() {
         assert_eq!(parse("nao-rs recording 1\n").unwrap(), vec![]);
@@ -696,7 +702,7 @@ mod tests {
                 7,
             ),
         ] {
-            let e = err(&format!("nao-rs recording 1\n{body}"));
+            let e = err(&format!("{HEADER}\n{body}"));
             assert_eq!(e.line, line, "{e}\n{body}");
             assert!(e.reason.contains("at most one"), "{e}");
         }
@@ -747,30 +753,16 @@ mod tests {
     #[test]
     fn answers_fit_their_buffer() {
         assert!(parse("nao-rs recording 1\nbulk_in 81 2 0102\n").is_ok());
-        assert!(err("nao-rs recording 1\nbulk_in 81 1 0102\n")
-            .reason
-            .contains("more than"));
-        assert!(
-            err("nao-rs recording 1\ncontrol_in c0 02 0000 0000 1 0102\n")
-                .reason
-                .contains("more than")
-        );
+        rejects("bulk_in 81 1 0102\n", "more than");
+        rejects("control_in c0 02 0000 0000 1 0102\n", "more than");
     }
 
     #[test]
     fn directions_match_the_call() {
-        assert!(err("nao-rs recording 1\ncontrol_out c0 01 0000 0000 -\n")
-            .reason
-            .contains("direction"));
-        assert!(err("nao-rs recording 1\ncontrol_in 40 01 0000 0000 1 -\n")
-            .reason
-            .contains("direction"));
-        assert!(err("nao-rs recording 1\nbulk_out 81 -\n")
-            .reason
-            .contains("IN endpoint"));
-        assert!(err("nao-rs recording 1\nbulk_in 02 512 -\n")
-            .reason
-            .contains("OUT endpoint"));
+        rejects("control_out c0 01 0000 0000 -\n", "direction");
+        rejects("control_in 40 01 0000 0000 1 -\n", "direction");
+        rejects("bulk_out 81 -\n", "IN endpoint");
+        rejects("bulk_in 02 512 -\n", "OUT endpoint");
     }
 
     #[test]
@@ -791,19 +783,13 @@ mod tests {
                 Err(LinkError::NoDevice)
             ]
         );
-        assert!(err("nao-rs recording 1\nbulk_in 81 512 !stall\n")
-            .reason
-            .contains("unknown error"));
+        rejects("bulk_in 81 512 !stall\n", "unknown error");
     }
 
     #[test]
     fn trailing_fields_and_unknown_lines_are_rejected() {
-        assert!(err("nao-rs recording 1\nclose now\n")
-            .reason
-            .contains("unexpected field"));
-        assert!(err("nao-rs recording 1\nfrobnicate\n")
-            .reason
-            .contains("unknown line"));
+        rejects("close now\n", "unexpected field");
+        rejects("frobnicate\n", "unknown line");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README): format, lints, every test, the loom
-# models and the property tests at full size. Run from anywhere.
+# The project's test command (README): format, lints, unused dependencies,
+# every test, the loom models and the property tests at full size. Run from anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,9 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== cargo machete (no dependency declared and unused)"
+cargo machete
 
 echo "== cargo test (workspace)"
 # PROPTEST_CASES: the fuzz-style property tests run at least 100,000 cases.

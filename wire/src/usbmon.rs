@@ -3,7 +3,8 @@
 //! HAL on a real robot can be checked against nao-rs.
 //!
 //! What it reads: pcap (both byte orders, micro- and nanosecond magic) and
-//! pcapng (section, interface, enhanced and simple packet blocks), link types
+//! pcapng (section, interface, enhanced and simple packet blocks), both
+//! containers read by the `pcap-file` crate; link types
 //! 220 `LINUX_USB_MMAPPED` (64-byte usbmon header) and 189 `LINUX_USB`
 //! (48-byte header). The usbmon header is read in the byte order of the file
 //! (the capturing host's); the setup packet is little endian (USB).
@@ -32,7 +33,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::process::ExitCode;
+
+use pcap_file::pcap::PcapParser;
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{Endianness, PcapError};
 
 use crate::link::{Call, LinkError, Setup};
 use crate::recording::{Recorded, RecordingWriter};
@@ -114,45 +118,37 @@ pub fn import_pcap(bytes: &[u8], opts: &ImportOptions) -> Result<String, ImportE
 
 // ---------------------------------------------------------------- byte order
 
+/// The byte order of the capture (the capturing host's), in which the
+/// usbmon header is read.
 #[derive(Clone, Copy, Debug)]
 struct Endian {
     little: bool,
 }
 
 impl Endian {
-    fn bytes<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
-        let s = b.get(at..at.checked_add(N)?)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Some(a)
+    fn of(e: Endianness) -> Endian {
+        Endian {
+            little: e == Endianness::Little,
+        }
     }
-    fn u16(self, b: &[u8], at: usize) -> Option<u16> {
-        let a = Self::bytes::<2>(b, at)?;
+
+    /// The unsigned integer of `N` bytes at `at`, in this byte order.
+    fn uint<const N: usize>(self, b: &[u8], at: usize) -> Option<u64> {
+        let bytes = b.get(at..at.checked_add(N)?)?;
+        let fold = |v: u64, x: &u8| v << 8 | u64::from(*x);
         Some(if self.little {
-            u16::from_le_bytes(a)
+            bytes.iter().rev().fold(0, fold)
         } else {
-            u16::from_be_bytes(a)
-        })
-    }
-    fn u32(self, b: &[u8], at: usize) -> Option<u32> {
-        let a = Self::bytes::<4>(b, at)?;
-        Some(if self.little {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        })
-    }
-    fn u64(self, b: &[u8], at: usize) -> Option<u64> {
-        let a = Self::bytes::<8>(b, at)?;
-        Some(if self.little {
-            u64::from_le_bytes(a)
-        } else {
-            u64::from_be_bytes(a)
+            bytes.iter().fold(0, fold)
         })
     }
 }
 
 // ---------------------------------------------------------------- containers
+//
+// The pcap and pcapng containers are read by `pcap-file`; what is ours is
+// the byte offsets in the messages and a capture cut short (tcpdump killed)
+// being a warning, not an error.
 
 /// One captured packet: where it stands and its bytes.
 struct Packet<'a> {
@@ -165,28 +161,28 @@ struct Packet<'a> {
     data: &'a [u8],
 }
 
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
 fn packets<'a>(
     bytes: &'a [u8],
     warnings: &mut Vec<String>,
 ) -> Result<Vec<Packet<'a>>, ImportError> {
-    let Some(magic) = Endian::bytes::<4>(bytes, 0) else {
-        return Err(err(
+    match bytes.first_chunk::<4>() {
+        None => Err(err(
             0,
             format!(
                 "too short for a capture ({} bytes): not a pcap file",
                 bytes.len()
             ),
-        ));
-    };
-    match magic {
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => {
-            pcap(bytes, Endian { little: true }, warnings)
-        }
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => {
-            pcap(bytes, Endian { little: false }, warnings)
-        }
-        [0x0a, 0x0d, 0x0d, 0x0a] => pcapng(bytes, warnings),
-        m => Err(err(
+        )),
+        Some(&PCAPNG_MAGIC) => pcapng(bytes, warnings),
+        Some(
+            [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0xa1, 0xb2, 0x3c, 0x4d],
+        ) => pcap(bytes, warnings),
+        Some(m) => Err(err(
             0,
             format!(
                 "not a pcap or pcapng file (magic {:02x}{:02x}{:02x}{:02x}); capture with \
@@ -210,171 +206,131 @@ fn check_linktype(linktype: u32, offset: usize) -> Result<(), ImportError> {
     ))
 }
 
-fn pcap<'a>(
-    bytes: &'a [u8],
-    e: Endian,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Packet<'a>>, ImportError> {
-    let linktype = e.u32(bytes, 20).ok_or_else(|| {
+/// pcap's record header: timestamp (8 bytes), captured length, length.
+const PCAP_RECORD_HEADER: usize = 16;
+
+fn pcap<'a>(bytes: &'a [u8], warnings: &mut Vec<String>) -> Result<Vec<Packet<'a>>, ImportError> {
+    // The magic is known good: the only error left is a short header.
+    let (mut rest, parser) = PcapParser::new(bytes).map_err(|_| {
         err(
             bytes.len(),
             format!("pcap header cut short ({} of 24 bytes)", bytes.len()),
         )
-    })? & 0x0fff_ffff;
+    })?;
+    let header = parser.header();
+    // The upper bits of the link type field are flags (FCS length).
+    let linktype = u32::from(header.datalink) & 0x0fff_ffff;
     check_linktype(linktype, 20)?;
+    let endian = Endian::of(header.endianness);
     let mut out = Vec::new();
-    let mut off = 24usize;
-    while off < bytes.len() {
+    while !rest.is_empty() {
+        let off = bytes.len() - rest.len();
         let number = out.len() + 1;
-        let (Some(incl), Some(_)) = (e.u32(bytes, off + 8), e.u32(bytes, off + 12)) else {
-            warnings.push(format!(
-                "the capture ends inside packet {number}'s record header at byte offset {off} (ignored)"
-            ));
-            break;
-        };
-        let start = off + 16;
-        let end = start
-            .checked_add(incl as usize)
-            .filter(|&end| end <= bytes.len());
-        let Some(end) = end else {
-            warnings.push(format!(
-                "the capture ends inside packet {number} at byte offset {off} ({incl} bytes announced, {} left; ignored)",
-                bytes.len() - start.min(bytes.len())
-            ));
+        let Ok((next, _)) = parser.next_raw_packet(rest) else {
+            // The only error of a raw packet: the capture ends inside it.
+            warnings.push(match endian.uint::<4>(rest, 8) {
+                Some(incl) if rest.len() >= PCAP_RECORD_HEADER => format!(
+                    "the capture ends inside packet {number} at byte offset {off} ({incl} bytes \
+                     announced, {} left; ignored)",
+                    rest.len() - PCAP_RECORD_HEADER
+                ),
+                _ => format!(
+                    "the capture ends inside packet {number}'s record header at byte offset {off} (ignored)"
+                ),
+            });
             break;
         };
         out.push(Packet {
-            offset: start,
+            offset: off + PCAP_RECORD_HEADER,
             number,
             linktype,
-            endian: e,
-            data: &bytes[start..end],
+            endian,
+            data: &rest[PCAP_RECORD_HEADER..rest.len() - next.len()],
         });
-        off = end;
+        rest = next;
     }
     Ok(out)
 }
 
+/// pcapng's block header (type, length) and the bytes before the packet
+/// data in an enhanced packet block (interface, timestamp, two lengths) and
+/// a simple packet block (length).
+const BLOCK_HEADER: usize = 8;
+const ENHANCED_PACKET_HEAD: usize = 20;
+const SIMPLE_PACKET_HEAD: usize = 4;
+
 fn pcapng<'a>(bytes: &'a [u8], warnings: &mut Vec<String>) -> Result<Vec<Packet<'a>>, ImportError> {
+    let cut =
+        |off: usize| format!("the capture ends inside a block at byte offset {off} (ignored)");
+    let bad = |off: usize, e: PcapError| err(off, format!("pcapng block: {e}"));
     let mut out = Vec::new();
-    let mut e = Endian { little: true };
-    let mut interfaces: Vec<u32> = Vec::new();
-    let mut off = 0usize;
+    let (mut rest, mut parser) = match PcapNgParser::new(bytes) {
+        Ok(x) => x,
+        Err(PcapError::IncompleteBuffer) => {
+            warnings.push(cut(0));
+            return Ok(out);
+        }
+        Err(e) => return Err(bad(0, e)),
+    };
     let mut number = 0usize;
-    while off < bytes.len() {
-        let Some(kind_raw) = Endian::bytes::<4>(bytes, off) else {
-            warnings.push(format!(
-                "the capture ends inside a block header at byte offset {off} (ignored)"
-            ));
-            break;
-        };
-        if kind_raw == [0x0a, 0x0d, 0x0d, 0x0a] {
-            e = match Endian::bytes::<4>(bytes, off + 8) {
-                Some([0x4d, 0x3c, 0x2b, 0x1a]) => Endian { little: true },
-                Some([0x1a, 0x2b, 0x3c, 0x4d]) => Endian { little: false },
-                Some(_) => {
-                    return Err(err(
-                        off + 8,
-                        "pcapng section header without a valid byte-order magic",
-                    ))
-                }
-                None => {
-                    warnings.push(format!(
-                        "the capture ends inside a section header at byte offset {off} (ignored)"
-                    ));
-                    break;
-                }
-            };
-            interfaces.clear();
-        }
-        let kind = e.u32(bytes, off).unwrap_or(0);
-        let Some(len) = e.u32(bytes, off + 4).map(|l| l as usize) else {
-            warnings.push(format!(
-                "the capture ends inside a block header at byte offset {off} (ignored)"
-            ));
-            break;
-        };
-        if len < 12 || len & 3 != 0 {
-            return Err(err(
-                off + 4,
-                format!("pcapng block length {len} is invalid (a multiple of 4, at least 12)"),
-            ));
-        }
-        let Some(end) = off.checked_add(len).filter(|&end| end <= bytes.len()) else {
-            warnings.push(format!(
-                "the capture ends inside a block at byte offset {off} ({len} bytes announced; ignored)"
-            ));
-            break;
-        };
-        let body = &bytes[off + 8..end - 4];
-        let body_off = off + 8;
-        match kind {
-            // Interface description: link type u16.
-            1 => {
-                let lt = e
-                    .u16(body, 0)
-                    .ok_or_else(|| err(body_off, "pcapng interface block too short"))?;
-                interfaces.push(u32::from(lt));
+    while !rest.is_empty() {
+        let off = bytes.len() - rest.len();
+        let body_off = off + BLOCK_HEADER;
+        let block = match parser.next_block(rest) {
+            Ok((next, block)) => {
+                rest = next;
+                block
             }
-            // Enhanced packet: interface, timestamp, captured length, length, data.
-            6 => {
+            Err(PcapError::IncompleteBuffer) => {
+                warnings.push(cut(off));
+                break;
+            }
+            Err(e) => return Err(bad(off, e)),
+        };
+        let (head, len, interface) = match block {
+            Block::EnhancedPacket(p) => {
                 number += 1;
-                let (Some(iface), Some(cap)) = (e.u32(body, 0), e.u32(body, 12)) else {
-                    return Err(err(
-                        body_off,
-                        format!("pcapng packet {number}: block too short"),
-                    ));
-                };
-                let data = body
-                    .get(20..20usize.saturating_add(cap as usize))
-                    .ok_or_else(|| {
-                        err(
-                            body_off,
-                            format!(
-                                "pcapng packet {number}: captured length {cap} exceeds its block"
-                            ),
-                        )
-                    })?;
-                let lt = *interfaces.get(iface as usize).ok_or_else(|| {
+                let interface = parser.packet_interface(&p).ok_or_else(|| {
                     err(
                         body_off,
-                        format!("pcapng packet {number}: interface {iface} was not described"),
+                        format!(
+                            "pcapng packet {number}: interface {} was not described",
+                            p.interface_id
+                        ),
                     )
                 })?;
-                check_linktype(lt, body_off)?;
-                out.push(Packet {
-                    offset: body_off + 20,
-                    number,
-                    linktype: lt,
-                    endian: e,
-                    data,
-                });
+                (ENHANCED_PACKET_HEAD, p.data.len(), interface.linktype)
             }
-            // Simple packet: original length, data (interface 0).
-            3 => {
+            Block::SimplePacket(p) => {
                 number += 1;
-                let orig = e
-                    .u32(body, 0)
-                    .ok_or_else(|| err(body_off, "pcapng simple packet too short"))?;
-                let data = &body[4..(4 + orig as usize).min(body.len())];
-                let lt = *interfaces.first().ok_or_else(|| {
+                let interface = parser.interfaces().first().ok_or_else(|| {
                     err(
                         body_off,
                         format!("pcapng packet {number}: no interface was described"),
                     )
                 })?;
-                check_linktype(lt, body_off)?;
-                out.push(Packet {
-                    offset: body_off + 4,
-                    number,
-                    linktype: lt,
-                    endian: e,
-                    data,
-                });
+                // The data of a simple packet block runs to the block's end
+                // (with padding): the packet is its original length.
+                let len = p.data.len().min(p.original_len as usize);
+                (SIMPLE_PACKET_HEAD, len, interface.linktype)
             }
-            _ => {}
-        }
-        off = end;
+            _ => continue,
+        };
+        let linktype = u32::from(interface);
+        check_linktype(linktype, body_off)?;
+        let start = off + BLOCK_HEADER + head;
+        out.push(Packet {
+            offset: start,
+            number,
+            linktype,
+            endian: Endian::of(parser.section().endianness),
+            data: bytes.get(start..start + len).ok_or_else(|| {
+                err(
+                    body_off,
+                    format!("pcapng packet {number}: longer than its block"),
+                )
+            })?,
+        });
     }
     Ok(out)
 }
@@ -424,12 +380,12 @@ fn event<'a>(p: &Packet<'a>) -> Result<Event<'a>, ImportError> {
     }
     let e = p.endian;
     // Bounds are checked above: every field lies in the header.
-    let id = e.u64(d, 0).unwrap_or(0);
-    let ts_sec = e.u64(d, 16).unwrap_or(0) as i64;
-    let ts_usec = e.u32(d, 24).unwrap_or(0) as i32;
-    let status = e.u32(d, 28).unwrap_or(0) as i32;
-    let length = e.u32(d, 32).unwrap_or(0);
-    let len_cap = e.u32(d, 36).unwrap_or(0) as usize;
+    let id = e.uint::<8>(d, 0).unwrap_or(0);
+    let ts_sec = e.uint::<8>(d, 16).unwrap_or(0) as i64;
+    let ts_usec = e.uint::<4>(d, 24).unwrap_or(0) as u32 as i32;
+    let status = e.uint::<4>(d, 28).unwrap_or(0) as u32 as i32;
+    let length = e.uint::<4>(d, 32).unwrap_or(0) as u32;
+    let len_cap = e.uint::<4>(d, 36).unwrap_or(0) as usize;
     let flag_setup = d[14];
     let flag_data = d[15];
     let mut setup = [0u8; 8];
@@ -452,7 +408,7 @@ fn event<'a>(p: &Packet<'a>) -> Result<Event<'a>, ImportError> {
         xfer: d[9],
         ep: d[10],
         dev: d[11],
-        bus: e.u16(d, 12).unwrap_or(0),
+        bus: e.uint::<2>(d, 12).unwrap_or(0) as u16,
         setup: (flag_setup == 0).then_some(setup),
         ts_us: ts_sec
             .saturating_mul(1_000_000)
@@ -597,10 +553,7 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                     ));
                 }
                 Ok(Op::Call(Recorded::ControlIn {
-                    request_type: rt,
-                    request: rq,
-                    value,
-                    index,
+                    setup: line,
                     length,
                     answer: c.data.to_vec(),
                 }))
@@ -616,10 +569,7 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
                     ));
                 }
                 Ok(Op::Call(Recorded::ControlOut {
-                    request_type: rt,
-                    request: rq,
-                    value,
-                    index,
+                    setup: line,
                     data: s.data.to_vec(),
                 }))
             }
@@ -818,13 +768,8 @@ fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
                     j -= 1;
                 }
                 if j > 0 {
-                    if let Op::Call(Recorded::ControlOut {
-                        request_type,
-                        request,
-                        ..
-                    }) = ops[j - 1].op
-                    {
-                        if (request_type, request) == CLIENT_STATE {
+                    if let Op::Call(Recorded::ControlOut { setup, .. }) = ops[j - 1].op {
+                        if (setup.request_type, setup.request) == CLIENT_STATE {
                             j -= 1;
                         }
                     }
@@ -872,8 +817,8 @@ fn render(
         if claim_pending {
             let is_start = matches!(
                 &t.op,
-                Op::Call(Recorded::ControlOut { request_type, request, .. })
-                    if (*request_type, *request) == START
+                Op::Call(Recorded::ControlOut { setup, .. })
+                    if (setup.request_type, setup.request) == START
             );
             let is_note = matches!(&t.op, Op::Skipped(_));
             if !is_start && !is_note {
@@ -937,123 +882,4 @@ fn render(
         cycles,
         warnings,
     })
-}
-
-// ---------------------------------------------------------------- CLI
-
-/// Usage of [`main_import`].
-pub const USAGE: &str = concat!(
-    "usage: nao-rs import-usbmon IN.pcap OUT.rec [--device BUS:DEV] [--accepted V[,V...]]\n",
-    "                            [--switch armed|tripped] [--no-cycles]\n",
-    "  IN.pcap      a usbmon capture (tcpdump -i usbmonN -s 0 -w IN.pcap, or Wireshark; pcap or pcapng)\n",
-    "  OUT.rec      the recording to write (- for standard output)\n",
-    "  --device     the chest board's bus and device number as lsusb shows them (default: the\n",
-    "               first device that sends the protocol's vendor requests)\n",
-    "  --accepted   the accepted configuration versions to write (not on USB)\n",
-    "  --switch     the death switch at the start to write (not on USB)\n",
-    "  --no-cycles  do not infer cycle lines",
-);
-
-fn parse_args(args: &[String]) -> Result<(String, String, ImportOptions), String> {
-    let mut opts = ImportOptions::default();
-    let mut files = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--device" => {
-                let v = it.next().ok_or("--device needs BUS:DEV (e.g. 1:5)")?;
-                let (b, d) = v
-                    .split_once(':')
-                    .ok_or_else(|| format!("--device {v:?}: expected BUS:DEV, e.g. 1:5"))?;
-                let bus = b
-                    .parse::<u16>()
-                    .map_err(|_| format!("--device {v:?}: bus {b:?} is not a number 0..65535"))?;
-                let dev = d
-                    .parse::<u8>()
-                    .map_err(|_| format!("--device {v:?}: device {d:?} is not a number 0..255"))?;
-                opts.device = Some((bus, dev));
-            }
-            "--accepted" => {
-                let v = it
-                    .next()
-                    .ok_or("--accepted needs versions, e.g. 10 or 10,11")?;
-                opts.accepted = Some(
-                    crate::protocol::handshake::parse_accepted(v)
-                        .map_err(|e| format!("--accepted {v:?}: {e}"))?,
-                );
-            }
-            "--switch" => {
-                opts.switch_armed = Some(match it.next().map(String::as_str) {
-                    Some("armed") => true,
-                    Some("tripped") => false,
-                    other => return Err(format!("--switch {other:?}: expected armed or tripped")),
-                });
-            }
-            "--no-cycles" => opts.cycles = false,
-            "-h" | "--help" => return Err(String::new()),
-            s if s.starts_with("--") => return Err(format!("unknown option {s:?}")),
-            _ => files.push(a.clone()),
-        }
-    }
-    match <[String; 2]>::try_from(files) {
-        Ok([input, output]) => Ok((input, output, opts)),
-        Err(f) => Err(format!(
-            "expected two files, IN.pcap and OUT.rec; got {}",
-            f.len()
-        )),
-    }
-}
-
-/// `nao-rs import-usbmon IN.pcap OUT.rec [options]`: `args` are the
-/// arguments after the subcommand. Prints a one-line summary (and warnings)
-/// to standard error; exit 0 on success, 1 on a bad capture, 2 on bad
-/// arguments.
-pub fn main_import(args: &[String]) -> ExitCode {
-    let (input, output, opts) = match parse_args(args) {
-        Ok(x) => x,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("nao-rs import-usbmon: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let bytes = match std::fs::read(&input) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("nao-rs import-usbmon: {input}: cannot read: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let import = match import(&bytes, &opts) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("nao-rs import-usbmon: {input}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let written = if output == "-" {
-        use std::io::Write;
-        std::io::stdout().write_all(import.text.as_bytes())
-    } else {
-        std::fs::write(&output, &import.text)
-    };
-    if let Err(e) = written {
-        eprintln!("nao-rs import-usbmon: {output}: cannot write: {e}");
-        return ExitCode::FAILURE;
-    }
-    for w in &import.warnings {
-        eprintln!("nao-rs import-usbmon: warning: {w}");
-    }
-    eprintln!(
-        "nao-rs import-usbmon: {input} -> {output}: bus {} device {}, {} calls, {} cycles, {} warnings",
-        import.device.0,
-        import.device.1,
-        import.calls,
-        import.cycles,
-        import.warnings.len()
-    );
-    ExitCode::SUCCESS
 }

@@ -3,6 +3,7 @@
 //! recording the writer writes reads back the same. Case count:
 //! PROPTEST_CASES (CI: 100,000).
 
+use nao_wire::link::Setup;
 use nao_wire::recording::{parse, parse_bytes, to_text, Item, Line, Recorded};
 use nao_wire::{Command, LinkError, JOINTS};
 use proptest::prelude::*;
@@ -149,10 +150,12 @@ fn call() -> impl Strategy<Value = Recorded> {
         )
             .prop_map(
                 |(request_type, request, value, index, data)| Recorded::ControlOut {
-                    request_type,
-                    request,
-                    value,
-                    index,
+                    setup: Setup {
+                        request_type,
+                        request,
+                        value,
+                        index,
+                    },
                     data
                 }
             ),
@@ -166,10 +169,12 @@ fn call() -> impl Strategy<Value = Recorded> {
         )
             .prop_map(|(request_type, request, value, index, answer, extra)| {
                 Recorded::ControlIn {
-                    request_type,
-                    request,
-                    value,
-                    index,
+                    setup: Setup {
+                        request_type,
+                        request,
+                        value,
+                        index,
+                    },
                     length: answer.len() as u16 + extra,
                     answer,
                 }

@@ -6,7 +6,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nao_wire::link::record::RecordingLink;
-use nao_wire::link::Call;
+use nao_wire::link::{Call, Setup};
 use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::{Command, Link, LinkError};
 
@@ -136,10 +136,12 @@ fn recording_link_writes_every_call_and_input_in_order() {
     assert_eq!(
         items[6],
         Item::Call(Recorded::ControlIn {
-            request_type: 0xc0,
-            request: 2,
-            value: 0,
-            index: 0,
+            setup: Setup {
+                request_type: 0xc0,
+                request: 2,
+                value: 0,
+                index: 0,
+            },
             length: 4,
             answer: vec![2, 0x11, 7, 0]
         })

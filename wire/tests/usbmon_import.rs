@@ -1,8 +1,9 @@
 //! The usbmon importer on small captures that the tests build: pcap in both
 //! byte orders with both usbmon headers, and pcapng.
 
+use nao_wire::link::Setup;
 use nao_wire::recording::{parse, Item, Recorded};
-use nao_wire::usbmon::{import, import_pcap, main_import, ImportOptions};
+use nao_wire::usbmon::{import, import_pcap, ImportOptions};
 use nao_wire::LinkError;
 
 mod usbmon_support;
@@ -44,18 +45,22 @@ fn expected() -> Vec<Item> {
         }),
         call(Recorded::SetConfiguration(1)),
         call(Recorded::ControlOut {
-            request_type: 0x40,
-            request: 1,
-            value: 0,
-            index: 0,
+            setup: Setup {
+                request_type: 0x40,
+                request: 1,
+                value: 0,
+                index: 0,
+            },
             data: vec![],
         }),
         call(Recorded::ClaimInterface(0)),
         call(Recorded::ControlIn {
-            request_type: 0xc0,
-            request: 2,
-            value: 0,
-            index: 0,
+            setup: Setup {
+                request_type: 0xc0,
+                request: 2,
+                value: 0,
+                index: 0,
+            },
             length: 4,
             answer: vec![2, 0x11, 7, 0],
         }),
@@ -68,10 +73,12 @@ fn expected() -> Vec<Item> {
         0,
         &[
             call(Recorded::ControlOut {
-                request_type: 0x40,
-                request: 5,
-                value: 0x24,
-                index: 0,
+                setup: Setup {
+                    request_type: 0x40,
+                    request: 5,
+                    value: 0x24,
+                    index: 0,
+                },
                 data: vec![],
             }),
             bulk_out(2),
@@ -193,18 +200,22 @@ fn usbmon_import_writes_settings_and_reconnects() {
             }),
             Item::Call(Recorded::SetConfiguration(1)),
             Item::Call(Recorded::ControlOut {
-                request_type: 0x40,
-                request: 1,
-                value: 0,
-                index: 0,
+                setup: Setup {
+                    request_type: 0x40,
+                    request: 1,
+                    value: 0,
+                    index: 0,
+                },
                 data: vec![]
             }),
             Item::Call(Recorded::ClaimInterface(0)),
             Item::Call(Recorded::ControlIn {
-                request_type: 0xc0,
-                request: 2,
-                value: 0,
-                index: 0,
+                setup: Setup {
+                    request_type: 0xc0,
+                    request: 2,
+                    value: 0,
+                    index: 0,
+                },
                 length: 4,
                 answer: vec![2, 0x11, 7, 0]
             }),
@@ -257,41 +268,4 @@ fn usbmon_import_of_a_cut_capture_warns_and_keeps_the_whole_packets() {
         "{}",
         i.text
     );
-}
-
-#[test]
-fn usbmon_import_cli_writes_the_recording() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let input = dir.path().join("hal.pcap");
-    let output = dir.path().join("hal.rec");
-    std::fs::write(
-        &input,
-        Cap {
-            little: true,
-            mmapped: true,
-        }
-        .pcap(&Session::hal().events),
-    )
-    .expect("write");
-    let args: Vec<String> = [
-        input.to_str().unwrap(),
-        output.to_str().unwrap(),
-        "--device",
-        "1:5",
-        "--accepted",
-        "10",
-    ]
-    .map(String::from)
-    .to_vec();
-    assert_eq!(main_import(&args), std::process::ExitCode::SUCCESS);
-    let text = std::fs::read_to_string(&output).expect("read");
-    assert_eq!(items(&text)[0], Item::Accepted(vec![10]));
-    let bad: Vec<String> = ["only-one.pcap".to_string()].to_vec();
-    assert_eq!(main_import(&bad), std::process::ExitCode::from(2));
-    let missing: Vec<String> = [
-        dir.path().join("nope.pcap").to_str().unwrap().to_string(),
-        "-".into(),
-    ]
-    .to_vec();
-    assert_eq!(main_import(&missing), std::process::ExitCode::FAILURE);
 }

@@ -33,18 +33,16 @@ fn capture(items: &[Item]) -> Vec<u8> {
             Item::Call(c) => match c {
                 Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
                 Recorded::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
-                Recorded::ControlOut {
-                    request_type,
-                    request,
-                    value,
-                    index,
+                Recorded::ControlOut { setup, data } => s.control(
+                    setup.request_type,
+                    setup.request,
+                    setup.value,
+                    setup.index,
                     data,
-                } => s.control(*request_type, *request, *value, *index, data, &[]),
+                    &[],
+                ),
                 Recorded::ControlIn {
-                    request_type,
-                    request,
-                    value,
-                    index,
+                    setup,
                     answer,
                     length,
                 } => {
@@ -53,7 +51,14 @@ fn capture(items: &[Item]) -> Vec<u8> {
                         answer.len(),
                         "the test writes wLength as the answer length"
                     );
-                    s.control(*request_type, *request, *value, *index, &[], answer)
+                    s.control(
+                        setup.request_type,
+                        setup.request,
+                        setup.value,
+                        setup.index,
+                        &[],
+                        answer,
+                    )
                 }
                 Recorded::BulkOut { data, .. } => s.bulk_out(data),
                 Recorded::BulkIn { answer, .. } => s.bulk_in(match answer {

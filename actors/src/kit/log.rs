@@ -3,16 +3,20 @@
 //! A real-time actor never formats or writes a log line: it pushes a small
 //! `Copy` [`Event`] into its own preallocated `rtrb` ring ([`EventSink`],
 //! never blocks, never allocates; a full ring counts the event as dropped).
+//! The rings stay `rtrb` for that: one wait-free single-producer ring per
+//! real-time thread, where a shared channel would make the threads contend.
 //! The logging actor ([`Logbook::spawn`]) drains every ring every 50 ms and
-//! writes through `slog`. Repeated events are counted, not repeated
+//! writes through `slog`; it is told of new rings and of its stop by a
+//! `crossbeam-channel` (from any thread, never on a real-time path). Repeated events are counted, not repeated
 //! ([`Coalescer`]): the first of a kind is logged at once, the repeats within
 //! its window are summed into one line at the end of the window. The window
 //! is 1 s and doubles (up to 64 s) while the repeats go on.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use slog::{error, info, warn, Logger};
 
 use super::actor::{spawn, Actor, ActorSpec};
@@ -199,19 +203,31 @@ struct Source {
     dropped_reported: u64,
 }
 
-/// The logging side: owns every ring's consumer and a `slog` logger.
+/// What the logging actor is told.
+enum Control {
+    /// A new ring to drain.
+    Source(Source),
+    /// Drain a last time and end.
+    Stop,
+}
+
+/// The logging side: hands each ring's consumer to the logging actor,
+/// which writes to a `slog` logger.
 #[derive(Clone)]
 pub struct Logbook {
     logger: Logger,
-    sources: Arc<Mutex<Vec<Source>>>,
+    control: Sender<Control>,
+    inbox: Receiver<Control>,
 }
 
 impl Logbook {
     /// A logbook writing to `logger`.
     pub fn new(logger: Logger) -> Self {
+        let (control, inbox) = crossbeam_channel::unbounded();
         Logbook {
             logger,
-            sources: Arc::new(Mutex::new(Vec::new())),
+            control,
+            inbox,
         }
     }
 
@@ -225,76 +241,68 @@ impl Logbook {
     pub fn sink(&self, name: &str, capacity: usize) -> EventSink {
         let (producer, consumer) = rtrb::RingBuffer::new(capacity.max(1));
         let dropped = Arc::new(AtomicU64::new(0));
-        let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
-        sources.push(Source {
+        // Never fails: `self` holds a receiver.
+        let _ = self.control.send(Control::Source(Source {
             name: name.to_string(),
             consumer,
             dropped: dropped.clone(),
             dropped_reported: 0,
-        });
+        }));
         EventSink { producer, dropped }
-    }
-
-    /// Drains every ring once through `coalescer`, writing what it says.
-    pub fn drain(&self, coalescer: &mut Coalescer, now_ns: u64) {
-        let mut sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
-        for (i, src) in sources.iter_mut().enumerate() {
-            while let Ok(e) = src.consumer.pop() {
-                if let Some(r) = coalescer.on_event(i, &e) {
-                    write(&self.logger, &src.name, &r);
-                }
-            }
-            // Relaxed: a statistic.
-            let dropped = src.dropped.load(Ordering::Relaxed);
-            if dropped > src.dropped_reported {
-                warn!(self.logger, "log ring full: events dropped";
-                      "actor" => &src.name, "dropped" => dropped - src.dropped_reported);
-                src.dropped_reported = dropped;
-            }
-        }
-        let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
-        coalescer.flush(now_ns, |r| {
-            write(&self.logger, names.get(r.source).unwrap_or(&"?"), &r)
-        });
     }
 
     /// Starts the logging actor (normal priority): drains every 50 ms until
     /// the returned handle is stopped, then drains a last time.
     pub fn spawn(&self) -> std::io::Result<LogActor> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let wake = Arc::new(super::notify::Notify::new());
-        let book = self.clone();
-        let flag = stop.clone();
-        let woken = wake.clone();
+        let logger = self.logger.clone();
+        let inbox = self.inbox.clone();
         let actor = spawn(ActorSpec::new("nao-rs-log"), move || {
+            let mut sources: Vec<Source> = Vec::new();
             let mut co = Coalescer::new();
-            // Acquire: pairs with the Release in LogActor::stop, so the last
-            // drain sees every event pushed before the stop.
-            while !flag.load(Ordering::Acquire) {
-                let seen = woken.current();
-                book.drain(&mut co, monotonic_ns());
-                // 50 ms, or at once when stopped.
-                woken.wait(seen, DRAIN_PERIOD.as_nanos() as u64);
+            loop {
+                drain(&logger, &mut sources, &mut co, monotonic_ns());
+                // 50 ms, or at once on a new ring or the stop. A stop comes
+                // after every ring made before it (one channel, in order).
+                match inbox.recv_timeout(DRAIN_PERIOD) {
+                    Ok(Control::Source(s)) => sources.push(s),
+                    Ok(Control::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                    Err(RecvTimeoutError::Timeout) => {}
+                }
             }
-            book.drain(&mut co, monotonic_ns());
-            let names: Vec<String> = {
-                let s = book.sources.lock().unwrap_or_else(|p| p.into_inner());
-                s.iter().map(|s| s.name.clone()).collect()
-            };
+            drain(&logger, &mut sources, &mut co, monotonic_ns());
             co.flush_all(monotonic_ns(), |r| {
-                write(
-                    &book.logger,
-                    names.get(r.source).map(String::as_str).unwrap_or("?"),
-                    &r,
-                )
+                write(&logger, name(&sources, r.source), &r)
             });
         })?;
         Ok(LogActor {
-            stop,
-            wake,
+            control: self.control.clone(),
             actor: Some(actor),
         })
     }
+}
+
+/// The name of ring `i`.
+fn name(sources: &[Source], i: usize) -> &str {
+    sources.get(i).map_or("?", |s| s.name.as_str())
+}
+
+/// Drains every ring once through `coalescer`, writing what it says.
+fn drain(logger: &Logger, sources: &mut [Source], coalescer: &mut Coalescer, now_ns: u64) {
+    for (i, src) in sources.iter_mut().enumerate() {
+        while let Ok(e) = src.consumer.pop() {
+            if let Some(r) = coalescer.on_event(i, &e) {
+                write(logger, &src.name, &r);
+            }
+        }
+        // Relaxed: a statistic.
+        let dropped = src.dropped.load(Ordering::Relaxed);
+        if dropped > src.dropped_reported {
+            warn!(logger, "log ring full: events dropped";
+                  "actor" => &src.name, "dropped" => dropped - src.dropped_reported);
+            src.dropped_reported = dropped;
+        }
+    }
+    coalescer.flush(now_ns, |r| write(logger, name(sources, r.source), &r));
 }
 
 fn write(logger: &Logger, source: &str, r: &Report) {
@@ -319,8 +327,7 @@ fn write(logger: &Logger, source: &str, r: &Report) {
 
 /// The running logging actor. Stops (with a last drain) on drop.
 pub struct LogActor {
-    stop: Arc<AtomicBool>,
-    wake: Arc<super::notify::Notify>,
+    control: Sender<Control>,
     actor: Option<Actor<()>>,
 }
 
@@ -331,10 +338,8 @@ impl LogActor {
     }
 
     fn stop_now(&mut self) {
-        // Release: pairs with the Acquire in the actor's loop.
-        self.stop.store(true, Ordering::Release);
-        self.wake.notify();
         if let Some(a) = self.actor.take() {
+            let _ = self.control.send(Control::Stop);
             let _ = a.join();
         }
     }
@@ -424,6 +429,7 @@ mod tests {
     #[test]
     fn log_actor_drains_events_into_slog() {
         use std::io::Write;
+        use std::sync::Mutex;
         #[derive(Clone)]
         struct Buf(Arc<Mutex<Vec<u8>>>);
         impl Write for Buf {

@@ -93,32 +93,29 @@ impl Default for SensorFrame {
 /// The latest sensors, shared by the cycle (writer) and the program.
 ///
 /// The cycle only ever `try_lock`s: if the program holds the lock at that
-/// instant (a copy of a few hundred bytes) the cycle skips publishing once
-/// and counts it; it never waits.
+/// instant (a copy of a few hundred bytes) the cycle skips publishing once;
+/// it never waits.
+///
+/// Not a channel: the program wants the newest frame, not every frame in
+/// turn, and the real-time cycle must neither wait nor allocate; one slot
+/// and a futex counter ([`Notify`]) give both.
 #[derive(Debug, Default)]
 pub struct Latest {
     frame: Mutex<SensorFrame>,
     published: AtomicU64,
-    skipped: AtomicU64,
     notify: Notify,
 }
 
 impl Latest {
     /// Publishes `frame` without blocking (the cycle's side).
     pub fn publish(&self, frame: &SensorFrame) {
-        match self.frame.try_lock() {
-            Ok(mut f) => {
-                *f = *frame;
-                drop(f);
-                // Release: pairs with the Acquire in `published`, after the
-                // copy above.
-                self.published.fetch_add(1, Ordering::Release);
-                self.notify.notify();
-            }
-            Err(_) => {
-                // Relaxed: a statistic.
-                self.skipped.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Ok(mut f) = self.frame.try_lock() {
+            *f = *frame;
+            drop(f);
+            // Release: pairs with the Acquire in `published`, after the
+            // copy above.
+            self.published.fetch_add(1, Ordering::Release);
+            self.notify.notify();
         }
     }
 
@@ -126,11 +123,6 @@ impl Latest {
     pub fn published(&self) -> u64 {
         // Acquire: pairs with the Release in `publish`.
         self.published.load(Ordering::Acquire)
-    }
-
-    /// How many publications were skipped because the program held the lock.
-    pub fn skipped(&self) -> u64 {
-        self.skipped.load(Ordering::Relaxed)
     }
 
     /// A copy of the latest frame.

@@ -37,26 +37,14 @@ struct Args {
     confirm_window_ms: u64,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    // Release: pairs with the Acquire load in the loop.
-    STOP.store(true, Ordering::Release);
-}
-
-fn install_signals() -> Result<(), nix::errno::Errno> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let act = SigAction::new(
-        SigHandler::Handler(on_stop_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGTERM, Signal::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is
-        // async-signal-safe; no other handler for these signals exists.
-        unsafe { sigaction(sig, &act) }?;
+/// SIGTERM and SIGINT end the guard: `signal-hook` sets the returned flag
+/// (the handler only stores to it), the poll loop shuts down on it.
+fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, flag.clone())?;
     }
-    Ok(())
+    Ok(flag)
 }
 
 fn main() -> ExitCode {
@@ -84,7 +72,8 @@ fn run(args: Args) -> Result<(), String> {
         beat_timeout_ns: args.beat_timeout_ms * 1_000_000,
         confirmation_window_ns: args.confirm_window_ms * 1_000_000,
     };
-    install_signals().map_err(|e| format!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
+    let signalled = stop_on_signals()
+        .map_err(|e| format!("cannot install the SIGTERM/SIGINT handlers: {e}"))?;
 
     let pid = std::process::id();
     page.set_guard(pid, false);
@@ -135,8 +124,8 @@ fn run(args: Args) -> Result<(), String> {
         kit::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),
         move || {
             let mut ticker = kit::Ticker::new(POLL_PERIOD_NS);
-            // Acquire: pairs with the Release store in the signal handler.
-            while !STOP.load(Ordering::Acquire) {
+            // Acquire: pairs with the (SeqCst) store in the signal handler.
+            while !signalled.load(Ordering::Acquire) {
                 // The 2 ms deadline, or at once when the runtime exits.
                 ticker.wait_or_readable(poller.runtime_fd());
                 poller.poll(&loop_page, deathswitch::now_ns());

@@ -258,7 +258,13 @@ const EP0_RETRIES: u32 = 500;
 fn is_abandoned_setup(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::ESRCH | libc::EIDRM | libc::EL2HLT | libc::EOVERFLOW | libc::EINTR)
+        Some(
+            nix::libc::ESRCH
+                | nix::libc::EIDRM
+                | nix::libc::EL2HLT
+                | nix::libc::EOVERFLOW
+                | nix::libc::EINTR
+        )
     )
 }
 
@@ -462,12 +468,17 @@ mod tests {
 
     #[test]
     fn an_abandoned_control_request_does_not_end_the_front_end_but_a_lost_ep0_does() {
-        for errno in [libc::ESRCH, libc::EIDRM, libc::EL2HLT, libc::EOVERFLOW] {
+        for errno in [
+            nix::libc::ESRCH,
+            nix::libc::EIDRM,
+            nix::libc::EL2HLT,
+            nix::libc::EOVERFLOW,
+        ] {
             assert!(is_abandoned_setup(&std::io::Error::from_raw_os_error(
                 errno
             )));
         }
-        for errno in [libc::EBADF, libc::ENODEV, libc::EBADFD] {
+        for errno in [nix::libc::EBADF, nix::libc::ENODEV, nix::libc::EBADFD] {
             assert!(!is_abandoned_setup(&std::io::Error::from_raw_os_error(
                 errno
             )));

@@ -209,7 +209,27 @@ fn run_serve(s: Serve) -> Result<(), String> {
         trace: s.trace.clone(),
         quiet: s.quiet,
     };
+    remove_on_signals(vec![paths.socket.clone(), paths.ctl.clone()])
+        .map_err(|e| format!("cannot install the SIGTERM/SIGINT/SIGHUP handlers: {e}"))?;
     server::serve(device, &paths).map_err(|e| e.to_string())
+}
+
+/// SIGTERM, SIGINT and SIGHUP remove `files` (the sockets) and end the
+/// process (exit 0): `signal-hook` records the signal, one thread acts on it.
+fn remove_on_signals(files: Vec<PathBuf>) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("sim-signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                for f in &files {
+                    let _ = std::fs::remove_file(f);
+                }
+                std::process::exit(0);
+            }
+        })?;
+    Ok(())
 }
 
 fn run_ctl(c: CtlArgs) -> Result<(), String> {

@@ -111,7 +111,6 @@ pub(crate) fn bind(path: &Path) -> io::Result<UnixListener> {
 /// serves until the process ends.
 pub fn serve(device: Device, paths: &ServerPaths) -> io::Result<()> {
     let shared = Shared::new(device, paths.trace.as_deref())?;
-    remove_sockets_on_signal(paths)?;
     let ctl = bind(&paths.ctl)?;
     let usb = bind(&paths.socket)?;
     if !paths.quiet {
@@ -152,28 +151,6 @@ pub fn serve(device: Device, paths: &ServerPaths) -> io::Result<()> {
             .name(format!("sim-conn-{id}"))
             .spawn(move || serve_conn(stream, id, &shared))?;
     }
-    Ok(())
-}
-
-/// SIGTERM, SIGINT and SIGHUP remove both socket files and end the
-/// process (exit 0). The signals are blocked in every thread (set before
-/// any other thread starts) and taken by one waiting thread.
-fn remove_sockets_on_signal(paths: &ServerPaths) -> io::Result<()> {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
-        set.add(s);
-    }
-    set.thread_block().map_err(io::Error::from)?;
-    let (socket, ctl) = (paths.socket.clone(), paths.ctl.clone());
-    std::thread::Builder::new()
-        .name("sim-signals".into())
-        .spawn(move || {
-            let _ = set.wait();
-            let _ = std::fs::remove_file(&socket);
-            let _ = std::fs::remove_file(&ctl);
-            std::process::exit(0);
-        })?;
     Ok(())
 }
 

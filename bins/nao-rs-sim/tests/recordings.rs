@@ -50,31 +50,22 @@ fn check(name: &str, settings: BoardSettings) {
         match &line.item {
             Item::Cycle { t_ms, .. } => now = t_ms * 1_000_000,
             Item::Call(Recorded::ControlIn {
-                request_type,
-                request,
-                value,
-                index,
+                setup,
                 length,
                 answer,
             }) => {
-                let mut r = vec![OP_CONTROL_IN, *request_type, *request];
-                r.extend_from_slice(&value.to_le_bytes());
-                r.extend_from_slice(&index.to_le_bytes());
+                let mut r = vec![OP_CONTROL_IN, setup.request_type, setup.request];
+                r.extend_from_slice(&setup.value.to_le_bytes());
+                r.extend_from_slice(&setup.index.to_le_bytes());
                 r.extend_from_slice(&length.to_le_bytes());
                 dev.request(&mut conn, &r, now, &mut out);
                 assert_eq!(out[0], ST_OK, "{at}");
                 assert_eq!(&out[1..], &answer[..], "{at}: control_in answer");
             }
-            Item::Call(Recorded::ControlOut {
-                request_type,
-                request,
-                value,
-                index,
-                data,
-            }) => {
-                let mut r = vec![OP_CONTROL_OUT, *request_type, *request];
-                r.extend_from_slice(&value.to_le_bytes());
-                r.extend_from_slice(&index.to_le_bytes());
+            Item::Call(Recorded::ControlOut { setup, data }) => {
+                let mut r = vec![OP_CONTROL_OUT, setup.request_type, setup.request];
+                r.extend_from_slice(&setup.value.to_le_bytes());
+                r.extend_from_slice(&setup.index.to_le_bytes());
                 r.extend_from_slice(data);
                 dev.request(&mut conn, &r, now, &mut out);
                 assert_eq!(out[0], ST_OK, "{at}");

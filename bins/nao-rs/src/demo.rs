@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,48 +80,29 @@ fn sibling(name: &str) -> Option<PathBuf> {
 }
 
 fn status_text(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let v: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
-    let switch = if v["tripped"].as_bool()? {
-        format!("TRIPPED ({})", v["reason"].as_str().unwrap_or("?"))
+    let s = crate::run::StatusFile::read(path)?;
+    let switch = if s.tripped {
+        format!("TRIPPED ({})", s.reason.as_deref().unwrap_or("?"))
     } else {
         "armed".to_string()
     };
-    let flags: Vec<String> = v["flags"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
     Some(format!(
         "cycle {:>6} | lateness {:>5} us (max {:>5}) | switch {:<24} | stiffness max {:>4}/1000{}",
-        v["cycle"],
-        v["lateness_us"],
-        v["max_lateness_us"],
+        s.cycle,
+        s.lateness_us,
+        s.max_lateness_us,
         switch,
-        v["max_stiffness"],
-        if flags.is_empty() {
+        s.max_stiffness,
+        if s.flags.is_empty() {
             String::new()
         } else {
-            format!(" | {}", flags.join(","))
+            format!(" | {}", s.flags.join(","))
         }
     ))
 }
 
 /// Runs `nao-rs demo`.
-pub fn main(args: Args) -> ExitCode {
-    match demo(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nao-rs demo: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn demo(args: Args) -> Result<(), String> {
+pub fn main(args: Args) -> Result<(), String> {
     let mut signals = crate::run::catch_stop_signals()?;
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod import_usbmon;
 mod record;
 mod replay;
 mod run;
@@ -37,19 +38,8 @@ enum Cmd {
     Wake(wake::Args),
     /// Measure every safety and timing figure against the virtual robot.
     Bench(bench::Args),
-    /// Import a Linux usbmon capture (pcap or pcapng) into a recording:
-    /// IN.pcap OUT.rec [--device BUS:DEV] [--accepted V,...]
-    /// [--switch armed|tripped] [--no-cycles]
-    #[command(disable_help_flag = true)]
-    ImportUsbmon(ImportUsbmonArgs),
-}
-
-/// The arguments of `nao-rs import-usbmon`, parsed by the importer itself.
-#[derive(clap::Args)]
-struct ImportUsbmonArgs {
-    /// IN.pcap OUT.rec [--device BUS:DEV] [--accepted V,...] [--switch armed|tripped] [--no-cycles]
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-    args: Vec<String>,
+    /// Import a Linux usbmon capture (pcap or pcapng) into a recording.
+    ImportUsbmon(import_usbmon::Args),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -58,13 +48,19 @@ struct ImportUsbmonArgs {
 static ALLOCATOR: nao_actors::kit::alloc::CountingAlloc = nao_actors::kit::alloc::CountingAlloc;
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Cmd::Run(a) => run::main(a),
-        Cmd::Demo(a) => demo::main(a),
-        Cmd::Replay(a) => replay::main(a),
-        Cmd::Record(a) => record::main(a),
-        Cmd::Wake(a) => wake::main(a),
-        Cmd::Bench(a) => bench::main(a),
-        Cmd::ImportUsbmon(a) => nao_wire::usbmon::main_import(&a.args),
+    // The subcommands that end with a message on failure.
+    let (name, result) = match Cli::parse().command {
+        Cmd::Run(a) => ("run", run::main(a)),
+        Cmd::Demo(a) => ("demo", demo::main(a)),
+        Cmd::Record(a) => ("record", record::main(a)),
+        Cmd::Wake(a) => ("wake", wake::main(a)),
+        Cmd::Replay(a) => return replay::main(a),
+        Cmd::Bench(a) => return bench::main(a),
+        Cmd::ImportUsbmon(a) => return import_usbmon::main(a),
+    };
+    if let Err(e) = result {
+        eprintln!("nao-rs {name}: {e}");
+        return ExitCode::FAILURE;
     }
+    ExitCode::SUCCESS
 }

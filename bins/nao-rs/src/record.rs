@@ -6,7 +6,6 @@
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use nao_actors::runtime::controller::{self, Controller, Idle, Stand};
@@ -105,20 +104,7 @@ impl CycleHook<Rec> for InputRecorder {
 }
 
 /// Runs `nao-rs record`.
-pub fn main(args: Args) -> ExitCode {
-    match record(args) {
-        Ok(msg) => {
-            println!("{msg}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("nao-rs record: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn record(args: Args) -> Result<String, String> {
+pub fn main(args: Args) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;
@@ -159,9 +145,10 @@ fn record(args: Args) -> Result<String, String> {
     let link = link.ok_or("the cycle panicked; the recording is incomplete")?;
     link.finish()
         .map_err(|e| format!("writing {} failed: {e}", args.out.display()))?;
-    Ok(format!(
+    println!(
         "recorded {} cycles to {}",
         summary.cycles,
         args.out.display()
-    ))
+    );
+    Ok(())
 }

@@ -1,7 +1,6 @@
 //! `nao-rs run`: hosts the runtime on the chest board or the virtual robot.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,29 +135,63 @@ pub fn lock_memory() {
     }
 }
 
-fn status_line(h: &Handle) -> String {
-    let s = h.status();
-    let sw = h.switch();
-    serde_json::json!({
-        "cycle": s.cycles.load(Ordering::Relaxed),
-        "lateness_us": s.lateness_ns.load(Ordering::Relaxed) / 1000,
-        "max_lateness_us": s.max_lateness_ns.load(Ordering::Relaxed) / 1000,
-        "overruns": s.overruns.load(Ordering::Relaxed),
-        "max_stiffness": s.max_stiffness.load(Ordering::Relaxed),
-        "tripped": sw.tripped,
-        "limp": sw.limp,
-        "reason": sw.reason.map(Reason::name),
-        "flags": deathswitch::flags::names(s.flags.load(Ordering::Relaxed)).collect::<Vec<_>>(),
-        "cycle_allocations": nao_actors::kit::alloc::installed()
-            .then(|| s.cycle_allocations.load(Ordering::Relaxed)),
-    })
-    .to_string()
+/// The runtime's status file (`--status-file`): one JSON line, rewritten
+/// every 100 ms, read by `nao-rs demo`. Each field is the runtime's
+/// [`Handle::status`] or [`Handle::switch`] when written, in the unit its
+/// name ends with; the fields are in alphabetical order, the order of the
+/// line since it was first written.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StatusFile {
+    pub(crate) cycle: u64,
+    /// `None` where the counting allocator is not installed.
+    pub(crate) cycle_allocations: Option<u64>,
+    pub(crate) flags: Vec<String>,
+    pub(crate) lateness_us: u64,
+    pub(crate) limp: bool,
+    pub(crate) max_lateness_us: u64,
+    pub(crate) max_stiffness: u32,
+    pub(crate) overruns: u64,
+    pub(crate) reason: Option<String>,
+    pub(crate) tripped: bool,
 }
 
-fn write_status(path: &Path, h: &Handle) {
-    let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, status_line(h) + "\n").is_ok() {
-        let _ = std::fs::rename(&tmp, path);
+impl StatusFile {
+    /// The status of the runtime behind `h` now.
+    pub fn of(h: &Handle) -> StatusFile {
+        let s = h.status();
+        let sw = h.switch();
+        StatusFile {
+            cycle: s.cycles.load(Ordering::Relaxed),
+            cycle_allocations: nao_actors::kit::alloc::installed()
+                .then(|| s.cycle_allocations.load(Ordering::Relaxed)),
+            flags: deathswitch::flags::names(s.flags.load(Ordering::Relaxed))
+                .map(String::from)
+                .collect(),
+            lateness_us: s.lateness_ns.load(Ordering::Relaxed) / 1000,
+            limp: sw.limp,
+            max_lateness_us: s.max_lateness_ns.load(Ordering::Relaxed) / 1000,
+            max_stiffness: s.max_stiffness.load(Ordering::Relaxed),
+            overruns: s.overruns.load(Ordering::Relaxed),
+            reason: sw.reason.map(|r| r.name().to_string()),
+            tripped: sw.tripped,
+        }
+    }
+
+    /// Reads the file at `path`; `None` while it is missing or not a status.
+    pub fn read(path: &Path) -> Option<StatusFile> {
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str(text.trim()).ok()
+    }
+
+    /// Writes the file at `path` whole (a temp file renamed over it).
+    fn write(&self, path: &Path) {
+        let Ok(line) = serde_json::to_string(self) else {
+            return;
+        };
+        let tmp = path.with_extension("tmp");
+        if std::fs::write(&tmp, line + "\n").is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
     }
 }
 
@@ -197,17 +230,7 @@ fn spawn_controller(
 }
 
 /// Runs `nao-rs run`.
-pub fn main(args: Args) -> ExitCode {
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nao-rs run: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn run(args: Args) -> Result<(), String> {
+pub fn main(args: Args) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;
@@ -267,7 +290,7 @@ fn run(args: Args) -> Result<(), String> {
     let t0 = std::time::Instant::now();
     while handle.is_running() {
         if let Some(p) = &args.status_file {
-            write_status(p, &handle);
+            StatusFile::of(&handle).write(p);
         }
         if args
             .seconds
@@ -278,7 +301,7 @@ fn run(args: Args) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(100));
     }
     if let Some(p) = &args.status_file {
-        write_status(p, &handle);
+        StatusFile::of(&handle).write(p);
     }
     let logger = rt.logger().clone();
     let (_, summary) = rt.wait();

@@ -2,7 +2,6 @@
 //! switch is tripped the controller ignores it.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use nao_actors::runtime::wake;
 
@@ -16,18 +15,11 @@ pub struct Args {
 }
 
 /// Runs `nao-rs wake`.
-pub fn main(args: Args) -> ExitCode {
+pub fn main(args: Args) -> Result<(), String> {
     let path = args
         .socket
         .unwrap_or_else(|| wake::socket_path(&deathswitch::default_path()));
-    match wake::send(&path) {
-        Ok(()) => {
-            println!("woke the controller through {}", path.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("nao-rs wake: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    wake::send(&path).map_err(|e| e.to_string())?;
+    println!("woke the controller through {}", path.display());
+    Ok(())
 }

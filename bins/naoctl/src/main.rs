@@ -43,23 +43,22 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let path = cli.page.clone().unwrap_or_else(deathswitch::default_path);
-    match cli.command {
+    // A subcommand's `Err` is a message: `naoctl: MESSAGE`, exit 1.
+    let result = match cli.command {
         Command::Status { json } => status(&path, json),
         Command::Stop => stop(&path),
         Command::Rearm { yes } => rearm(&path, yes),
-    }
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("naoctl: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 /// Read only: `inspect` opens the file `O_RDONLY` and reads it with one
 /// `pread`; nothing is created, mapped, repaired or written.
-fn status(path: &Path, json: bool) -> ExitCode {
-    let ins = match deathswitch::inspect(path) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("naoctl: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+fn status(path: &Path, json: bool) -> Result<ExitCode, String> {
+    let ins = deathswitch::inspect(path).map_err(|e| e.to_string())?;
     let now = deathswitch::now_ns();
     let unix = deathswitch::unix_now_ns();
     if json {
@@ -68,11 +67,8 @@ fn status(path: &Path, json: bool) -> ExitCode {
         print!("{}", show::human(path, &ins, now, unix));
     }
     match ins.damage {
-        None => ExitCode::SUCCESS,
-        Some(d) => {
-            eprintln!("naoctl: {}", damage_message(path, d));
-            ExitCode::FAILURE
-        }
+        None => Ok(ExitCode::SUCCESS),
+        Some(d) => Err(damage_message(path, d)),
     }
 }
 
@@ -97,26 +93,20 @@ fn damage_message(path: &Path, d: Damage) -> String {
     )
 }
 
-fn stop(path: &Path) -> ExitCode {
-    let page = match Page::open_to_trip(path) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("naoctl: {e}");
-            // Say whether what is at the path reads tripped anyway.
-            if let Ok(ins) = deathswitch::inspect(path) {
-                if !ins.snapshot.armed || ins.damage.is_some() {
-                    eprintln!(
-                        "naoctl: the file at {} reads as tripped ({}) for every holder, but \
-                         naoctl could not make it a page: fix the error above, then run \
-                         `naoctl stop` again",
-                        path.display(),
-                        ins.snapshot.reason.map_or("page-lost", Reason::name)
-                    );
-                }
-            }
-            return ExitCode::FAILURE;
+fn stop(path: &Path) -> Result<ExitCode, String> {
+    let page = Page::open_to_trip(path).map_err(|e| {
+        // Say whether what is at the path reads tripped anyway.
+        match deathswitch::inspect(path) {
+            Ok(ins) if !ins.snapshot.armed || ins.damage.is_some() => format!(
+                "{e}\nnaoctl: the file at {} reads as tripped ({}) for every holder, but \
+                 naoctl could not make it a page: fix the error above, then run \
+                 `naoctl stop` again",
+                path.display(),
+                ins.snapshot.reason.map_or("page-lost", Reason::name)
+            ),
+            _ => e.to_string(),
         }
-    };
+    })?;
     // Damage the opening rules let through (impossible values) is made
     // whole, tripped page-lost, before the trip.
     page.check();
@@ -132,17 +122,11 @@ fn stop(path: &Path) -> ExitCode {
             page.path().display()
         );
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
-fn rearm(path: &Path, yes: bool) -> ExitCode {
-    let page = match Page::open(path) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("naoctl: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+fn rearm(path: &Path, yes: bool) -> Result<ExitCode, String> {
+    let page = Page::open(path).map_err(|e| e.to_string())?;
     if page.check() != Integrity::Intact {
         if let Some(d @ (Damage::Path { .. } | Damage::Unbacked { .. })) = page.damage() {
             let fix = match d {
@@ -155,7 +139,7 @@ fn rearm(path: &Path, yes: bool) -> ExitCode {
                 "naoctl rearm: not re-armed: the death switch page {}: {d}. {fix}",
                 path.display()
             );
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     }
     if !yes {
@@ -167,7 +151,7 @@ fn rearm(path: &Path, yes: bool) -> ExitCode {
                  checking the robot and its surroundings, `naoctl rearm --yes`",
                 page.path().display()
             );
-            return ExitCode::from(2);
+            return Ok(ExitCode::from(2));
         }
         let s = page.snapshot();
         let why = s.reason.map_or("none", Reason::name);
@@ -182,12 +166,12 @@ fn rearm(path: &Path, yes: bool) -> ExitCode {
         let mut line = String::new();
         if stdin.lock().read_line(&mut line).is_err() {
             eprintln!("naoctl rearm: could not read the answer; not re-armed");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
         let answer = line.trim().to_ascii_lowercase();
         if answer != "y" && answer != "yes" {
             println!("naoctl: not re-armed; the switch stays tripped");
-            return ExitCode::from(1);
+            return Ok(ExitCode::from(1));
         }
     }
     page.rearm();
@@ -196,7 +180,7 @@ fn rearm(path: &Path, yes: bool) -> ExitCode {
          `nao-rs wake` (or the app or an API). Re-arming never resumes motion by itself.",
         page.path().display()
     );
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The safety flag names of a snapshot.

@@ -38,19 +38,10 @@ pub enum Recorded {
     /// `close`
     Close,
     /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`
-    ControlOut {
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
-        data: Vec<u8>,
-    },
+    ControlOut { setup: Setup, data: Vec<u8> },
     /// `control_in <bmRequestType> <bRequest> <wValue> <wIndex> <wLength> <answer>`
     ControlIn {
-        request_type: u8,
-        request: u8,
-        value: u16,
-        index: u16,
+        setup: Setup,
         length: u16,
         answer: Vec<u8>,
     },
@@ -69,12 +60,6 @@ pub enum Recorded {
 impl Recorded {
     /// The call, borrowing the line's data.
     pub fn call(&self) -> Call<'_> {
-        let setup = |request_type, request, value, index| Setup {
-            request_type,
-            request,
-            value,
-            index,
-        };
         match self {
             Recorded::Open { vendor, product } => Call::Open {
                 vendor: *vendor,
@@ -83,25 +68,12 @@ impl Recorded {
             Recorded::SetConfiguration(n) => Call::SetConfiguration(*n),
             Recorded::ClaimInterface(n) => Call::ClaimInterface(*n),
             Recorded::Close => Call::Close,
-            Recorded::ControlOut {
-                request_type,
-                request,
-                value,
-                index,
-                data,
-            } => Call::ControlOut {
-                setup: setup(*request_type, *request, *value, *index),
+            Recorded::ControlOut { setup, data } => Call::ControlOut {
+                setup: *setup,
                 data,
             },
-            Recorded::ControlIn {
-                request_type,
-                request,
-                value,
-                index,
-                length,
-                ..
-            } => Call::ControlIn {
-                setup: setup(*request_type, *request, *value, *index),
+            Recorded::ControlIn { setup, length, .. } => Call::ControlIn {
+                setup: *setup,
                 length: *length,
             },
             Recorded::BulkOut { endpoint, data } => Call::BulkOut {
@@ -136,17 +108,11 @@ impl Recorded {
             Call::ClaimInterface(n) => Recorded::ClaimInterface(n),
             Call::Close => Recorded::Close,
             Call::ControlOut { setup, data } => Recorded::ControlOut {
-                request_type: setup.request_type,
-                request: setup.request,
-                value: setup.value,
-                index: setup.index,
+                setup,
                 data: data.to_vec(),
             },
             Call::ControlIn { setup, length } => Recorded::ControlIn {
-                request_type: setup.request_type,
-                request: setup.request,
-                value: setup.value,
-                index: setup.index,
+                setup,
                 length,
                 answer: bytes(),
             },

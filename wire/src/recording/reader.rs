@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Item, Line, Recorded, MAX_T_MS, UNKNOWN_REASON};
 use crate::command::{Command, JOINTS};
-use crate::link::LinkError;
+use crate::link::{LinkError, Setup};
 use crate::protocol::handshake::parse_accepted;
 use deathswitch::Reason;
 
@@ -480,6 +480,12 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
             let request = hex_u8(f.next("bRequest")?).map_err(|e| format!("{k}: bRequest {e}"))?;
             let value = hex_u16(f.next("wValue")?).map_err(|e| format!("{k}: wValue {e}"))?;
             let index = hex_u16(f.next("wIndex")?).map_err(|e| format!("{k}: wIndex {e}"))?;
+            let setup = Setup {
+                request_type,
+                request,
+                value,
+                index,
+            };
             let device_to_host = request_type & 0x80 != 0;
             if key == "control_out" {
                 if device_to_host {
@@ -493,13 +499,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                         data.len()
                     ));
                 }
-                Recorded::ControlOut {
-                    request_type,
-                    request,
-                    value,
-                    index,
-                    data,
-                }
+                Recorded::ControlOut { setup, data }
             } else {
                 if !device_to_host {
                     return Err(format!("{k}: bmRequestType {request_type:02x} has the IN direction bit (0x80) clear; write it as control_out"));
@@ -515,10 +515,7 @@ fn call<'a, I: Iterator<Item = &'a str>>(key: &str, f: &mut Fields<'a, I>) -> R<
                     ));
                 }
                 Recorded::ControlIn {
-                    request_type,
-                    request,
-                    value,
-                    index,
+                    setup,
                     length,
                     answer,
                 }
@@ -583,6 +580,12 @@ mod tests {
 
     fn err(text: &str) -> ParseError {
         parse(text).expect_err("must be rejected")
+    }
+
+    /// `body`, after the header line, is rejected for a reason that says `why`.
+    fn rejects(body: &str, why: &str) {
+        let e = err(&format!("{HEADER}\n{body}"));
+        assert!(e.reason.contains(why), "{body:?}: {e}");
     }
 
     #[test]
@@ -699,7 +702,7 @@ mod tests {
                 7,
             ),
         ] {
-            let e = err(&format!("nao-rs recording 1\n{body}"));
+            let e = err(&format!("{HEADER}\n{body}"));
             assert_eq!(e.line, line, "{e}\n{body}");
             assert!(e.reason.contains("at most one"), "{e}");
         }
@@ -750,30 +753,16 @@ mod tests {
     #[test]
     fn answers_fit_their_buffer() {
         assert!(parse("nao-rs recording 1\nbulk_in 81 2 0102\n").is_ok());
-        assert!(err("nao-rs recording 1\nbulk_in 81 1 0102\n")
-            .reason
-            .contains("more than"));
-        assert!(
-            err("nao-rs recording 1\ncontrol_in c0 02 0000 0000 1 0102\n")
-                .reason
-                .contains("more than")
-        );
+        rejects("bulk_in 81 1 0102\n", "more than");
+        rejects("control_in c0 02 0000 0000 1 0102\n", "more than");
     }
 
     #[test]
     fn directions_match_the_call() {
-        assert!(err("nao-rs recording 1\ncontrol_out c0 01 0000 0000 -\n")
-            .reason
-            .contains("direction"));
-        assert!(err("nao-rs recording 1\ncontrol_in 40 01 0000 0000 1 -\n")
-            .reason
-            .contains("direction"));
-        assert!(err("nao-rs recording 1\nbulk_out 81 -\n")
-            .reason
-            .contains("IN endpoint"));
-        assert!(err("nao-rs recording 1\nbulk_in 02 512 -\n")
-            .reason
-            .contains("OUT endpoint"));
+        rejects("control_out c0 01 0000 0000 -\n", "direction");
+        rejects("control_in 40 01 0000 0000 1 -\n", "direction");
+        rejects("bulk_out 81 -\n", "IN endpoint");
+        rejects("bulk_in 02 512 -\n", "OUT endpoint");
     }
 
     #[test]
@@ -794,19 +783,13 @@ mod tests {
                 Err(LinkError::NoDevice)
             ]
         );
-        assert!(err("nao-rs recording 1\nbulk_in 81 512 !stall\n")
-            .reason
-            .contains("unknown error"));
+        rejects("bulk_in 81 512 !stall\n", "unknown error");
     }
 
     #[test]
     fn trailing_fields_and_unknown_lines_are_rejected() {
-        assert!(err("nao-rs recording 1\nclose now\n")
-            .reason
-            .contains("unexpected field"));
-        assert!(err("nao-rs recording 1\nfrobnicate\n")
-            .reason
-            .contains("unknown line"));
+        rejects("close now\n", "unexpected field");
+        rejects("frobnicate\n", "unknown line");
     }
 
     #[test]

@@ -1,28 +1,26 @@
-//! `nao-rs bench`: every safety and timing figure in one run, against the
-//! virtual robot (issue 7; `docs/performance.md`).
+//! `nao-rs-bench`: every safety and timing figure in one run, against the
+//! virtual robot (`docs/performance.md`).
 //!
 //! It starts `nao-rs-sim` (with its trace), `nao-rs-guard` and `nao-rs run
 //! --controller stand` on a private folder and a free UDP port, measures
 //! each figure (median, p99, max), prints a Markdown table and with `--out
 //! DIR` writes `DIR/report.md`, `DIR/samples.csv` and SVG plots.
+//!
+//! A development tool of its own (ptrace, plots): it is not part of the
+//! robot's `nao-rs` binary.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use nix::sys::signal::Signal;
 
-#[path = "bench/plot.rs"]
 mod plot;
-#[path = "bench/report.rs"]
-pub mod report;
-#[path = "bench/rig.rs"]
+mod report;
 mod rig;
-#[path = "bench/stats.rs"]
-pub mod stats;
-#[path = "bench/trace.rs"]
+mod stats;
 mod trace;
-#[path = "bench/trials.rs"]
 mod trials;
 
 use report::{Bound, Figure, Unit};
@@ -31,8 +29,9 @@ use trials::{GuardSample, StopSample, Trigger};
 
 const MS: u64 = 1_000_000;
 
-/// Options of `nao-rs bench`.
-#[derive(clap::Args, Debug, Clone)]
+/// Measure every safety and timing figure of nao-rs against the virtual robot.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "nao-rs-bench", version, about)]
 pub struct Args {
     /// Trials per stop figure (the guard's figures get half, each); at least 100 for the report.
     #[arg(long)]
@@ -46,7 +45,7 @@ pub struct Args {
     /// Cycles per cycle phase (quiet, loaded); default 10,000 (--quick: 300).
     #[arg(long)]
     pub cycles: Option<u64>,
-    /// The folder with nao-rs-sim, nao-rs-guard and naoctl (default: next to this program).
+    /// The folder with nao-rs, nao-rs-sim, nao-rs-guard and naoctl (default: next to this program).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
     /// The recordings to replay (default: ./recordings, else the workspace's).
@@ -84,19 +83,18 @@ impl Plan {
     }
 }
 
-/// Runs `nao-rs bench`.
-pub fn main(args: Args) -> ExitCode {
-    match run(&args) {
+fn main() -> ExitCode {
+    match run(&Args::parse()) {
         Ok(all_pass) => {
             if all_pass {
                 ExitCode::SUCCESS
             } else {
-                eprintln!("nao-rs bench: some figures failed their bound (see the table)");
+                eprintln!("nao-rs-bench: some figures failed their bound (see the table)");
                 ExitCode::from(1)
             }
         }
         Err(e) => {
-            eprintln!("nao-rs bench: {e}");
+            eprintln!("nao-rs-bench: {e}");
             ExitCode::from(2)
         }
     }
@@ -154,7 +152,7 @@ impl Figures {
             stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; seed 62 + 9 ms"))),
             kill_frame: f("guard_sigkill_frame", "external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's pidfd); seed 62 + 9 ms".into())),
             segv_frame: f("guard_sigsegv_frame", "runtime crash (SIGSEGV) -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "as SIGKILL (the runtime's pidfd)".into())),
-            udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "issue 12: 50 ms".into())),
+            udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "50 ms".into())),
             period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
             late_quiet: f("lateness_quiet", "cycle lateness at the board, quiet", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
             period_loaded: f("period_loaded", "cycle period, busy loop on every core", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
@@ -236,7 +234,7 @@ fn machine() -> String {
 
 /// Records a failed trial: counted in the figure's note.
 fn failed(fig: &mut Figure, e: &str) {
-    eprintln!("nao-rs bench: {}: trial failed: {e}", fig.key);
+    eprintln!("nao-rs-bench: {}: trial failed: {e}", fig.key);
     let n = fig
         .note
         .split(' ')
@@ -482,7 +480,7 @@ fn run(a: &Args) -> Result<bool, String> {
     let all = figs.all();
     let table = report::table(&all);
     let header = format!(
-        "nao-rs bench on {}; {} trials per stop figure, {} per guard figure, {} cycles per cycle \
+        "nao-rs-bench on {}; {} trials per stop figure, {} per guard figure, {} cycles per cycle \
          phase; {:.0} s in all.\n",
         machine(),
         plan.trials,
@@ -554,7 +552,7 @@ fn run(a: &Args) -> Result<bool, String> {
             )?;
             plots.push(("guard_takeover.svg".into(), "a guard take-over".into()));
         }
-        let mut md = format!("# nao-rs bench\n\n{header}\n{table}\n");
+        let mut md = format!("# nao-rs-bench\n\n{header}\n{table}\n");
         for n in &notes {
             md.push_str(&format!("- {n}\n"));
         }

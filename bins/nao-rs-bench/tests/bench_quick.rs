@@ -1,4 +1,4 @@
-//! `nao-rs bench --quick --out DIR`: every figure is measured and every
+//! `nao-rs-bench --quick --out DIR`: every figure is measured and every
 //! file is written. The values are not asserted (they depend on the
 //! machine); `docs/performance.md` shows a full run.
 
@@ -51,12 +51,12 @@ const PLOTS: [&str; 4] = [
 ];
 
 fn run_quick(out: &Path, tmp: &Path) -> (i32, String, String) {
-    // The programs the bench starts, built next to nao-rs.
-    for b in ["nao-rs-sim", "nao-rs-guard", "naoctl"] {
+    // The programs the bench starts, built next to it.
+    for b in ["nao-rs", "nao-rs-sim", "nao-rs-guard", "naoctl"] {
         testkit::bin(b);
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_nao-rs"))
-        .args(["bench", "--quick", "--out"])
+    let child = Command::new(env!("CARGO_BIN_EXE_nao-rs-bench"))
+        .args(["--quick", "--out"])
         .arg(out)
         .arg("--recordings")
         .arg(testkit::workspace_root().join("recordings"))
@@ -65,11 +65,11 @@ fn run_quick(out: &Path, tmp: &Path) -> (i32, String, String) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start nao-rs bench");
+        .expect("start nao-rs-bench");
     let mut child = Killed(child);
     let end = Instant::now() + Duration::from_secs(180);
     loop {
-        if let Some(status) = child.0.try_wait().expect("wait for nao-rs bench") {
+        if let Some(status) = child.0.try_wait().expect("wait for nao-rs-bench") {
             let mut stdout = String::new();
             let mut stderr = String::new();
             use std::io::Read;
@@ -81,7 +81,7 @@ fn run_quick(out: &Path, tmp: &Path) -> (i32, String, String) {
             }
             return (status.code().unwrap_or(-1), stdout, stderr);
         }
-        assert!(Instant::now() < end, "nao-rs bench --quick took over 180 s");
+        assert!(Instant::now() < end, "nao-rs-bench --quick took over 180 s");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -152,7 +152,7 @@ fn spawn(name: &'static str, mut cmd: Command, log: &Path) -> Result<Proc, Strin
 /// The programs the bench runs.
 #[derive(Debug, Clone)]
 pub struct Bins {
-    /// `nao-rs` itself (for `nao-rs run`).
+    /// The runtime host (for `nao-rs run`).
     pub nao_rs: PathBuf,
     /// The virtual robot.
     pub sim: PathBuf,
@@ -165,28 +165,25 @@ pub struct Bins {
 impl Bins {
     /// The programs in `dir`, or next to this executable.
     pub fn find(dir: Option<&Path>) -> Result<Bins, String> {
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find this program's path: {e}; give --bin-dir"))?;
         let dir = match dir {
             Some(d) => d.to_path_buf(),
-            None => exe.parent().map(Path::to_path_buf).unwrap_or_default(),
-        };
-        let nao_rs = if dir.join("nao-rs").exists() {
-            dir.join("nao-rs")
-        } else {
-            exe
+            None => std::env::current_exe()
+                .map_err(|e| format!("cannot find this program's path: {e}; give --bin-dir"))?
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
         };
         let bins = Bins {
-            nao_rs,
+            nao_rs: dir.join("nao-rs"),
             sim: dir.join("nao-rs-sim"),
             guard: dir.join("nao-rs-guard"),
             naoctl: dir.join("naoctl"),
         };
-        for p in [&bins.sim, &bins.guard, &bins.naoctl] {
+        for p in [&bins.nao_rs, &bins.sim, &bins.guard, &bins.naoctl] {
             if !p.exists() {
                 return Err(format!(
                     "{} not found; build the workspace's programs (`cargo build --bins`) or give \
-                     --bin-dir DIR with nao-rs-sim, nao-rs-guard and naoctl",
+                     --bin-dir DIR with nao-rs, nao-rs-sim, nao-rs-guard and naoctl",
                     p.display()
                 ));
             }

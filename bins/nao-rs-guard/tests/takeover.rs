@@ -9,12 +9,11 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
 use nix::sys::signal::Signal;
-
-const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
+use testkit::Proc;
 
 struct Rig {
     sim: Spawned,
@@ -41,7 +40,7 @@ impl Rig {
     fn runtime(&self, extra: &[&str]) -> Proc {
         Proc::spawn(
             "test runtime",
-            Command::new(RUNTIME)
+            Command::new(testkit::bin(testkit::TEST_RUNTIME))
                 .arg("--page")
                 .arg(&self.page_path)
                 .args(["--link", &self.sim.link_arg()])

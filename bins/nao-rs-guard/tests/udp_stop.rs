@@ -8,9 +8,10 @@ use std::net::UdpSocket;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
 use nix::sys::signal::Signal;
+use testkit::Proc;
 
 const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 
@@ -112,13 +113,11 @@ fn udp_port_in_use_by_another_program_is_retried() {
     assert_eq!(page.snapshot().reason, Some(Reason::Udp));
 }
 
-const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
-
 /// The runtime's listener alone (the test runtime's `--udp-only`).
 fn udp_runtime(dir: &std::path::Path, page: &std::path::Path, port: u16) -> Proc {
     Proc::spawn(
         "udp runtime",
-        Command::new(RUNTIME)
+        Command::new(testkit::bin(testkit::TEST_RUNTIME))
             .arg("--page")
             .arg(page)
             .args(["--udp-only", &port.to_string()])

@@ -5,22 +5,10 @@
 
 mod usbmon_support;
 
-use std::path::PathBuf;
-
 use nao_wire::recording::{parse, read_file, Item, Recorded};
 use nao_wire::usbmon::{import, ImportOptions};
+use testkit::recordings;
 use usbmon_support::{Cap, Session};
-
-fn recordings() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../recordings");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rec"))
-        .collect();
-    files.sort();
-    files
-}
 
 /// The capture of a recording's calls: transfers 10 us apart from the start
 /// of each cycle.

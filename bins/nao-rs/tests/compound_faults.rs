@@ -362,7 +362,9 @@ fn lola_controller_that_reconnects_within_one_cycle() {
 fn signal_ends_the_runtime_safely(sig: Signal) {
     let mut s = setup();
     s.rt.signal(sig);
-    let status = s.rt.wait_exit(Duration::from_secs(5));
+    let status =
+        s.rt.wait_exit(Duration::from_secs(5))
+            .expect("the process did not exit in 5s");
     assert!(status.success(), "{sig:?}: {status:?}");
     assert_eq!(s.page.reason(), Some(Reason::Shutdown), "{sig:?}");
     let frames = cycle_frames(&s.sim);
@@ -438,7 +440,7 @@ fn memory_locked() {
         Stdio::from(err),
     );
     wait_stiff_after(&sim, 0, Duration::from_secs(15));
-    let locked = vm_lck_kb(rt.0.id());
+    let locked = vm_lck_kb(rt.id());
     drop(rt);
     let stderr = std::fs::read_to_string(&err_path).unwrap();
     let warnings = stderr.matches("memory not locked").count();

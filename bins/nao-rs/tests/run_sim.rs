@@ -122,21 +122,13 @@ fn deleted_page_gives_all_off_and_page_lost() {
 fn sigterm_trips_shutdown_and_the_last_frame_is_all_off() {
     let mut s = setup();
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(s.rt.0.id() as i32),
+        nix::unistd::Pid::from_raw(s.rt.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = s.rt.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "nao-rs run did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status =
+        s.rt.wait_exit(Duration::from_secs(5))
+            .expect("nao-rs run did not stop on SIGTERM");
     assert!(status.success(), "{status:?}");
     assert_eq!(s.page.reason(), Some(Reason::Shutdown));
     let frames: Vec<_> = s

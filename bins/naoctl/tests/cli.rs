@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use deathswitch::{Page, Reason};
 use serde_json::Value;
@@ -280,15 +280,6 @@ fn the_page_option_overrides_the_environment() {
     assert!(!e.page.exists());
 }
 
-/// Kills a child at the end of a test, even on failure.
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Runs `naoctl rearm` on a pseudo-terminal (util-linux `script`) with
 /// `answer` typed in; `None` when `script` is missing.
 fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
@@ -298,7 +289,7 @@ fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("out");
-    let mut child = Kill(
+    let mut child = testkit::Proc::from(
         Command::new("script")
             .args(["-qec", &format!("{NAOCTL} rearm"), "/dev/null"])
             .env("NAO_RS_DEATHSWITCH", page)
@@ -310,23 +301,15 @@ fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
     );
     {
         use std::io::Write;
-        let mut stdin = child.0.stdin.take().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
         // naoctl reads one line from the terminal; written ahead, the pty
         // buffers it until then.
         stdin.write_all(answer.as_bytes()).unwrap();
     }
     // A bound, not a timing assertion: a hung naoctl fails the test.
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(st) = child.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "naoctl rearm hung on the terminal"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = child
+        .wait_exit(std::time::Duration::from_secs(30))
+        .expect("naoctl rearm hung on the terminal");
     Some((status.success(), std::fs::read_to_string(&log).unwrap()))
 }
 

@@ -273,7 +273,7 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
     let t0 = Instant::now();
     loop {
         if let Ok(i) = deathswitch::inspect(&path) {
-            if i.damage.is_none() && i.snapshot.driver_pid == Some(robot.rt.0.id()) {
+            if i.damage.is_none() && i.snapshot.driver_pid == Some(robot.rt.id()) {
                 assert_eq!(i.snapshot.reason, Some(Reason::PageLost));
                 break;
             }

@@ -101,7 +101,7 @@ fn runtime_impossible_values_give_all_off_page_lost() {
         assert_eq!(page.reason(), Some(Reason::PageLost), "{what}");
         assert_eq!(
             page.snapshot().driver_pid,
-            Some(r.rt.0.id()),
+            Some(r.rt.id()),
             "{what}: the runtime's identity is back"
         );
     }

@@ -137,9 +137,10 @@ impl Proc {
         self.child.id()
     }
 
-    /// Sends `sig`; an error (the process is gone) is ignored.
+    /// Sends `sig`; panics when it cannot be sent.
     pub fn signal(&self, sig: Signal) {
-        let _ = signal::kill(Pid::from_raw(self.pid() as i32), sig);
+        signal::kill(Pid::from_raw(self.pid() as i32), sig)
+            .unwrap_or_else(|e| panic!("cannot send {sig} to pid {}: {e}", self.pid()));
     }
 
     /// Waits up to `timeout` for it to exit; its status, `None` on time-out.

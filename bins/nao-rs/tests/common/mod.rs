@@ -5,43 +5,12 @@
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
 use nao_rs_sim::{Spawned, TraceLine};
-
-/// A child process killed on drop (also when the test fails).
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    /// Waits up to `limit` for the process to exit.
-    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.0.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "the process did not exit in {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Sends `sig`.
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0.id() as i32), sig).unwrap();
-    }
-}
+pub use testkit::Proc;
 
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -94,7 +63,7 @@ pub fn start_runtime_with(
         .stderr(stderr)
         .spawn()
         .expect("start nao-rs run");
-    Proc(child)
+    Proc::from(child)
 }
 
 /// The wake socket the runtimes of these tests listen on.

@@ -5,21 +5,12 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
 use nao_rs_sim::{Spawned, TraceLine};
-
-/// A child process killed on drop (also when the test fails).
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use testkit::Proc;
 
 /// The simulator and `nao-rs run --controller stand` on the page at
 /// `page_path`, re-armed (the test is the person at the robot), woken, and
@@ -79,7 +70,7 @@ impl Robot {
         let robot = Robot {
             sim,
             page_path,
-            rt: Proc(rt),
+            rt: Proc::from(rt),
         };
         let mut tail = robot.sim.tail();
         let stiff = |l: &TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;

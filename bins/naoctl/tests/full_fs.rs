@@ -10,13 +10,12 @@
 //! stays full, `naoctl status` and `naoctl stop` answer (bounded waits),
 //! and once space is freed the page is whole again with the identity.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::{Damage, Integrity, Page, Reason};
+use testkit::allocations;
 
 mod common;
 
@@ -25,47 +24,8 @@ const CHILD: &str = "NAOCTL_FULL_FS_CHILD";
 const STARTED: &str = "full-fs child started";
 const SKIP: i32 = 77;
 
-struct Counting;
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    if COUNTING.with(Cell::get) {
-        ALLOCS.with(|a| a.set(a.get() + 1));
-    }
-}
-
-// SAFETY: forwards to the system allocator; only counts (const thread-locals
-// without destructors: counting never allocates).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.with(Cell::get) - before
-}
+static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
 
 fn sh(script: &str, dir: &Path) -> bool {
     Command::new("sh")

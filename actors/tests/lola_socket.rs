@@ -54,6 +54,18 @@ impl Setup {
         self.body.queue(sensors(k));
         assert!(self.server.step(&mut self.body, STEP));
     }
+
+    /// Cycles `ks`, the client `c` reading each frame and, with `answer`
+    /// (position, stiffness), answering it.
+    fn serve(&mut self, c: &mut Client, ks: std::ops::Range<usize>, answer: Option<(f32, f32)>) {
+        for k in ks {
+            self.cycle(k);
+            c.frame();
+            if let Some((position, stiffness)) = answer {
+                c.send(&self::answer(position, stiffness));
+            }
+        }
+    }
 }
 
 /// A LoLA client: blocking reads of exactly one frame, answers.
@@ -172,25 +184,14 @@ fn lola_client_reads_frames_and_answers_for_300_cycles() {
 fn silent_client_stops_commands_so_the_controller_lost_ramp_takes_over() {
     let mut t = setup();
     let mut c = Client::connect(&t.path);
-    for k in 0..50 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    t.serve(&mut c, 0..50, Some((0.1, 0.5)));
     let pushed = t.body.pushed.len();
     // Silent: still reads every frame, answers none.
-    for k in 50..150 {
-        t.cycle(k);
-        c.frame();
-    }
+    t.serve(&mut c, 50..150, None);
     // Only the answer to frame 49 arrived after the silence began.
     assert_eq!(t.body.pushed.len(), pushed + 1);
     // Answers again: served again.
-    for k in 150..160 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.2, 0.5));
-    }
+    t.serve(&mut c, 150..160, Some((0.2, 0.5)));
     assert_eq!(t.body.pushed.len(), pushed + 1 + 9);
     assert_eq!(t.body.pushed.last().unwrap().position, [0.2; JOINTS]);
 }
@@ -199,11 +200,7 @@ fn silent_client_stops_commands_so_the_controller_lost_ramp_takes_over() {
 fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again() {
     let mut t = setup();
     let mut c = Client::connect(&t.path);
-    for k in 0..20 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    t.serve(&mut c, 0..20, Some((0.1, 0.5)));
     drop(c);
     let pushed = t.body.pushed.len();
     for k in 20..100 {
@@ -215,11 +212,7 @@ fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again(
     assert!(!t.server.stats().has_controller);
     assert_eq!(t.server.stats().clients, 0);
     let mut c = Client::connect(&t.path);
-    for k in 100..200 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.3, 0.6));
-    }
+    t.serve(&mut c, 100..200, Some((0.3, 0.6)));
     assert_eq!(t.body.pushed.len(), pushed + 99);
     assert_eq!(t.body.pushed.last().unwrap().stiffness, [0.6; JOINTS]);
 }
@@ -261,11 +254,7 @@ fn malformed_message_closes_that_client_and_the_bridge_goes_on() {
     assert!(c.closed());
     assert_eq!(t.server.stats().malformed, 2);
     let mut c = Client::connect(&t.path);
-    for k in 11..20 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    t.serve(&mut c, 11..20, Some((0.1, 0.5)));
     assert_eq!(t.body.pushed.len(), 8);
 }
 
@@ -427,11 +416,7 @@ fn ring_full_drops_the_command_and_goes_on() {
     let mut t = setup();
     let mut c = Client::connect(&t.path);
     t.body.ring_full = true;
-    for k in 0..10 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    t.serve(&mut c, 0..10, Some((0.1, 0.5)));
     assert_eq!(t.server.stats().ring_full, 9);
     t.body.ring_full = false;
     t.cycle(10);

@@ -3,25 +3,11 @@
 //! before). A counting global allocator counts this thread's allocations
 //! over 1,000 checks of each broken path.
 
-use std::path::Path;
-use std::process::Command;
-
 use deathswitch::{Integrity, Page, Reason};
-use testkit::allocations;
+use testkit::{allocations, sh_ok};
 
 #[global_allocator]
 static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
-
-fn sh(script: &str, dir: &Path) {
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "{script} failed: {st}");
-}
 
 #[test]
 fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
@@ -50,7 +36,7 @@ fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
         let page = Page::open(&dir.path().join("run").join("deathswitch")).unwrap();
         page.rearm();
         page.register_driver(4242);
-        sh(script, dir.path());
+        sh_ok(script, dir.path());
         let mut results = [0usize; 3];
         let n = allocations(|| {
             for _ in 0..1000 {
@@ -93,7 +79,7 @@ fn check_allocates_nothing_on_an_intact_page_and_while_repairing() {
         "truncate -s 8 \"$1/deathswitch\"",
         "dd if=/dev/zero of=\"$1/deathswitch\" bs=128 count=1 conv=notrunc status=none",
     ] {
-        sh(script, dir.path());
+        sh_ok(script, dir.path());
         let n = allocations(|| assert_eq!(page.check(), Integrity::Repaired));
         assert_eq!(n, 0, "{script}");
         assert_eq!(page.snapshot().driver_pid, Some(4242));

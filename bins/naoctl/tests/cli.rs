@@ -2,33 +2,14 @@
 //! (`NAO_RS_DEATHSWITCH`), including issue 2's "Done when".
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use deathswitch::{Page, Reason};
 use serde_json::Value;
 
-const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
-
-struct Env {
-    _dir: tempfile::TempDir,
-    page: PathBuf,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("deathswitch");
-    Env { _dir: dir, page }
-}
-
-fn naoctl(page: &Path, args: &[&str]) -> Output {
-    Command::new(NAOCTL)
-        .args(args)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{env, naoctl, text, NAOCTL};
 
 /// `naoctl status --json` whatever its exit code: the object and the code.
 fn status_json_any(page: &Path) -> (Value, Option<i32>) {
@@ -44,14 +25,6 @@ fn status_json(page: &Path) -> Value {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
     serde_json::from_str(&text).unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn file_len(p: &Path) -> u64 {

@@ -11,33 +11,21 @@
 //! and once space is freed the page is whole again with the identity.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::{Damage, Integrity, Page, Reason};
-use testkit::allocations;
+use testkit::{allocations, sh};
 
 mod common;
+use common::{naoctl_bounded, text};
 
-const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
 const CHILD: &str = "NAOCTL_FULL_FS_CHILD";
 const STARTED: &str = "full-fs child started";
 const SKIP: i32 = 77;
 
 #[global_allocator]
 static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
-
-fn sh(script: &str, dir: &Path) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(dir)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
-}
 
 /// Fills the filesystem at `dir` until it refuses a block.
 fn fill(dir: &Path, name: &str) {
@@ -53,42 +41,6 @@ fn fill(dir: &Path, name: &str) {
         ),
         "the filesystem is not full"
     );
-}
-
-/// Runs naoctl with a bound (a hung naoctl fails the test); the output and
-/// how long it took.
-fn naoctl_bounded(page: &Path, args: &[&str]) -> (Output, Duration) {
-    let t0 = Instant::now();
-    let mut child = Command::new(NAOCTL)
-        .args(args)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = t0 + Duration::from_secs(10);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("naoctl {args:?} did not answer within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().unwrap();
-    (out, t0.elapsed())
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Both naoctl commands answer on the full filesystem and say what is

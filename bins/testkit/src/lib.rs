@@ -191,3 +191,50 @@ impl Drop for Proc {
         }
     }
 }
+
+/// Runs `sh -c SCRIPT sh ARG` (the script's `$1` is `arg`, a second
+/// process doing the damage), its stderr discarded; true when it exits 0.
+pub fn sh(script: &str, arg: &Path) -> bool {
+    shell(script, arg, Stdio::null()).success()
+}
+
+/// As [`sh`] with its stderr shown; panics when the script fails.
+pub fn sh_ok(script: &str, arg: &Path) {
+    let st = shell(script, arg, Stdio::inherit());
+    assert!(st.success(), "{script} failed: {st}");
+}
+
+fn shell(script: &str, arg: &Path, stderr: Stdio) -> ExitStatus {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sh")
+        .arg(arg)
+        .stderr(stderr)
+        .status()
+        .expect("run sh")
+}
+
+/// Writes `bytes` at `offset` of the file at `path` from a second process
+/// (`dd`, fed on its stdin), as damage done under a live mapping.
+pub fn poke(path: &Path, offset: usize, bytes: &[u8]) {
+    use std::io::Write;
+    let mut dd = Command::new("dd")
+        .arg(format!("of={}", path.display()))
+        .args([
+            "bs=1",
+            &format!("seek={offset}"),
+            "conv=notrunc",
+            "status=none",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("run dd");
+    dd.stdin
+        .take()
+        .expect("dd's stdin")
+        .write_all(bytes)
+        .expect("write to dd");
+    let st = dd.wait().expect("wait for dd");
+    assert!(st.success(), "dd into {} failed: {st}", path.display());
+}

@@ -21,18 +21,6 @@ pub struct Robot {
     pub rt: Proc,
 }
 
-pub fn sh(script: &str, arg: &Path) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(arg)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
-}
-
 impl Robot {
     /// Starts the robot with its page at `page_path` (`None`: `run/deathswitch`
     /// in the simulator's folder).
@@ -125,14 +113,35 @@ pub fn assert_all_off_from_that_frame(frames: &[TraceLine], fault_ns: u64, what:
     }
 }
 
+/// naoctl, built by this package.
+pub const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
+
+/// A private folder with the page path `deathswitch` in it (not created).
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub page: PathBuf,
+}
+
+pub fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("deathswitch");
+    Env { dir, page }
+}
+
+/// Runs naoctl on `page` (`NAO_RS_DEATHSWITCH`).
+pub fn naoctl(page: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(NAOCTL)
+        .args(args)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// Runs naoctl with a bound (a hung naoctl fails the test).
-pub fn naoctl_bounded(
-    naoctl: &str,
-    page: &Path,
-    args: &[&str],
-) -> (std::process::Output, Duration) {
+pub fn naoctl_bounded(page: &Path, args: &[&str]) -> (std::process::Output, Duration) {
     let t0 = Instant::now();
-    let mut child = Command::new(naoctl)
+    let mut child = Command::new(NAOCTL)
         .args(args)
         .env("NAO_RS_DEATHSWITCH", page)
         .stdin(Stdio::null())

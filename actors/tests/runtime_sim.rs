@@ -74,18 +74,21 @@ impl<L> nao_actors::runtime::CycleHook<L> for Seen {
     }
 }
 
-fn start_seen(
+/// The runtime on `sim` with the hook that sees every cycle's switch,
+/// driven until every joint is stiff (500).
+fn start_stiff(
     sim: &Spawned,
     board: &Arc<MemoryBoard>,
 ) -> (Runtime<SimLink>, nao_actors::runtime::ProgramIo, Seen) {
     let seen = Seen::new();
-    let (rt, io) = Runtime::start_with_hook(
+    let (rt, mut io) = Runtime::start_with_hook(
         SimLink::new(sim.socket()),
         board.clone(),
         config(),
         seen.clone(),
     )
     .unwrap();
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     (rt, io, seen)
 }
 
@@ -142,8 +145,7 @@ fn runtime_returns_identity_at_once_and_cycles() {
 fn api_trip_makes_the_very_next_frame_all_off() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
-    let (rt, mut io, seen) = start_seen(&sim, &board);
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    let (rt, mut io, seen) = start_stiff(&sim, &board);
     io.trip();
     drive(&mut io, |f| f.switch.tripped);
     let f = io.latest_sensors();
@@ -157,8 +159,7 @@ fn api_trip_makes_the_very_next_frame_all_off() {
 fn chest_button_trips_and_the_next_frame_is_all_off() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
-    let (rt, mut io, seen) = start_seen(&sim, &board);
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    let (rt, mut io, seen) = start_stiff(&sim, &board);
     sim.ctl("button").unwrap();
     // The cycle that hands over the button answer trips the page; its frame
     // went out before the answer was read, so the next one is all-off.
@@ -172,8 +173,7 @@ fn chest_button_trips_and_the_next_frame_is_all_off() {
 fn page_lost_gives_all_off_from_that_frame_on() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
-    let (rt, mut io, seen) = start_seen(&sim, &board);
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    let (rt, mut io, seen) = start_stiff(&sim, &board);
     board.lose();
     drive(&mut io, |f| f.switch.page_lost);
     assert_eq!(io.latest_sensors().switch.reason, Some(Reason::PageLost));

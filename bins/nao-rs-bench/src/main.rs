@@ -296,14 +296,7 @@ fn run(a: &Args) -> Result<bool, String> {
     );
     for _ in 0..plan.trials {
         match trials::stop_trial(&mut rig, Trigger::Naoctl, naoctl) {
-            Ok(s) => {
-                figs.naoctl_trip
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.trip_ns));
-                figs.naoctl_cmd
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.t0_ns));
-            }
+            Ok(s) => push_trip_and_command(&mut figs.naoctl_trip, &mut figs.naoctl_cmd, &s),
             Err(e) => failed(&mut figs.naoctl_trip, &e),
         }
         match trials::stop_trial(&mut rig, Trigger::Udp, naoctl) {
@@ -311,14 +304,7 @@ fn run(a: &Args) -> Result<bool, String> {
             Err(e) => failed(&mut figs.udp_frame, &e),
         }
         match trials::stop_trial(&mut rig, Trigger::Button, naoctl) {
-            Ok(s) => {
-                figs.button_trip
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.trip_ns));
-                figs.button_cmd
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.t0_ns));
-            }
+            Ok(s) => push_trip_and_command(&mut figs.button_trip, &mut figs.button_cmd, &s),
             Err(e) => failed(&mut figs.button_trip, &e),
         }
     }
@@ -453,7 +439,7 @@ fn run(a: &Args) -> Result<bool, String> {
         let before: Vec<_> = rig
             .frames
             .iter()
-            .filter(|f| f.t_ns < g.t0_ns && f.is_cycle() && f.peer_pid != rig.guard_pid())
+            .filter(|f| f.t_ns < g.t0_ns && f.is_cycle_frame() && f.peer_pid != rig.guard_pid())
             .rev()
             .take(1)
             .map(|f| f.peer_pid)
@@ -572,6 +558,17 @@ fn run(a: &Args) -> Result<bool, String> {
 fn push_stop(frame: &mut Figure, trip: &mut Figure, s: &StopSample, t0: u64) {
     frame.samples.push(s.all_off_ns.saturating_sub(t0));
     trip.samples.push(s.trip_ns.saturating_sub(t0));
+}
+
+/// A stop's first all-off frame counted from the trip (`from_trip`) and from
+/// the command that caused it (`from_command`).
+fn push_trip_and_command(from_trip: &mut Figure, from_command: &mut Figure, s: &StopSample) {
+    from_trip
+        .samples
+        .push(s.all_off_ns.saturating_sub(s.trip_ns));
+    from_command
+        .samples
+        .push(s.all_off_ns.saturating_sub(s.t0_ns));
 }
 
 fn push_guard_stop(figs: &mut Figures, g: &GuardSample) {

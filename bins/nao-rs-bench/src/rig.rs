@@ -10,8 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
-
-use super::trace::{Frame, Tail};
+use nao_rs_sim::{Tail, TraceLine};
 
 /// The sim's SCHED_FIFO priority: above the runtime's cycle (30), below the
 /// guard (40). It stands for the chest board, which is hardware.
@@ -210,7 +209,7 @@ pub struct Rig {
     /// The page, mapped in the bench.
     pub page: Page,
     /// Every frame of the trace read so far.
-    pub frames: Vec<Frame>,
+    pub frames: Vec<TraceLine>,
     /// The sim runs at SCHED_FIFO [`SIM_PRIORITY`].
     pub sim_fifo: bool,
     /// Runtimes started so far.
@@ -265,7 +264,7 @@ impl Rig {
         let sim_fifo = policy(sim.pid(), None).is_some_and(|(p, _)| p == libc::SCHED_FIFO);
         let udp_port = free_udp_port()?;
         let mut rig = Rig {
-            tail: Tail::new(&d.join("trace.jsonl")),
+            tail: Tail::new(d.join("trace.jsonl")),
             bins,
             udp_port,
             page,
@@ -383,7 +382,7 @@ impl Rig {
         self.runtime_starts += 1;
         let from = self.frames.len();
         let got = self.wait_frame(from, Duration::from_secs(10), |f| {
-            f.peer_pid == pid && f.is_cycle()
+            f.peer_pid == pid && f.is_cycle_frame()
         })?;
         if got.is_none() {
             let log = self
@@ -411,8 +410,8 @@ impl Rig {
         &mut self,
         from: usize,
         timeout: Duration,
-        pred: impl Fn(&Frame) -> bool,
-    ) -> Result<Option<Frame>, String> {
+        pred: impl Fn(&TraceLine) -> bool,
+    ) -> Result<Option<TraceLine>, String> {
         let end = Instant::now() + timeout;
         let mut i = from;
         loop {

@@ -68,6 +68,18 @@ impl Setup {
     }
 }
 
+/// A controller (the first client) and a monitor (the second), both past
+/// the first frame.
+fn with_monitor() -> (Setup, Client, Client) {
+    let mut t = setup();
+    let mut c = Client::connect(&t.path);
+    let mut monitor = Client::connect(&t.path);
+    t.cycle(0);
+    c.frame();
+    monitor.frame();
+    (t, c, monitor)
+}
+
 /// A LoLA client: blocking reads of exactly one frame, answers.
 struct Client {
     s: UnixStream,
@@ -219,12 +231,7 @@ fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again(
 
 #[test]
 fn malformed_message_closes_that_client_and_the_bridge_goes_on() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
-    let mut monitor = Client::connect(&t.path);
-    t.cycle(0);
-    c.frame();
-    monitor.frame();
+    let (mut t, mut c, mut monitor) = with_monitor();
     // A Position of 24 values.
     #[derive(Serialize)]
     struct Short {
@@ -338,13 +345,7 @@ fn monitors_streaming_as_fast_as_they_can_never_starve_the_controller() {
 
 #[test]
 fn a_controller_that_reconnects_within_one_cycle_is_the_controller_again() {
-    let mut t = setup();
-    // The first client is the controller, the second a monitor.
-    let mut c = Client::connect(&t.path);
-    let mut monitor = Client::connect(&t.path);
-    t.cycle(0);
-    c.frame();
-    monitor.frame();
+    let (mut t, mut c, mut monitor) = with_monitor();
     for k in 1..20 {
         t.cycle(k);
         c.frame();

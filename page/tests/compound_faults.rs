@@ -4,47 +4,35 @@
 //! `page-lost`, `check` says so, and the identity it registered is on the
 //! page again after that check.
 
-use std::path::PathBuf;
-
 use deathswitch::{Damage, Integrity, Page, Reason, TimeField, LEN, MAGIC};
 use testkit::{poke, sh_ok};
+
+mod common;
+use common::{registered, Fixture};
 
 const DRIVER: u32 = 4242;
 const GUARD: u32 = 77;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    path: PathBuf,
-    page: Page,
-}
-
 /// An armed page with a heartbeat, as a running runtime and guard leave it:
 /// one holder registered as the runtime and as the guard (holding).
 fn armed_page() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(DRIVER);
-    page.set_guard(GUARD, true);
-    page.write_heartbeat(7, deathswitch::now_ns(), false);
-    assert_eq!(page.check(), Integrity::Intact);
-    assert!(!page.is_tripped());
-    Fixture { dir, path, page }
+    let f = armed_page_at("deathswitch");
+    f.page.write_heartbeat(7, deathswitch::now_ns(), false);
+    assert_eq!(f.page.check(), Integrity::Intact);
+    assert!(!f.page.is_tripped());
+    f
 }
 
 /// An armed page at `run/deathswitch` in its folder, without a heartbeat:
 /// the same identity as [`armed_page`], one directory deeper.
 fn armed_page_in_run() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run).unwrap();
-    let path = run.join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(DRIVER);
-    page.set_guard(GUARD, true);
-    Fixture { dir, path, page }
+    armed_page_at("run/deathswitch")
+}
+
+fn armed_page_at(rel: &str) -> Fixture {
+    let f = registered(rel, DRIVER);
+    f.page.set_guard(GUARD, true);
+    f
 }
 
 fn assert_identity(page: &Page, what: &str) {

@@ -3,32 +3,21 @@
 //! reads tripped `page-lost`, does not crash, and `check` reports what it
 //! repaired; the file is whole again.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use deathswitch::{Integrity, Page, Reason, LEN};
 use testkit::sh_ok;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    page: Page,
-}
+mod common;
+use common::{registered, Fixture};
 
 /// An armed page with a heartbeat, as a running runtime leaves it.
 fn armed_page() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(4242);
-    page.write_heartbeat(7, 1_000, false);
-    assert!(!page.is_tripped());
-    Fixture {
-        _dir: dir,
-        path,
-        page,
-    }
+    let f = registered("deathswitch", 4242);
+    f.page.write_heartbeat(7, 1_000, false);
+    assert!(!f.page.is_tripped());
+    f
 }
 
 fn file_len(path: &Path) -> u64 {

@@ -9,10 +9,9 @@ use nao_rs_sim::Tail;
 fn tail_returns_only_complete_lines_as_the_file_grows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.jsonl");
-    let mut tail = Tail::new(&path);
-    assert!(tail.poll().unwrap().is_empty());
     let line = "{\"t_ns\":1,\"peer_pid\":1,\"seq\":1,\"max_stiffness\":0,\"max_stiffness_all\":0,\"max_stiffness_accepted\":0,\"all_off\":true,\"stiffness_slots\":0}\n";
     std::fs::write(&path, format!("{line}{}", &line[..10])).unwrap();
+    let mut tail = Tail::new(&path);
     assert_eq!(tail.poll().unwrap().len(), 1);
     let mut f = std::fs::OpenOptions::new()
         .append(true)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    cycle_frames, naoctl, setup, setup_with, signal_ends_the_runtime_safely, stiff_after,
+    cycle_frames, naoctl, setup, setup_with, signal_ends_the_runtime_safely, stiff_after, truncate,
     wait_frame_after, wait_stiff_after, wake, window,
 };
 use nix::sys::signal::Signal;
@@ -120,12 +120,7 @@ fn damaged_page_re_armed_within_one_cycle() {
     testkit::bin("naoctl");
     for round in 0..5 {
         let t = deathswitch::now_ns();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&s.page_path)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        truncate(&s.page_path);
         // naoctl makes the page whole (tripped page-lost), then re-arms.
         naoctl(&s.page_path, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     frames_after, free_udp_port, run_ok, setup, signal_ends_the_runtime_safely, start_runtime,
-    wait_tripped,
+    truncate, wait_tripped,
 };
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
@@ -86,12 +86,7 @@ fn chest_button_makes_the_next_frame_all_off() {
 fn truncated_page_gives_all_off_and_page_lost() {
     let s = setup();
     let t = deathswitch::now_ns();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&s.page_path)
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    truncate(&s.page_path);
     let trip = wait_tripped(&s.page).max(t);
     assert_eq!(s.page.reason(), Some(Reason::PageLost));
     assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);

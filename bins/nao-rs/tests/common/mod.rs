@@ -125,6 +125,16 @@ pub fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
         .collect()
 }
 
+/// Truncates the page file at `path` to 0 bytes under the live runtime.
+pub fn truncate(path: &Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+}
+
 /// Runs `cmd` to its end; asserts it succeeded, naming it `what` with its
 /// stderr.
 pub fn run_ok(cmd: &mut Command, what: &str) {

@@ -321,7 +321,7 @@ fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
     drop(rt);
 }
 
-/// Issue 12: both processes read one socket. A live guard published in
+/// Both processes read one socket. A live guard published in
 /// the page no longer makes the runtime let the port go: the runtime holds
 /// the port (no other program can bind it), raises no "UDP port not owned",
 /// and a stop trips.

@@ -1,4 +1,4 @@
-//! Compound faults on the page (issue 11, "Compound faults: the page"):
+//! Compound faults on the page:
 //! damage done by a second process (`sh`, `dd`, `rm`, `ln`) under a live
 //! holder that registered its identity. Each time the holder reads tripped
 //! `page-lost`, `check` says so, and the identity it registered is on the

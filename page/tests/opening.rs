@@ -1,4 +1,4 @@
-//! The opening rules of the page (seed "Opening rules", issue 2).
+//! The opening rules of the page (docs/page.md).
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -1,4 +1,4 @@
-//! Issue 11, "Page damage, then a hang" (the guard's part, issue 12's
+//! Page damage, then a hang (the guard's part, with the runtime's
 //! pidfd): for each kind of damage to the page of a stiff runtime, then a
 //! re-arm (`naoctl rearm --yes`) and a wake (`nao-rs wake`), a SIGSTOP of
 //! the runtime is taken over: the guard kills the right process (the one

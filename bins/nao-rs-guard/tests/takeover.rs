@@ -286,7 +286,7 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
     }
 }
 
-/// Issue 12: the runtime's pidfd. A runtime that ends for any reason
+/// The runtime's pidfd. A runtime that ends for any reason
 /// (SIGKILL, segfault, abort, a clean SIGTERM) is taken over at once with
 /// `guard-runtime-exited` (not after the beat timeout, whose reason would
 /// be `guard-heartbeat-lost`), and the board keeps getting all-off frames

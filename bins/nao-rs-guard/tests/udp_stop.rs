@@ -166,7 +166,7 @@ fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> 
     Some(sent.elapsed())
 }
 
-/// Issue 12: "a single datagram at 50 random moments around guard start,
+/// "A single datagram at 50 random moments around guard start,
 /// guard SIGKILL, guard SIGSTOP and runtime restart trips the switch within
 /// 100 ms every time". The runtime's and the guard's listener read one
 /// socket, so there is no moment in which no live process reads the port.
@@ -232,7 +232,7 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// Issue 12: "a single datagram from another source inside a
+/// "A single datagram from another source inside a
 /// 200,000-datagram flood trips within 50 ms in 20 of 20 trials".
 #[test]
 fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
@@ -290,7 +290,7 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     );
 }
 
-/// Issue 12: `udp-port-not-owned` is raised exactly when nobody reads the
+/// `udp-port-not-owned` is raised exactly when nobody reads the
 /// port. The real runtime (`nao-rs run`) with a guard: no alarm while both
 /// read, none while the guard is stopped (the runtime reads the one
 /// socket), none after a page repair; and a runtime whose port another

@@ -1,4 +1,4 @@
-//! Issue 11, the runtime's cases: faults on top of faults, each from a
+//! Compound faults, the runtime's cases: faults on top of faults, each from a
 //! second process (this test) against `nao-rs run` on the virtual robot,
 //! judged by the simulator's trace ("stiff" = a frame with any stiffness
 //! above 0).

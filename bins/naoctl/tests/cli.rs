@@ -1,5 +1,5 @@
 //! naoctl end to end, on a page under a private temp dir
-//! (`NAO_RS_DEATHSWITCH`), including issue 2's "Done when".
+//! (`NAO_RS_DEATHSWITCH`), as docs/naoctl.md describes it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! naoctl under compound faults (issue 11): `status` is read-only and says
+//! naoctl under compound faults: `status` is read-only and says
 //! what is wrong; `stop` lands on any file; path damage is named with the
 //! errno and the fix; `trip_count` is shown.
 

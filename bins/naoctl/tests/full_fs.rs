@@ -1,4 +1,4 @@
-//! A full filesystem under the page (issue 11, "Full filesystem"): a small
+//! A full filesystem under the page: a small
 //! tmpfs is mounted in a private mount namespace (`unshare -m`, the test
 //! re-runs itself inside it, so the mount vanishes with the child whatever
 //! happens). Skipped, with the reason printed, where mounting is refused.
@@ -168,7 +168,7 @@ fn deleted_page_in_a_read_only_directory(dir: &Path) {
 /// The runtime's page on a full tmpfs, judged by the virtual robot's trace:
 /// truncated to 0, then (after a re-arm and a wake) deleted; each time
 /// every frame from then on is all-off and the runtime keeps cycling
-/// (before issue 11 its cycle thread faulted forever: no frames at all).
+/// (its cycle thread once faulted forever here: no frames at all).
 fn runtime_on_a_full_tmpfs(dir: &Path) {
     let path = dir.join("deathswitch");
     let robot = common::Robot::start(Some(&path));

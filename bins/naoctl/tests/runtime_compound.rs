@@ -1,4 +1,4 @@
-//! Compound faults of the page against a running runtime (issue 11), from a
+//! Compound faults of the page against a running runtime, from a
 //! second process, judged by the virtual robot's trace: path damage and
 //! impossible values give all-off `page-lost` from that frame on, the
 //! runtime keeps cycling, and naoctl says what is wrong with the path.
@@ -63,7 +63,7 @@ fn runtime_path_damage_directory_replaced_by_a_file_gives_all_off_page_lost() {
 #[test]
 fn runtime_impossible_values_give_all_off_page_lost() {
     // Armed with a trip time (a reason while armed), and a driver pid that
-    // is not the registered runtime: before issue 11 both stayed stiff.
+    // is not the registered runtime: both once stayed stiff.
     for (what, offset, bytes) in [
         (
             "trip time while armed",

@@ -61,8 +61,7 @@ fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
 
 #[test]
 fn check_allocates_nothing_on_an_intact_page_and_while_repairing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (dir, path) = testkit::page_path();
     let page = Page::open(&path).unwrap();
     page.rearm();
     page.register_driver(4242);

@@ -119,8 +119,7 @@ fn identity_survives_replacement_of_each_kind() {
 #[test]
 fn identity_zeroed_by_another_holders_repair_is_stored_again_within_one_check() {
     // Two processes' views: the runtime's page and the guard's page.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     let runtime = Page::open(&path).unwrap();
     let guard = Page::open(&path).unwrap();
     runtime.rearm();

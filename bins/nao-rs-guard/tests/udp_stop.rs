@@ -46,8 +46,7 @@ fn send(port: u16, payload: &[u8]) -> UdpSocket {
 
 #[test]
 fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     page.rearm();
     let (probe, port) = free_port();
@@ -85,8 +84,7 @@ fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
 
 #[test]
 fn udp_port_in_use_by_another_program_is_retried() {
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     page.rearm();
     // Another program (not ours: it serves no socket) holds the port.
@@ -173,8 +171,7 @@ fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> 
 #[test]
 fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     const TRIALS: usize = 50;
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     let (probe, port) = free_port();
     drop(probe);
@@ -238,8 +235,7 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
 fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     const TRIALS: usize = 20;
     const FLOOD: usize = 200_000;
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     let (probe, port) = free_port();
     drop(probe);

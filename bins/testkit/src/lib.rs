@@ -238,3 +238,11 @@ pub fn poke(path: &Path, offset: usize, bytes: &[u8]) {
     let st = dd.wait().expect("wait for dd");
     assert!(st.success(), "dd into {} failed: {st}", path.display());
 }
+
+/// A new private folder and the page path `deathswitch` in it (the page is
+/// not created); the folder goes with the `TempDir`.
+pub fn page_path() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("deathswitch");
+    (dir, path)
+}

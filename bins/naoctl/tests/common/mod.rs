@@ -123,8 +123,7 @@ pub struct Env {
 }
 
 pub fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("deathswitch");
+    let (dir, page) = testkit::page_path();
     Env { dir, page }
 }
 

@@ -295,17 +295,24 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-#[test]
-fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
-    let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+/// The runtime on `sim` with its UDP stop listener (normal priority) on a
+/// free port.
+fn start_with_udp(sim: &Spawned, board: &Arc<MemoryBoard>) -> (Runtime<SimLink>, ProgramIo, u16) {
     let port = free_port();
     let cfg = Config {
         udp_port: Some(port),
         udp_priority: None,
         ..config()
     };
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    let (rt, io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    (rt, io, port)
+}
+
+#[test]
+fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io, port) = start_with_udp(&sim, &board);
     let before = io.next_sensors(1_000_000_000).unwrap().cycle;
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..20_000u32 {
@@ -333,13 +340,7 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     board
         .guard
         .store(std::process::id(), std::sync::atomic::Ordering::SeqCst);
-    let port = free_port();
-    let cfg = Config {
-        udp_port: Some(port),
-        udp_priority: None,
-        ..config()
-    };
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    let (rt, mut io, port) = start_with_udp(&sim, &board);
     assert!(wait_until(
         || std::net::UdpSocket::bind(("0.0.0.0", port)).is_err()
     ));

@@ -49,6 +49,13 @@ impl Rig {
         )
     }
 
+    /// A runtime at stiffness 0.5, once 10 of its frames are in the trace.
+    fn stiff_runtime(&self) -> Proc {
+        let rt = self.runtime(&["--stiffness", "0.5"]);
+        self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        rt
+    }
+
     fn frames(&self) -> Vec<TraceLine> {
         cycle_frames(&self.sim)
     }
@@ -82,8 +89,7 @@ impl Rig {
 fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
     let rig = Rig::new();
     rig.page.rearm();
-    let mut rt = rig.runtime(&["--stiffness", "0.5"]);
-    rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+    let mut rt = rig.stiff_runtime();
     assert!(!rig.page.is_tripped(), "healthy runtime: armed");
 
     rt.signal(Signal::SIGSTOP);
@@ -173,8 +179,7 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
 fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
     let rig = Rig::new();
     rig.page.rearm();
-    let mut rt1 = rig.runtime(&["--stiffness", "0.5"]);
-    rig.wait_frames_from(rt1.pid(), 10, Duration::from_secs(10));
+    let mut rt1 = rig.stiff_runtime();
     rt1.signal(Signal::SIGKILL);
     rt1.wait_exit(Duration::from_secs(2)).unwrap();
     rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
@@ -304,8 +309,7 @@ fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
     ] {
         let rig = Rig::new();
         rig.page.rearm();
-        let mut rt = rig.runtime(&["--stiffness", "0.5"]);
-        rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        let mut rt = rig.stiff_runtime();
         let count_before = rig.page.trip_count();
         rt.signal(sig);
         let status = rt

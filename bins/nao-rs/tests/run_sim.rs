@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     frames_after, free_udp_port, run_ok, setup, signal_ends_the_runtime_safely, start_runtime,
-    truncate, wait_tripped,
+    truncate, wait_tripped, Setup,
 };
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
@@ -38,15 +38,21 @@ fn assert_all_off_from_next_frame(frames: &[TraceLine], trip_ns: u64) {
     }
 }
 
+/// The page trips with `reason`; the runtime's frames from the one after
+/// the trip on are all-off.
+fn assert_tripped_then_all_off(s: &Setup, reason: Reason) {
+    let trip = wait_tripped(&s.page);
+    assert_eq!(s.page.reason(), Some(reason));
+    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+}
+
 #[test]
 fn udp_stop_makes_the_next_frame_all_off() {
     let s = setup();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     // Give the listener its first bind (it binds at start).
     tx.send_to(b"NAO-RS STOP", ("127.0.0.1", s.port)).unwrap();
-    let trip = wait_tripped(&s.page);
-    assert_eq!(s.page.reason(), Some(Reason::Udp));
-    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+    assert_tripped_then_all_off(&s, Reason::Udp);
 }
 
 #[test]
@@ -59,9 +65,7 @@ fn naoctl_stop_makes_the_next_frame_all_off() {
         .status()
         .unwrap();
     assert!(status.success(), "naoctl stop");
-    let trip = wait_tripped(&s.page);
-    assert_eq!(s.page.reason(), Some(Reason::Naoctl));
-    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+    assert_tripped_then_all_off(&s, Reason::Naoctl);
 }
 
 #[test]

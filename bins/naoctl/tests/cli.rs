@@ -19,6 +19,16 @@ fn status_json_any(page: &Path) -> (Value, Option<i32>) {
     (v, out.status.code())
 }
 
+/// `naoctl status --json` reads the page as tripped page-lost with
+/// `damage`, exit code 1.
+fn assert_status_page_lost(page: &Path, damage: &str) {
+    let (v, code) = status_json_any(page);
+    assert_eq!(code, Some(1));
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "page-lost");
+    assert_eq!(v["damage"], damage);
+}
+
 fn status_json(page: &Path) -> Value {
     let out = naoctl(page, &["status", "--json"]);
     assert!(out.status.success(), "{out:?}");
@@ -83,11 +93,7 @@ fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_who
     drop(f);
     // status reads it as what it is (not a page: tripped page-lost) and
     // changes nothing.
-    let (v, code) = status_json_any(&e.page);
-    assert_eq!(code, Some(1));
-    assert_eq!(v["state"], "tripped");
-    assert_eq!(v["reason"], "page-lost");
-    assert_eq!(v["damage"], "short");
+    assert_status_page_lost(&e.page, "short");
     assert_eq!(file_len(&e.page), 8);
     // A stop lands: the file becomes a whole page, tripped page-lost.
     assert!(naoctl(&e.page, &["stop"]).status.success());
@@ -100,11 +106,7 @@ fn done_when_zeroing_reads_tripped_page_lost_and_stop_makes_it_whole() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     std::fs::write(&e.page, [0u8; deathswitch::LEN]).unwrap();
-    let (v, code) = status_json_any(&e.page);
-    assert_eq!(code, Some(1));
-    assert_eq!(v["state"], "tripped");
-    assert_eq!(v["reason"], "page-lost");
-    assert_eq!(v["damage"], "no-magic");
+    assert_status_page_lost(&e.page, "no-magic");
     assert_eq!(std::fs::read(&e.page).unwrap(), [0u8; deathswitch::LEN]);
     assert!(naoctl(&e.page, &["stop"]).status.success());
     let v = status_json(&e.page);

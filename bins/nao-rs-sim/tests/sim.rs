@@ -327,25 +327,25 @@ fn claim_is_exclusive_and_released_on_sigkill_of_the_holder() {
     assert_eq!(sim.status().unwrap()["holder_pid"], std::process::id());
 }
 
+/// `nao-rs-sim ctl --socket SOCKET ARGS...` run to its end.
+fn ctl(sim: &Spawned, args: &[&str]) -> std::process::Output {
+    Process::new(exe())
+        .args(["ctl", "--socket"])
+        .arg(sim.socket())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn ctl_subcommand_prints_status_json_and_refuses_bad_commands() {
     let sim = sim(&["--overcurrent", "5300"]);
-    let out = Process::new(exe())
-        .args(["ctl", "--socket"])
-        .arg(sim.socket())
-        .arg("status")
-        .output()
-        .unwrap();
+    let out = ctl(&sim, &["status"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["plugged"], true);
     assert_eq!(v["faults"]["overcurrent_ma"], 5300);
-    let out = Process::new(exe())
-        .args(["ctl", "--socket"])
-        .arg(sim.socket())
-        .args(["heat", "99"])
-        .output()
-        .unwrap();
+    let out = ctl(&sim, &["heat", "99"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("0..=24"));
 }

@@ -68,11 +68,17 @@ impl Setup {
     }
 }
 
+/// A set-up with one client connected (the controller).
+fn with_client() -> (Setup, Client) {
+    let t = setup();
+    let c = Client::connect(&t.path);
+    (t, c)
+}
+
 /// A controller (the first client) and a monitor (the second), both past
 /// the first frame.
 fn with_monitor() -> (Setup, Client, Client) {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     let mut monitor = Client::connect(&t.path);
     t.cycle(0);
     c.frame();
@@ -170,8 +176,7 @@ fn parse(frame: &[u8]) -> (Vec<String>, Vec<f32>) {
 
 #[test]
 fn lola_client_reads_frames_and_answers_for_300_cycles() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     for k in 0..300 {
         t.cycle(k);
         let f = c.frame();
@@ -194,8 +199,7 @@ fn lola_client_reads_frames_and_answers_for_300_cycles() {
 
 #[test]
 fn silent_client_stops_commands_so_the_controller_lost_ramp_takes_over() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.serve(&mut c, 0..50, Some((0.1, 0.5)));
     let pushed = t.body.pushed.len();
     // Silent: still reads every frame, answers none.
@@ -210,8 +214,7 @@ fn silent_client_stops_commands_so_the_controller_lost_ramp_takes_over() {
 
 #[test]
 fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.serve(&mut c, 0..20, Some((0.1, 0.5)));
     drop(c);
     let pushed = t.body.pushed.len();
@@ -298,8 +301,7 @@ fn second_client_gets_sensor_frames_only() {
 
 #[test]
 fn monitors_streaming_as_fast_as_they_can_never_starve_the_controller() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.cycle(0);
     c.frame();
     // Two monitors write valid messages as fast as they can, never reading.
@@ -375,8 +377,7 @@ fn a_controller_that_reconnects_within_one_cycle_is_the_controller_again() {
 
 #[test]
 fn econnreset_on_read_is_a_normal_disconnect() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.cycle(0);
     c.send(&answer(0.1, 0.5));
     // A frame is in the client's socket, unread, when it closes: the
@@ -391,8 +392,7 @@ fn econnreset_on_read_is_a_normal_disconnect() {
 
 #[test]
 fn slow_client_gets_whole_frames_only() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     // Never reads: the socket buffer fills, frames are skipped, never cut.
     for k in 0..2000 {
         t.cycle(k);
@@ -414,8 +414,7 @@ fn slow_client_gets_whole_frames_only() {
 
 #[test]
 fn ring_full_drops_the_command_and_goes_on() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.body.ring_full = true;
     t.serve(&mut c, 0..10, Some((0.1, 0.5)));
     assert_eq!(t.server.stats().ring_full, 9);
@@ -426,8 +425,7 @@ fn ring_full_drops_the_command_and_goes_on() {
 
 #[test]
 fn a_step_without_sensors_sends_no_frame_but_notices_a_malformed_client() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     c.send(&[0xc1]);
     assert!(!t.server.step(&mut t.body, STEP));
     assert!(c.closed());

@@ -5,6 +5,7 @@
 
 mod usbmon_support;
 
+use nao_wire::link::Call;
 use nao_wire::recording::{parse, read_file, Item, Recorded};
 use nao_wire::usbmon::{import, ImportOptions};
 use testkit::recordings;
@@ -18,36 +19,27 @@ fn capture(items: &[Item]) -> Vec<u8> {
     for item in items {
         match item {
             Item::Cycle { t_ms, .. } => s.t_us = *t_ms as i64 * 1000,
-            Item::Call(c) => match c {
-                Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
-                Recorded::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
-                Recorded::ControlOut {
-                    request_type,
-                    request,
-                    value,
-                    index,
-                    data,
-                } => s.control(*request_type, *request, *value, *index, data, &[]),
-                Recorded::ControlIn {
-                    request_type,
-                    request,
-                    value,
-                    index,
-                    answer,
-                    length,
-                } => {
+            // Each call as HAL's transfer (the calls' one view, `Call`).
+            Item::Call(c) => match (c.call(), c) {
+                (Call::SetConfiguration(n), _) => s.control(0x00, 0x09, u16::from(n), 0, &[], &[]),
+                (Call::ControlOut { setup: u, data }, _) => {
+                    s.control(u.request_type, u.request, u.value, u.index, data, &[])
+                }
+                (Call::ControlIn { setup: u, length }, Recorded::ControlIn { answer, .. }) => {
                     assert_eq!(
-                        usize::from(*length),
+                        usize::from(length),
                         answer.len(),
                         "the test writes wLength as the answer length"
                     );
-                    s.control(*request_type, *request, *value, *index, &[], answer)
+                    s.control(u.request_type, u.request, u.value, u.index, &[], answer)
                 }
-                Recorded::BulkOut { data, .. } => s.bulk_out(data),
-                Recorded::BulkIn { answer, .. } => s.bulk_in(match answer {
+                (Call::BulkOut { data, .. }, _) => s.bulk_out(data),
+                (_, Recorded::BulkIn { answer, .. }) => s.bulk_in(match answer {
                     Ok(a) => Ok(a.as_slice()),
                     Err(_) => Err(-110),
                 }),
+                // Open, claim and close leave no transfer.
+                _ => {}
             },
             _ => {}
         }

@@ -4,8 +4,6 @@
 //! buffers), through every state of the wake latch: awake, a trip, the
 //! re-arm (limp, a silent controller), a wake, awake again.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,58 +12,27 @@ use nao_actors::runtime::{
 };
 use nao_wire::link::sim::SimLink;
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; the
-// counter is an atomic and the thread-local is const-initialized (no
-// allocation on access).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller's contract is passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
 
 const WARM_UP: u64 = 20;
 const MEASURED: u64 = 1_000;
 
-/// Turns counting on for the cycle thread from cycle WARM_UP to
-/// WARM_UP + MEASURED.
+/// Counts the cycle thread's allocations from cycle WARM_UP to
+/// WARM_UP + MEASURED; publishes the count + 1 in `done`.
 struct Meter {
     done: Arc<AtomicU64>,
+    from: u64,
 }
 
 impl<L> CycleHook<L> for Meter {
     fn before_cycle(&mut self, _link: &mut L, inputs: &CycleInputs<'_>) {
         if inputs.k == WARM_UP {
-            COUNTING.with(|c| c.set(true));
+            self.from = testkit::thread_allocations();
         }
         if inputs.k == WARM_UP + MEASURED {
-            COUNTING.with(|c| c.set(false));
-            self.done
-                .store(ALLOCATIONS.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+            let n = testkit::thread_allocations() - self.from;
+            self.done.store(n + 1, Ordering::SeqCst);
         }
     }
 }
@@ -87,7 +54,10 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
         SimLink::new(sim.socket()),
         board.clone(),
         config,
-        Meter { done: done.clone() },
+        Meter {
+            done: done.clone(),
+            from: 0,
+        },
     )
     .unwrap();
     // A controller commanding every cycle, so the command path is measured.

@@ -55,6 +55,36 @@ impl Setup {
         self.body.queue(sensors(k));
         assert!(self.server.step(&mut self.body, STEP));
     }
+
+    /// Cycles `ks`, the client `c` reading each frame and, with `answer`
+    /// (position, stiffness), answering it.
+    fn serve(&mut self, c: &mut Client, ks: std::ops::Range<usize>, answer: Option<(f32, f32)>) {
+        for k in ks {
+            self.cycle(k);
+            c.frame();
+            if let Some((position, stiffness)) = answer {
+                c.send(&self::answer(position, stiffness));
+            }
+        }
+    }
+}
+
+/// A set-up with one client connected (the controller).
+fn with_client() -> (Setup, Client) {
+    let t = setup();
+    let c = Client::connect(&t.path);
+    (t, c)
+}
+
+/// A controller (the first client) and a monitor (the second), both past
+/// the first frame.
+fn with_monitor() -> (Setup, Client, Client) {
+    let (mut t, mut c) = with_client();
+    let mut monitor = Client::connect(&t.path);
+    t.cycle(0);
+    c.frame();
+    monitor.frame();
+    (t, c, monitor)
 }
 
 /// A LoLA client: blocking reads of exactly one frame, answers.
@@ -147,8 +177,7 @@ fn parse(frame: &[u8]) -> (Vec<String>, Vec<f32>) {
 
 #[test]
 fn lola_client_reads_frames_and_answers_for_300_cycles() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     for k in 0..300 {
         t.cycle(k);
         let f = c.frame();
@@ -171,40 +200,23 @@ fn lola_client_reads_frames_and_answers_for_300_cycles() {
 
 #[test]
 fn silent_client_stops_commands_so_the_controller_lost_ramp_takes_over() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
-    for k in 0..50 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    let (mut t, mut c) = with_client();
+    t.serve(&mut c, 0..50, Some((0.1, 0.5)));
     let pushed = t.body.pushed.len();
     // Silent: still reads every frame, answers none.
-    for k in 50..150 {
-        t.cycle(k);
-        c.frame();
-    }
+    t.serve(&mut c, 50..150, None);
     // Only the answer to frame 49 arrived after the silence began.
     assert_eq!(t.body.pushed.len(), pushed + 1);
     // Answers again: served again.
-    for k in 150..160 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.2, 0.5));
-    }
+    t.serve(&mut c, 150..160, Some((0.2, 0.5)));
     assert_eq!(t.body.pushed.len(), pushed + 1 + 9);
     assert_eq!(t.body.pushed.last().unwrap().position, [0.2; JOINTS]);
 }
 
 #[test]
 fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
-    for k in 0..20 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    let (mut t, mut c) = with_client();
+    t.serve(&mut c, 0..20, Some((0.1, 0.5)));
     drop(c);
     let pushed = t.body.pushed.len();
     for k in 20..100 {
@@ -216,23 +228,14 @@ fn disconnected_client_stops_commands_and_a_reconnecting_client_is_served_again(
     assert!(!t.server.stats().has_controller);
     assert_eq!(t.server.stats().clients, 0);
     let mut c = Client::connect(&t.path);
-    for k in 100..200 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.3, 0.6));
-    }
+    t.serve(&mut c, 100..200, Some((0.3, 0.6)));
     assert_eq!(t.body.pushed.len(), pushed + 99);
     assert_eq!(t.body.pushed.last().unwrap().stiffness, [0.6; JOINTS]);
 }
 
 #[test]
 fn malformed_message_closes_that_client_and_the_bridge_goes_on() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
-    let mut monitor = Client::connect(&t.path);
-    t.cycle(0);
-    c.frame();
-    monitor.frame();
+    let (mut t, mut c, mut monitor) = with_monitor();
     // A Position of 24 values.
     #[derive(Serialize)]
     struct Short {
@@ -262,11 +265,7 @@ fn malformed_message_closes_that_client_and_the_bridge_goes_on() {
     assert!(c.closed());
     assert_eq!(t.server.stats().malformed, 2);
     let mut c = Client::connect(&t.path);
-    for k in 11..20 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    t.serve(&mut c, 11..20, Some((0.1, 0.5)));
     assert_eq!(t.body.pushed.len(), 8);
 }
 
@@ -303,8 +302,7 @@ fn second_client_gets_sensor_frames_only() {
 
 #[test]
 fn monitors_streaming_as_fast_as_they_can_never_starve_the_controller() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.cycle(0);
     c.frame();
     // Two monitors write valid messages as fast as they can, never reading.
@@ -350,13 +348,7 @@ fn monitors_streaming_as_fast_as_they_can_never_starve_the_controller() {
 
 #[test]
 fn a_controller_that_reconnects_within_one_cycle_is_the_controller_again() {
-    let mut t = setup();
-    // The first client is the controller, the second a monitor.
-    let mut c = Client::connect(&t.path);
-    let mut monitor = Client::connect(&t.path);
-    t.cycle(0);
-    c.frame();
-    monitor.frame();
+    let (mut t, mut c, mut monitor) = with_monitor();
     for k in 1..20 {
         t.cycle(k);
         c.frame();
@@ -386,8 +378,7 @@ fn a_controller_that_reconnects_within_one_cycle_is_the_controller_again() {
 
 #[test]
 fn econnreset_on_read_is_a_normal_disconnect() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.cycle(0);
     c.send(&answer(0.1, 0.5));
     // A frame is in the client's socket, unread, when it closes: the
@@ -402,8 +393,7 @@ fn econnreset_on_read_is_a_normal_disconnect() {
 
 #[test]
 fn slow_client_gets_whole_frames_only() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     // Never reads: the socket buffer fills, frames are skipped, never cut.
     for k in 0..2000 {
         t.cycle(k);
@@ -425,14 +415,9 @@ fn slow_client_gets_whole_frames_only() {
 
 #[test]
 fn ring_full_drops_the_command_and_goes_on() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     t.body.ring_full = true;
-    for k in 0..10 {
-        t.cycle(k);
-        c.frame();
-        c.send(&answer(0.1, 0.5));
-    }
+    t.serve(&mut c, 0..10, Some((0.1, 0.5)));
     assert_eq!(t.server.stats().ring_full, 9);
     t.body.ring_full = false;
     t.cycle(10);
@@ -441,8 +426,7 @@ fn ring_full_drops_the_command_and_goes_on() {
 
 #[test]
 fn a_step_without_sensors_sends_no_frame_but_notices_a_malformed_client() {
-    let mut t = setup();
-    let mut c = Client::connect(&t.path);
+    let (mut t, mut c) = with_client();
     c.send(&[0xc1]);
     assert!(!t.server.step(&mut t.body, STEP));
     assert!(c.closed());

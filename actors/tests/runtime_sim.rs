@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nao_actors::runtime::{Blackboard, Config, MemoryBoard, Reason, Runtime};
+use nao_actors::runtime::{
+    Blackboard, Config, MemoryBoard, ProgramIo, Reason, Runtime, SensorFrame,
+};
 use nao_rs_sim::{Spawned, TraceLine};
 use nao_wire::link::sim::SimLink;
 use nao_wire::Command;
@@ -74,18 +76,21 @@ impl<L> nao_actors::runtime::CycleHook<L> for Seen {
     }
 }
 
-fn start_seen(
+/// The runtime on `sim` with the hook that sees every cycle's switch,
+/// driven until every joint is stiff (500).
+fn start_stiff(
     sim: &Spawned,
     board: &Arc<MemoryBoard>,
 ) -> (Runtime<SimLink>, nao_actors::runtime::ProgramIo, Seen) {
     let seen = Seen::new();
-    let (rt, io) = Runtime::start_with_hook(
+    let (rt, mut io) = Runtime::start_with_hook(
         SimLink::new(sim.socket()),
         board.clone(),
         config(),
         seen.clone(),
     )
     .unwrap();
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     (rt, io, seen)
 }
 
@@ -138,47 +143,57 @@ fn runtime_returns_identity_at_once_and_cycles() {
     assert!(!summary.panicked);
 }
 
-#[test]
-fn api_trip_makes_the_very_next_frame_all_off() {
+/// A stiff runtime; `fault` done to it (through the sim, the board or the
+/// program's io), driven `until` it shows; `check` on the board and the
+/// latest sensors; the frame of the first cycle that saw the switch tripped
+/// is all-off.
+fn fault_gives_an_all_off_frame(
+    fault: impl FnOnce(&Spawned, &MemoryBoard, &ProgramIo),
+    until: impl FnMut(&SensorFrame) -> bool,
+    check: impl FnOnce(&MemoryBoard, &SensorFrame),
+) {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
-    let (rt, mut io, seen) = start_seen(&sim, &board);
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
-    io.trip();
-    drive(&mut io, |f| f.switch.tripped);
-    let f = io.latest_sensors();
-    assert!(f.all_off);
-    assert_eq!(f.switch.reason, Some(Reason::Api));
+    let (rt, mut io, seen) = start_stiff(&sim, &board);
+    fault(&sim, &board, &io);
+    drive(&mut io, until);
+    check(&board, &io.latest_sensors());
     assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
     drop(rt);
+}
+
+#[test]
+fn api_trip_makes_the_very_next_frame_all_off() {
+    fault_gives_an_all_off_frame(
+        |_, _, io| io.trip(),
+        |f| f.switch.tripped,
+        |_, f| {
+            assert!(f.all_off);
+            assert_eq!(f.switch.reason, Some(Reason::Api));
+        },
+    );
 }
 
 #[test]
 fn chest_button_trips_and_the_next_frame_is_all_off() {
-    let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
-    let (rt, mut io, seen) = start_seen(&sim, &board);
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
-    sim.ctl("button").unwrap();
     // The cycle that hands over the button answer trips the page; its frame
     // went out before the answer was read, so the next one is all-off.
-    drive(&mut io, |f| f.all_off);
-    assert_eq!(board.reason(), Some(Reason::ChestButton));
-    assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
-    drop(rt);
+    fault_gives_an_all_off_frame(
+        |sim, _, _| {
+            sim.ctl("button").unwrap();
+        },
+        |f| f.all_off,
+        |board, _| assert_eq!(board.reason(), Some(Reason::ChestButton)),
+    );
 }
 
 #[test]
 fn page_lost_gives_all_off_from_that_frame_on() {
-    let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
-    let (rt, mut io, seen) = start_seen(&sim, &board);
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
-    board.lose();
-    drive(&mut io, |f| f.switch.page_lost);
-    assert_eq!(io.latest_sensors().switch.reason, Some(Reason::PageLost));
-    assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
-    drop(rt);
+    fault_gives_an_all_off_frame(
+        |_, board, _| board.lose(),
+        |f| f.switch.page_lost,
+        |_, f| assert_eq!(f.switch.reason, Some(Reason::PageLost)),
+    );
 }
 
 #[test]
@@ -280,17 +295,24 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-#[test]
-fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
-    let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+/// The runtime on `sim` with its UDP stop listener (normal priority) on a
+/// free port.
+fn start_with_udp(sim: &Spawned, board: &Arc<MemoryBoard>) -> (Runtime<SimLink>, ProgramIo, u16) {
     let port = free_port();
     let cfg = Config {
         udp_port: Some(port),
         udp_priority: None,
         ..config()
     };
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    let (rt, io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    (rt, io, port)
+}
+
+#[test]
+fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io, port) = start_with_udp(&sim, &board);
     let before = io.next_sensors(1_000_000_000).unwrap().cycle;
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..20_000u32 {
@@ -314,13 +336,7 @@ fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
 fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
-    let port = free_port();
-    let cfg = Config {
-        udp_port: Some(port),
-        udp_priority: None,
-        ..config()
-    };
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
+    let (rt, mut io, port) = start_with_udp(&sim, &board);
     assert!(wait_until(
         || std::net::UdpSocket::bind(("0.0.0.0", port)).is_err()
     ));

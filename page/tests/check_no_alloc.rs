@@ -1,68 +1,12 @@
 //! `Page::check` allocates nothing on any path, including while a replaced
-//! page cannot be recreated (issue 11: 2,468 allocations by cycle 707
-//! before). A counting global allocator counts this thread's allocations
+//! page cannot be recreated (it once allocated on every retry). A counting global allocator counts this thread's allocations
 //! over 1,000 checks of each broken path.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::path::Path;
-use std::process::Command;
-
 use deathswitch::{Integrity, Page, Reason};
-
-struct Counting;
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    if COUNTING.with(Cell::get) {
-        ALLOCS.with(|a| a.set(a.get() + 1));
-    }
-}
-
-// SAFETY: forwards to the system allocator; only counts (thread-locals
-// with const initialisers and no destructor, so counting never allocates).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use testkit::{allocations, sh_ok};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by `f` on this thread.
-fn allocations(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.with(Cell::get) - before
-}
-
-fn sh(script: &str, dir: &Path) {
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(st.success(), "{script} failed: {st}");
-}
+static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
 
 #[test]
 fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
@@ -91,7 +35,7 @@ fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
         let page = Page::open(&dir.path().join("run").join("deathswitch")).unwrap();
         page.rearm();
         page.register_driver(4242);
-        sh(script, dir.path());
+        sh_ok(script, dir.path());
         let mut results = [0usize; 3];
         let n = allocations(|| {
             for _ in 0..1000 {
@@ -117,8 +61,7 @@ fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
 
 #[test]
 fn check_allocates_nothing_on_an_intact_page_and_while_repairing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (dir, path) = testkit::page_path();
     let page = Page::open(&path).unwrap();
     page.rearm();
     page.register_driver(4242);
@@ -134,7 +77,7 @@ fn check_allocates_nothing_on_an_intact_page_and_while_repairing() {
         "truncate -s 8 \"$1/deathswitch\"",
         "dd if=/dev/zero of=\"$1/deathswitch\" bs=128 count=1 conv=notrunc status=none",
     ] {
-        sh(script, dir.path());
+        sh_ok(script, dir.path());
         let n = allocations(|| assert_eq!(page.check(), Integrity::Repaired));
         assert_eq!(n, 0, "{script}");
         assert_eq!(page.snapshot().driver_pid, Some(4242));

@@ -1,65 +1,38 @@
-//! Compound faults on the page (issue 11, "Compound faults: the page"):
+//! Compound faults on the page:
 //! damage done by a second process (`sh`, `dd`, `rm`, `ln`) under a live
 //! holder that registered its identity. Each time the holder reads tripped
 //! `page-lost`, `check` says so, and the identity it registered is on the
 //! page again after that check.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use deathswitch::{Damage, Integrity, Page, Reason, TimeField, LEN, MAGIC};
+use testkit::{poke, sh_ok};
+
+mod common;
+use common::{registered, Fixture};
 
 const DRIVER: u32 = 4242;
 const GUARD: u32 = 77;
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    path: PathBuf,
-    page: Page,
-}
-
 /// An armed page with a heartbeat, as a running runtime and guard leave it:
 /// one holder registered as the runtime and as the guard (holding).
 fn armed_page() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(DRIVER);
-    page.set_guard(GUARD, true);
-    page.write_heartbeat(7, deathswitch::now_ns(), false);
-    assert_eq!(page.check(), Integrity::Intact);
-    assert!(!page.is_tripped());
-    Fixture { dir, path, page }
+    let f = armed_page_at("deathswitch");
+    f.page.write_heartbeat(7, deathswitch::now_ns(), false);
+    assert_eq!(f.page.check(), Integrity::Intact);
+    assert!(!f.page.is_tripped());
+    f
 }
 
-fn sh(script: &str, path: &Path) {
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success(), "{script} failed: {st}");
+/// An armed page at `run/deathswitch` in its folder, without a heartbeat:
+/// the same identity as [`armed_page`], one directory deeper.
+fn armed_page_in_run() -> Fixture {
+    armed_page_at("run/deathswitch")
 }
 
-/// Writes `bytes` at `offset` of the file from a second process (`dd`).
-fn poke(path: &Path, offset: usize, bytes: &[u8]) {
-    let src = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(src.path(), bytes).unwrap();
-    let st = Command::new("dd")
-        .arg(format!("if={}", src.path().display()))
-        .arg(format!("of={}", path.display()))
-        .args([
-            "bs=1",
-            &format!("seek={offset}"),
-            "conv=notrunc",
-            "status=none",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+fn armed_page_at(rel: &str) -> Fixture {
+    let f = registered(rel, DRIVER);
+    f.page.set_guard(GUARD, true);
+    f
 }
 
 fn assert_identity(page: &Page, what: &str) {
@@ -107,14 +80,20 @@ const REPAIRS: [(&str, &str); 6] = [
     ),
 ];
 
+/// Each damage script on an armed page: the next check says `want`, the
+/// page reads tripped page-lost and the identity is there again.
+fn assert_identity_survives(cases: &[(&str, &str)], want: Integrity) {
+    for (what, script) in cases {
+        let f = armed_page();
+        sh_ok(script, &f.path);
+        let got = f.page.check();
+        assert_lost_then_intact(&f, got, want, what);
+    }
+}
+
 #[test]
 fn identity_survives_repair_of_each_kind() {
-    for (what, script) in REPAIRS {
-        let f = armed_page();
-        sh(script, &f.path);
-        let got = f.page.check();
-        assert_lost_then_intact(&f, got, Integrity::Repaired, what);
-    }
+    assert_identity_survives(&REPAIRS, Integrity::Repaired);
 }
 
 const REPLACEMENTS: [(&str, &str); 4] = [
@@ -135,25 +114,19 @@ const REPLACEMENTS: [(&str, &str); 4] = [
 
 #[test]
 fn identity_survives_replacement_of_each_kind() {
-    for (what, script) in REPLACEMENTS {
-        let f = armed_page();
-        sh(script, &f.path);
-        let got = f.page.check();
-        assert_lost_then_intact(&f, got, Integrity::Replaced, what);
-    }
+    assert_identity_survives(&REPLACEMENTS, Integrity::Replaced);
 }
 
 #[test]
 fn identity_zeroed_by_another_holders_repair_is_stored_again_within_one_check() {
     // Two processes' views: the runtime's page and the guard's page.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     let runtime = Page::open(&path).unwrap();
     let guard = Page::open(&path).unwrap();
     runtime.rearm();
     runtime.register_driver(DRIVER);
     guard.set_guard(GUARD, false);
-    sh("truncate -s 64 \"$1\"", &path);
+    sh_ok("truncate -s 64 \"$1\"", &path);
     // The runtime repairs first: the guard's registration is zeroed.
     assert_eq!(runtime.check(), Integrity::Repaired);
     assert_eq!(runtime.snapshot().guard_pid, None);
@@ -176,14 +149,14 @@ fn a_holder_that_cleared_its_registration_is_not_re_registered() {
     f.page.register_driver(0);
     f.page.set_guard(0, false);
     assert_eq!(f.page.registered_driver(), None);
-    sh("truncate -s 8 \"$1\"", &f.path);
+    sh_ok("truncate -s 8 \"$1\"", &f.path);
     assert_eq!(f.page.check(), Integrity::Repaired);
     let s = f.page.snapshot();
     assert_eq!((s.driver_pid, s.guard_pid), (None, None), "{s:?}");
     // clear_driver_if of its own pid forgets the registration too.
     f.page.register_driver(DRIVER);
     assert!(f.page.clear_driver_if(DRIVER));
-    sh("rm -f \"$1\"", &f.path);
+    sh_ok("rm -f \"$1\"", &f.path);
     assert_eq!(f.page.check(), Integrity::Replaced);
     assert_eq!(f.page.snapshot().driver_pid, None);
 }
@@ -293,7 +266,7 @@ fn a_trip_count_that_went_back_counts_as_page_lost_and_a_repair_changes_it() {
     // Zeroing then repairing gives a count none of the holders read before.
     let f = armed_page();
     let count = f.page.trip_count();
-    sh(
+    sh_ok(
         "dd if=/dev/zero of=\"$1\" bs=128 count=1 conv=notrunc status=none",
         &f.path,
     );
@@ -320,7 +293,7 @@ fn assert_path_damage(f: &Fixture, errno: i32, fix: &str, after_fix: Integrity) 
     f.page.rearm();
     assert_eq!(f.page.check(), Integrity::Replaced);
     assert!(f.page.is_tripped());
-    sh(fix, f.dir.path());
+    sh_ok(fix, f.dir.path());
     assert_eq!(f.page.check(), after_fix, "{:?}", f.page.damage());
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
     assert_identity(&f.page, "after the fix");
@@ -330,7 +303,7 @@ fn assert_path_damage(f: &Fixture, errno: i32, fix: &str, after_fix: Integrity) 
 #[test]
 fn path_damage_page_path_replaced_by_a_symlink_loop_trips_page_lost() {
     let f = armed_page();
-    sh("rm -f \"$1\" && ln -s \"$1\" \"$1\"", &f.path);
+    sh_ok("rm -f \"$1\" && ln -s \"$1\" \"$1\"", &f.path);
     assert_path_damage(
         &f,
         libc::ELOOP,
@@ -341,16 +314,8 @@ fn path_damage_page_path_replaced_by_a_symlink_loop_trips_page_lost() {
 
 #[test]
 fn path_damage_page_directory_replaced_by_a_file_trips_page_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run).unwrap();
-    let path = run.join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(DRIVER);
-    page.set_guard(GUARD, true);
-    let f = Fixture { dir, path, page };
-    sh("rm -rf \"$1/run\" && echo file > \"$1/run\"", f.dir.path());
+    let f = armed_page_in_run();
+    sh_ok("rm -rf \"$1/run\" && echo file > \"$1/run\"", f.dir.path());
     assert_path_damage(
         &f,
         libc::ENOTDIR,
@@ -363,16 +328,8 @@ fn path_damage_page_directory_replaced_by_a_file_trips_page_lost() {
 fn path_damage_any_stat_error_trips_page_lost() {
     // A directory on the way replaced by a symlink loop: ELOOP from a
     // component, not from the page itself.
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run).unwrap();
-    let path = run.join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(DRIVER);
-    page.set_guard(GUARD, true);
-    let f = Fixture { dir, path, page };
-    sh(
+    let f = armed_page_in_run();
+    sh_ok(
         "mv \"$1/run\" \"$1/old\" && ln -s \"$1/run\" \"$1/run\"",
         f.dir.path(),
     );

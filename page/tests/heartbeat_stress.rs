@@ -9,6 +9,31 @@ use deathswitch::Page;
 
 const READS: u64 = 2_000_000;
 
+/// A thread beating cycles 0, 1, ... into `page` until `stop`, each at
+/// `beat(cycle)` = (time, all-off); with `yielding`, it yields every 512
+/// beats (on a loaded machine both threads may share one core: yielding
+/// makes reads and beats interleave). Returns the beats written.
+fn writer(
+    page: &Arc<Page>,
+    stop: &Arc<AtomicBool>,
+    yielding: bool,
+    beat: impl Fn(u64) -> (u64, bool) + Send + 'static,
+) -> std::thread::JoinHandle<u64> {
+    let (page, stop) = (page.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let mut cycle = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let (t, all_off) = beat(cycle);
+            page.write_heartbeat(cycle, t, all_off);
+            cycle += 1;
+            if yielding && cycle & 511 == 0 {
+                std::thread::yield_now();
+            }
+        }
+        cycle
+    })
+}
+
 #[test]
 fn two_million_concurrent_reads_never_see_an_unconfirmed_all_off_for_a_confirmed_cycle() {
     let dir = tempfile::tempdir().unwrap();
@@ -17,22 +42,7 @@ fn two_million_concurrent_reads_never_see_an_unconfirmed_all_off_for_a_confirmed
     let stop = Arc::new(AtomicBool::new(false));
     // The writer: every frame all-off (the switch is tripped), so every
     // cycle is confirmed; a reader must always see confirmation >= cycle.
-    let writer = {
-        let (page, stop) = (page.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut cycle = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                page.write_heartbeat(cycle, cycle * 12, true);
-                cycle += 1;
-                if cycle & 511 == 0 {
-                    // On a loaded machine both threads may share one core:
-                    // yielding makes reads and beats interleave.
-                    std::thread::yield_now();
-                }
-            }
-            cycle
-        })
-    };
+    let writer = writer(&page, &stop, true, |cycle| (cycle * 12, true));
     let mut seen = 0u64;
     let mut bad = 0u64;
     let mut first_bad = None;
@@ -71,16 +81,7 @@ fn mixed_frames_confirmation_never_lags_a_confirmed_cycle() {
     let dir = tempfile::tempdir().unwrap();
     let page = Arc::new(Page::open(&dir.path().join("deathswitch")).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (page, stop) = (page.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut cycle = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                page.write_heartbeat(cycle, cycle, cycle & 1 == 0);
-                cycle += 1;
-            }
-        })
-    };
+    let writer = writer(&page, &stop, false, |cycle| (cycle, cycle & 1 == 0));
     let mut bad = 0u64;
     for _ in 0..READS / 4 {
         let s = page.snapshot();

@@ -3,42 +3,21 @@
 //! reads tripped `page-lost`, does not crash, and `check` reports what it
 //! repaired; the file is whole again.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use deathswitch::{Integrity, Page, Reason, LEN};
+use testkit::sh_ok;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-    page: Page,
-}
+mod common;
+use common::{registered, Fixture};
 
 /// An armed page with a heartbeat, as a running runtime leaves it.
 fn armed_page() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
-    let page = Page::open(&path).unwrap();
-    page.rearm();
-    page.register_driver(4242);
-    page.write_heartbeat(7, 1_000, false);
-    assert!(!page.is_tripped());
-    Fixture {
-        _dir: dir,
-        path,
-        page,
-    }
-}
-
-fn sh(script: &str, path: &Path) {
-    let st = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(st.success(), "{script} failed: {st}");
+    let f = registered("deathswitch", 4242);
+    f.page.write_heartbeat(7, 1_000, false);
+    assert!(!f.page.is_tripped());
+    f
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -56,10 +35,18 @@ fn assert_whole_and_page_lost(f: &Fixture) {
     assert_eq!(other.reason(), Some(Reason::PageLost));
 }
 
+/// Damage the holder reads as tripped page-lost, which `check` repairs.
+fn assert_lost_then_repaired(f: &Fixture) {
+    assert!(f.page.is_tripped());
+    assert_eq!(f.page.reason(), Some(Reason::PageLost));
+    assert_eq!(f.page.check(), Integrity::Repaired);
+    assert_whole_and_page_lost(f);
+}
+
 #[test]
 fn truncation_to_8_bytes_reads_tripped_page_lost_and_is_repaired() {
     let f = armed_page();
-    sh("truncate -s 8 \"$1\"", &f.path);
+    sh_ok("truncate -s 8 \"$1\"", &f.path);
     // The head magic survives in the first 8 bytes; the rest reads zero.
     assert!(f.page.is_tripped());
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
@@ -72,7 +59,7 @@ fn truncation_to_8_bytes_reads_tripped_page_lost_and_is_repaired() {
 fn truncation_to_zero_raises_sigbus_which_re_extends_the_file() {
     let f = armed_page();
     let before = deathswitch::sigbus::handled();
-    sh("truncate -s 0 \"$1\"", &f.path);
+    sh_ok("truncate -s 0 \"$1\"", &f.path);
     // The access faults; the handler re-extends the file and the retried
     // access reads zero: no magic, tripped.
     assert!(f.page.is_tripped());
@@ -87,34 +74,28 @@ fn truncation_to_zero_raises_sigbus_which_re_extends_the_file() {
 #[test]
 fn zeroing_reads_tripped_page_lost_and_is_repaired() {
     let f = armed_page();
-    sh(
+    sh_ok(
         "dd if=/dev/zero of=\"$1\" bs=128 count=1 conv=notrunc status=none",
         &f.path,
     );
-    assert!(f.page.is_tripped());
-    assert_eq!(f.page.reason(), Some(Reason::PageLost));
-    assert_eq!(f.page.check(), Integrity::Repaired);
-    assert_whole_and_page_lost(&f);
+    assert_lost_then_repaired(&f);
 }
 
 #[test]
 fn overwriting_with_garbage_reads_tripped_page_lost_and_is_repaired() {
     let f = armed_page();
-    sh(
+    sh_ok(
         "printf 'garbage garbage garbage garbage garbage garbage garbage garbage!' | \
          dd of=\"$1\" bs=64 count=2 conv=notrunc status=none",
         &f.path,
     );
-    assert!(f.page.is_tripped());
-    assert_eq!(f.page.reason(), Some(Reason::PageLost));
-    assert_eq!(f.page.check(), Integrity::Repaired);
-    assert_whole_and_page_lost(&f);
+    assert_lost_then_repaired(&f);
 }
 
 #[test]
 fn growing_the_file_keeps_the_page_intact() {
     let f = armed_page();
-    sh("truncate -s 4096 \"$1\"", &f.path);
+    sh_ok("truncate -s 4096 \"$1\"", &f.path);
     assert!(!f.page.is_tripped());
     assert_eq!(f.page.check(), Integrity::Intact);
 }
@@ -123,7 +104,7 @@ fn growing_the_file_keeps_the_page_intact() {
 fn deletion_is_detected_and_a_new_page_tripped_page_lost_is_mapped() {
     let f = armed_page();
     let old = Page::open(&f.path).unwrap(); // another holder of the old file
-    sh("rm -f \"$1\"", &f.path);
+    sh_ok("rm -f \"$1\"", &f.path);
     assert_eq!(f.page.check(), Integrity::Replaced);
     assert_eq!(f.page.mappings(), 2);
     assert_whole_and_page_lost(&f);
@@ -140,7 +121,7 @@ fn replacement_by_a_valid_armed_copy_is_detected_and_trips_page_lost() {
     let f = armed_page();
     // The nastiest replacement: a copy of the armed page itself, magic and
     // all, renamed over the path.
-    sh("cp \"$1\" \"$1.new\" && mv -f \"$1.new\" \"$1\"", &f.path);
+    sh_ok("cp \"$1\" \"$1.new\" && mv -f \"$1.new\" \"$1\"", &f.path);
     assert!(!f.page.is_tripped(), "the old mapping can't see the rename");
     assert_eq!(f.page.check(), Integrity::Replaced);
     assert_whole_and_page_lost(&f);
@@ -153,7 +134,7 @@ fn replacement_by_a_valid_armed_copy_is_detected_and_trips_page_lost() {
 #[test]
 fn replacement_by_garbage_is_detected_and_trips_page_lost() {
     let f = armed_page();
-    sh(
+    sh_ok(
         "printf 'xx' > \"$1.new\" && mv -f \"$1.new\" \"$1\"",
         &f.path,
     );
@@ -179,7 +160,7 @@ fn every_user_of_a_shared_page_switches_to_the_replacement() {
             false
         })
     };
-    sh("rm -f \"$1\"", &f.path);
+    sh_ok("rm -f \"$1\"", &f.path);
     assert_eq!(page.check(), Integrity::Replaced);
     assert!(reader.join().unwrap());
 }

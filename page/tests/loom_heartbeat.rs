@@ -94,7 +94,7 @@ fn loom_a_reader_never_pairs_a_new_trip_with_a_stale_time() {
     });
 }
 
-/// The "armed with a trip time" rule (issue 11, impossible values) never
+/// The "armed with a trip time" rule (impossible values) never
 /// calls a trip that lands while a holder judges the page damage: `judge`
 /// confirms with a second load of `reason`.
 #[test]

@@ -1,4 +1,4 @@
-//! The opening rules of the page (seed "Opening rules", issue 2).
+//! The opening rules of the page (docs/page.md).
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -10,8 +10,7 @@ fn len(p: &std::path::Path) -> u64 {
 
 #[test]
 fn a_created_page_starts_tripped_with_reason_boot() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     let page = Page::open(&path).unwrap();
     assert_eq!(page.opening(), deathswitch::Opening::Created);
     assert!(page.is_tripped());
@@ -26,8 +25,7 @@ fn a_created_page_starts_tripped_with_reason_boot() {
 
 #[test]
 fn a_new_page_is_created_with_mode_0660() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     let _page = Page::open(&path).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o660);
@@ -35,8 +33,7 @@ fn a_new_page_is_created_with_mode_0660() {
 
 #[test]
 fn an_existing_page_is_opened_without_o_creat_and_kept_as_it_is() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     {
         let page = Page::open(&path).unwrap();
         page.rearm();
@@ -55,8 +52,7 @@ fn an_existing_page_is_opened_without_o_creat_and_kept_as_it_is() {
 
 #[test]
 fn an_existing_page_without_the_magic_is_made_whole_and_tripped_page_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     std::fs::write(&path, [0u8; LEN]).unwrap();
     let page = Page::open(&path).unwrap();
     assert_eq!(page.opening(), deathswitch::Opening::MadeWhole);
@@ -67,8 +63,7 @@ fn an_existing_page_without_the_magic_is_made_whole_and_tripped_page_lost() {
 
 #[test]
 fn an_empty_file_is_made_whole_and_tripped_page_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     std::fs::write(&path, []).unwrap();
     let page = Page::open(&path).unwrap();
     assert_eq!(page.reason(), Some(Reason::PageLost));
@@ -77,8 +72,7 @@ fn an_empty_file_is_made_whole_and_tripped_page_lost() {
 
 #[test]
 fn a_short_page_is_made_whole_and_tripped_page_lost_even_with_a_surviving_magic() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     {
         let page = Page::open(&path).unwrap();
         page.rearm();
@@ -96,8 +90,7 @@ fn a_short_page_is_made_whole_and_tripped_page_lost_even_with_a_surviving_magic(
 
 #[test]
 fn a_page_of_another_layout_version_is_refused_with_the_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     let mut bytes = [0u8; LEN];
     bytes[..8].copy_from_slice(&MAGIC.to_le_bytes());
     bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
@@ -128,8 +121,7 @@ fn a_missing_directory_names_the_tmpfiles_entry() {
 
 #[test]
 fn permission_denied_names_the_group_hal_and_the_mode() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     drop(Page::open(&path).unwrap());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
     // Root ignores file modes: then only the message itself is checked.
@@ -145,8 +137,7 @@ fn permission_denied_names_the_group_hal_and_the_mode() {
 
 #[test]
 fn two_opens_of_one_path_share_the_page() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     let a = Page::open(&path).unwrap();
     let b = Page::open(&path).unwrap();
     a.rearm();

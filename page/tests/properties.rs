@@ -99,8 +99,7 @@ fn opening_any_file_contents_never_panics_and_damage_reads_tripped() {
         if case % 3 == 0 && len >= LEN {
             bytes[LEN - 8..LEN].copy_from_slice(&MAGIC.to_le_bytes());
         }
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("deathswitch");
+        let (_dir, path) = testkit::page_path();
         std::fs::write(&path, &bytes).unwrap();
         match Page::open(&path) {
             Ok(page) => {

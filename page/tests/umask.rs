@@ -5,8 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 
 #[test]
 fn a_new_page_is_created_with_mode_0660_whatever_the_umask() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deathswitch");
+    let (_dir, path) = testkit::page_path();
     // SAFETY: umask only changes this process's file creation mask; this
     // binary has no other test creating files concurrently.
     let old = unsafe { libc::umask(0o077) };

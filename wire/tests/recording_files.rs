@@ -1,20 +1,7 @@
 //! Every recording in `recordings/` parses with the reader.
 
-use std::path::PathBuf;
-
 use nao_wire::recording::{parse, read_file, to_text, Item, Recorded};
-
-fn recordings() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../recordings");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rec"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no recordings in {}", dir.display());
-    files
-}
+use testkit::recordings;
 
 #[test]
 fn every_recording_parses() {

@@ -1,39 +1,15 @@
 //! The recording link: forwards every call and writes its line; inputs where
 //! they stand; write errors never change what the link returns.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nao_wire::link::record::RecordingLink;
 use nao_wire::link::{Call, Setup};
 use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::{Command, Link, LinkError};
 
-/// Counts allocations made by this thread while `COUNTING` is on.
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
 
 /// A link that answers bulk reads from a list of results, and fails the
 /// calls named in `fail`.
@@ -280,15 +256,10 @@ fn recording_link_allocates_nothing_per_cycle() {
     for k in 0..10 {
         cycle(&mut link, k, &mut buf);
     }
-    ALLOCS.store(0, Ordering::Relaxed);
-    COUNTING.with(|c| c.set(true));
-    for k in 10..1010 {
-        cycle(&mut link, k, &mut buf);
-    }
-    COUNTING.with(|c| c.set(false));
-    assert_eq!(
-        ALLOCS.load(Ordering::Relaxed),
-        0,
-        "allocations in 1,000 recorded cycles"
-    );
+    let n = testkit::allocations(|| {
+        for k in 10..1010 {
+            cycle(&mut link, k, &mut buf);
+        }
+    });
+    assert_eq!(n, 0, "allocations in 1,000 recorded cycles");
 }

@@ -3,8 +3,6 @@
 //! inputs where they stand records each worked example again, text for text.
 //! This is what `nao-rs record` does against a live link.
 
-use std::path::PathBuf;
-
 use nao_wire::link::record::RecordingLink;
 use nao_wire::link::replay::ReplayLink;
 use nao_wire::protocol::cycle::{Cycle, CycleInput};
@@ -12,17 +10,7 @@ use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::{read_file, Item};
 use nao_wire::Command;
-
-fn recordings() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../recordings");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rec"))
-        .collect();
-    files.sort();
-    files
-}
+use testkit::recordings;
 
 type Rec = RecordingLink<ReplayLink, Vec<u8>>;
 

@@ -1,21 +1,8 @@
 //! Every recording in `recordings/` replays byte for byte, and a copy with
 //! one byte of a `bulk_out` line flipped fails naming that line.
 
-use std::path::{Path, PathBuf};
-
 use nao_wire::replay::{replay_file, ReplayFailure};
-
-fn recordings() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recordings");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rec"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no recordings in {}", dir.display());
-    files
-}
+use testkit::recordings;
 
 #[test]
 fn every_recording_replays_byte_for_byte() {

@@ -5,22 +5,11 @@
 
 mod usbmon_support;
 
-use std::path::PathBuf;
-
+use nao_wire::link::Call;
 use nao_wire::recording::{parse, read_file, Item, Recorded};
 use nao_wire::usbmon::{import, ImportOptions};
+use testkit::recordings;
 use usbmon_support::{Cap, Session};
-
-fn recordings() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../recordings");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rec"))
-        .collect();
-    files.sort();
-    files
-}
 
 /// The capture of a recording's calls: transfers 10 us apart from the start
 /// of each cycle.
@@ -30,41 +19,27 @@ fn capture(items: &[Item]) -> Vec<u8> {
     for item in items {
         match item {
             Item::Cycle { t_ms, .. } => s.t_us = *t_ms as i64 * 1000,
-            Item::Call(c) => match c {
-                Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
-                Recorded::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
-                Recorded::ControlOut { setup, data } => s.control(
-                    setup.request_type,
-                    setup.request,
-                    setup.value,
-                    setup.index,
-                    data,
-                    &[],
-                ),
-                Recorded::ControlIn {
-                    setup,
-                    answer,
-                    length,
-                } => {
+            // Each call as HAL's transfer (the calls' one view, `Call`).
+            Item::Call(c) => match (c.call(), c) {
+                (Call::SetConfiguration(n), _) => s.control(0x00, 0x09, u16::from(n), 0, &[], &[]),
+                (Call::ControlOut { setup: u, data }, _) => {
+                    s.control(u.request_type, u.request, u.value, u.index, data, &[])
+                }
+                (Call::ControlIn { setup: u, length }, Recorded::ControlIn { answer, .. }) => {
                     assert_eq!(
-                        usize::from(*length),
+                        usize::from(length),
                         answer.len(),
                         "the test writes wLength as the answer length"
                     );
-                    s.control(
-                        setup.request_type,
-                        setup.request,
-                        setup.value,
-                        setup.index,
-                        &[],
-                        answer,
-                    )
+                    s.control(u.request_type, u.request, u.value, u.index, &[], answer)
                 }
-                Recorded::BulkOut { data, .. } => s.bulk_out(data),
-                Recorded::BulkIn { answer, .. } => s.bulk_in(match answer {
+                (Call::BulkOut { data, .. }, _) => s.bulk_out(data),
+                (_, Recorded::BulkIn { answer, .. }) => s.bulk_in(match answer {
                     Ok(a) => Ok(a.as_slice()),
                     Err(_) => Err(-110),
                 }),
+                // Open, claim and close leave no transfer.
+                _ => {}
             },
             _ => {}
         }

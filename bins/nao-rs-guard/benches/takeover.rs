@@ -15,26 +15,14 @@
 //!
 //! `cargo bench -p nao-rs-guard --bench takeover` (TRIALS=N, default 50).
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deathswitch::{now_ns, Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
+use testkit::Proc;
 
 const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
-const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGCONT,
-        );
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let until = Instant::now() + Duration::from_secs(10);
@@ -84,17 +72,15 @@ fn main() {
         .expect("start nao-rs-sim");
     let page_path = sim.dir().join("deathswitch");
     let page = Page::open(&page_path).expect("page");
-    let guard = Kill(
+    let guard = Proc::spawn(
+        "the guard",
         Command::new(GUARD)
             .arg("--page")
             .arg(&page_path)
             .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-            .stdin(Stdio::null())
-            .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap())
-            .spawn()
-            .expect("start the guard"),
+            .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap()),
     );
-    let gpid = guard.0.id();
+    let gpid = guard.pid();
     std::env::set_var("GUARD_BENCH_DEBUG", sim.dir().join("guard.log"));
     wait("the guard", || {
         (page.snapshot().guard_pid == Some(gpid)).then_some(())
@@ -102,20 +88,20 @@ fn main() {
 
     let (mut stop_to_trip, mut beat_to_trip, mut kill_to_frame, mut restart_to_frame) =
         (vec![], vec![], vec![], vec![]);
+    // Built (if needed) before the first trial: its time is not a restart's.
+    let runtime = testkit::bin(testkit::TEST_RUNTIME);
     let started = Instant::now();
     for _ in 0..trials {
         page.rearm();
         let t_start = now_ns();
-        let rt = Kill(
-            Command::new(RUNTIME)
+        let rt = Proc::spawn(
+            "the test runtime",
+            Command::new(&runtime)
                 .arg("--page")
                 .arg(&page_path)
-                .args(["--link", &sim.link_arg()])
-                .stdin(Stdio::null())
-                .spawn()
-                .expect("start the test runtime"),
+                .args(["--link", &sim.link_arg()]),
         );
-        let pid = rt.0.id();
+        let pid = rt.pid();
         let first = wait("the runtime's frames", || {
             let f = frames(&sim);
             let mine: Vec<_> = f

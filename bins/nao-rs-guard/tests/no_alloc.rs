@@ -3,10 +3,6 @@
 //! takes over, holds the board (against a board that allocates nothing, and
 //! against the virtual robot over `SimLink`), hands over and releases.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use deathswitch::rules::Settings;
 use deathswitch::Page;
 use nao_rs_guard::board::{Board, WireBoard};
@@ -14,46 +10,10 @@ use nao_rs_guard::core::State;
 use nao_rs_guard::log::{discard_logbook, RING_CAPACITY};
 use nao_rs_guard::poller::Poller;
 use nao_wire::LinkError;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use testkit::allocations;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations made by `f` on this thread.
-fn allocations(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.load(Ordering::Relaxed);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.load(Ordering::Relaxed) - before
-}
+static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
 
 /// A board that records frames and allocates nothing.
 #[derive(Default)]

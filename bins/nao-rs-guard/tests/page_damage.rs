@@ -1,4 +1,4 @@
-//! Issue 11, "Page damage, then a hang" (the guard's part, issue 12's
+//! Page damage, then a hang (the guard's part, with the runtime's
 //! pidfd): for each kind of damage to the page of a stiff runtime, then a
 //! re-arm (`naoctl rearm --yes`) and a wake (`nao-rs wake`), a SIGSTOP of
 //! the runtime is taken over: the guard kills the right process (the one
@@ -13,12 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{wait_for, wait_for_opt};
 use deathswitch::Page;
 use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
-
-const TEST_RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
+use testkit::Proc;
 
 #[derive(Debug, Clone, Copy)]
 enum Damage {
@@ -252,7 +251,7 @@ fn page_damage_then_a_runtime_that_never_confirms() {
         let rig = Rig::new();
         let mut rt = Proc::spawn(
             "never-confirm runtime",
-            Command::new(TEST_RUNTIME)
+            Command::new(testkit::bin(testkit::TEST_RUNTIME))
                 .arg("--page")
                 .arg(&rig.page_path)
                 .args([

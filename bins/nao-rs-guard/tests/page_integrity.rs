@@ -6,8 +6,9 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, Proc};
+use common::wait_for;
 use deathswitch::{Page, Reason};
+use testkit::Proc;
 
 const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 

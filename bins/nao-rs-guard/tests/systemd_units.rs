@@ -20,6 +20,15 @@ fn lines(s: &str) -> Vec<&str> {
         .collect()
 }
 
+/// Asserts that every line of `want` is one of `text`'s lines; `name` for
+/// the message.
+fn assert_has_lines(name: &str, text: &str, want: &[&str]) {
+    let l = lines(text);
+    for w in want {
+        assert!(l.contains(w), "{name} lacks `{w}`");
+    }
+}
+
 #[test]
 fn systemd_analyze_verify_accepts_both_units() {
     let probe = Command::new("systemd-analyze").arg("--version").output();
@@ -58,17 +67,18 @@ fn systemd_analyze_verify_accepts_both_units() {
 #[test]
 fn guard_unit_starts_first_at_fifo_40() {
     let g = read("systemd/nao-rs-guard.service");
-    let l = lines(&g);
-    for want in [
-        "Before=nao-rs.service",
-        "CPUSchedulingPolicy=fifo",
-        "CPUSchedulingPriority=40",
-        "LimitRTPRIO=40",
-        "Restart=always",
-        "RestartSec=1",
-    ] {
-        assert!(l.contains(&want), "nao-rs-guard.service lacks `{want}`");
-    }
+    assert_has_lines(
+        "nao-rs-guard.service",
+        &g,
+        &[
+            "Before=nao-rs.service",
+            "CPUSchedulingPolicy=fifo",
+            "CPUSchedulingPriority=40",
+            "LimitRTPRIO=40",
+            "Restart=always",
+            "RestartSec=1",
+        ],
+    );
     for opt in [
         "--page",
         "--link",
@@ -86,17 +96,19 @@ fn guard_unit_starts_first_at_fifo_40() {
 #[test]
 fn runtime_unit_restarts_one_second_after_any_failure_at_fifo_30() {
     let r = read("systemd/nao-rs.service");
+    assert_has_lines(
+        "nao-rs.service",
+        &r,
+        &[
+            "Wants=nao-rs-guard.service",
+            "CPUSchedulingPolicy=fifo",
+            "CPUSchedulingPriority=30",
+            "LimitRTPRIO=30",
+            "Restart=always",
+            "RestartSec=1",
+        ],
+    );
     let l = lines(&r);
-    for want in [
-        "Wants=nao-rs-guard.service",
-        "CPUSchedulingPolicy=fifo",
-        "CPUSchedulingPriority=30",
-        "LimitRTPRIO=30",
-        "Restart=always",
-        "RestartSec=1",
-    ] {
-        assert!(l.contains(&want), "nao-rs.service lacks `{want}`");
-    }
     assert!(
         l.iter()
             .any(|x| x.starts_with("After=") && x.contains("nao-rs-guard.service")),
@@ -131,15 +143,15 @@ fn udev_gives_group_hal_the_chest_board() {
 
 #[test]
 fn default_settings_match_the_spec() {
-    let s = read("nao-rs.conf");
-    let l = lines(&s);
-    for want in [
-        "NAO_RS_PAGE=/run/nao-rs/deathswitch",
-        "NAO_RS_UDP_PORT=7701",
-        "NAO_RS_BEAT_TIMEOUT_MS=60",
-        "NAO_RS_CONFIRM_WINDOW_MS=40",
-        "NAO_RS_LINK=usb",
-    ] {
-        assert!(l.contains(&want), "config/nao-rs.conf lacks `{want}`");
-    }
+    assert_has_lines(
+        "config/nao-rs.conf",
+        &read("nao-rs.conf"),
+        &[
+            "NAO_RS_PAGE=/run/nao-rs/deathswitch",
+            "NAO_RS_UDP_PORT=7701",
+            "NAO_RS_BEAT_TIMEOUT_MS=60",
+            "NAO_RS_CONFIRM_WINDOW_MS=40",
+            "NAO_RS_LINK=usb",
+        ],
+    );
 }

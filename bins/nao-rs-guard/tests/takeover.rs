@@ -9,12 +9,11 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt, Proc};
+use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
 use nix::sys::signal::Signal;
-
-const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
+use testkit::Proc;
 
 struct Rig {
     sim: Spawned,
@@ -41,13 +40,20 @@ impl Rig {
     fn runtime(&self, extra: &[&str]) -> Proc {
         Proc::spawn(
             "test runtime",
-            Command::new(RUNTIME)
+            Command::new(testkit::bin(testkit::TEST_RUNTIME))
                 .arg("--page")
                 .arg(&self.page_path)
                 .args(["--link", &self.sim.link_arg()])
                 .args(extra)
                 .env("NAO_RS_DEATHSWITCH", &self.page_path),
         )
+    }
+
+    /// A runtime at stiffness 0.5, once 10 of its frames are in the trace.
+    fn stiff_runtime(&self) -> Proc {
+        let rt = self.runtime(&["--stiffness", "0.5"]);
+        self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        rt
     }
 
     fn frames(&self) -> Vec<TraceLine> {
@@ -83,8 +89,7 @@ impl Rig {
 fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
     let rig = Rig::new();
     rig.page.rearm();
-    let mut rt = rig.runtime(&["--stiffness", "0.5"]);
-    rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+    let mut rt = rig.stiff_runtime();
     assert!(!rig.page.is_tripped(), "healthy runtime: armed");
 
     rt.signal(Signal::SIGSTOP);
@@ -174,8 +179,7 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
 fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
     let rig = Rig::new();
     rig.page.rearm();
-    let mut rt1 = rig.runtime(&["--stiffness", "0.5"]);
-    rig.wait_frames_from(rt1.pid(), 10, Duration::from_secs(10));
+    let mut rt1 = rig.stiff_runtime();
     rt1.signal(Signal::SIGKILL);
     rt1.wait_exit(Duration::from_secs(2)).unwrap();
     rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
@@ -287,7 +291,7 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
     }
 }
 
-/// Issue 12: the runtime's pidfd. A runtime that ends for any reason
+/// The runtime's pidfd. A runtime that ends for any reason
 /// (SIGKILL, segfault, abort, a clean SIGTERM) is taken over at once with
 /// `guard-runtime-exited` (not after the beat timeout, whose reason would
 /// be `guard-heartbeat-lost`), and the board keeps getting all-off frames
@@ -305,8 +309,7 @@ fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
     ] {
         let rig = Rig::new();
         rig.page.rearm();
-        let mut rt = rig.runtime(&["--stiffness", "0.5"]);
-        rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        let mut rt = rig.stiff_runtime();
         let count_before = rig.page.trip_count();
         rt.signal(sig);
         let status = rt

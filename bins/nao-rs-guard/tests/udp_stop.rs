@@ -8,9 +8,10 @@ use std::net::UdpSocket;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt, Proc};
+use common::{wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
 use nix::sys::signal::Signal;
+use testkit::Proc;
 
 const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
 
@@ -45,8 +46,7 @@ fn send(port: u16, payload: &[u8]) -> UdpSocket {
 
 #[test]
 fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     page.rearm();
     let (probe, port) = free_port();
@@ -84,8 +84,7 @@ fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
 
 #[test]
 fn udp_port_in_use_by_another_program_is_retried() {
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     page.rearm();
     // Another program (not ours: it serves no socket) holds the port.
@@ -112,13 +111,11 @@ fn udp_port_in_use_by_another_program_is_retried() {
     assert_eq!(page.snapshot().reason, Some(Reason::Udp));
 }
 
-const RUNTIME: &str = env!("CARGO_BIN_EXE_nao-rs-guard-test-runtime");
-
 /// The runtime's listener alone (the test runtime's `--udp-only`).
 fn udp_runtime(dir: &std::path::Path, page: &std::path::Path, port: u16) -> Proc {
     Proc::spawn(
         "udp runtime",
-        Command::new(RUNTIME)
+        Command::new(testkit::bin(testkit::TEST_RUNTIME))
             .arg("--page")
             .arg(page)
             .args(["--udp-only", &port.to_string()])
@@ -167,15 +164,14 @@ fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> 
     Some(sent.elapsed())
 }
 
-/// Issue 12: "a single datagram at 50 random moments around guard start,
+/// "A single datagram at 50 random moments around guard start,
 /// guard SIGKILL, guard SIGSTOP and runtime restart trips the switch within
 /// 100 ms every time". The runtime's and the guard's listener read one
 /// socket, so there is no moment in which no live process reads the port.
 #[test]
 fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     const TRIALS: usize = 50;
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     let (probe, port) = free_port();
     drop(probe);
@@ -233,14 +229,13 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// Issue 12: "a single datagram from another source inside a
+/// "A single datagram from another source inside a
 /// 200,000-datagram flood trips within 50 ms in 20 of 20 trials".
 #[test]
 fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     const TRIALS: usize = 20;
     const FLOOD: usize = 200_000;
-    let dir = tempfile::tempdir().unwrap();
-    let page_path = dir.path().join("deathswitch");
+    let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     let (probe, port) = free_port();
     drop(probe);
@@ -291,7 +286,7 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     );
 }
 
-/// Issue 12: `udp-port-not-owned` is raised exactly when nobody reads the
+/// `udp-port-not-owned` is raised exactly when nobody reads the
 /// port. The real runtime (`nao-rs run`) with a guard: no alarm while both
 /// read, none while the guard is stopped (the runtime reads the one
 /// socket), none after a page repair; and a runtime whose port another

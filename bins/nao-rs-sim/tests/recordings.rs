@@ -8,9 +8,8 @@ use std::path::PathBuf;
 
 use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::BoardSettings;
-use nao_wire::link::codec::{
-    OP_BULK_IN, OP_BULK_OUT, OP_CONTROL_IN, OP_CONTROL_OUT, OP_OPEN, ST_OK,
-};
+use nao_wire::link::codec::{encode_request, ST_OK};
+use nao_wire::link::Call;
 use nao_wire::protocol::frame::Frame;
 use nao_wire::protocol::tables::{ANS_CONFIG, ANS_EEPROM_READ, ANS_STATUS, SYNC_ANSWER};
 use nao_wire::recording::{self, Item, Recorded};
@@ -44,48 +43,46 @@ fn check(name: &str, settings: BoardSettings) {
     let mut out = Vec::new();
     let mut now = 0u64;
     let mut frames = 0;
-    dev.request(&mut conn, &[OP_OPEN, 0xff, 0xff, 0x06, 0x00], 0, &mut out);
+    // Each call as the sim link sends it (the one request codec).
+    let mut request = |call: Call<'_>, now: u64, out: &mut Vec<u8>| {
+        let mut r = Vec::new();
+        encode_request(&call, &mut r);
+        dev.request(&mut conn, &r, now, out);
+    };
+    request(
+        Call::Open {
+            vendor: 0xffff,
+            product: 0x0006,
+        },
+        0,
+        &mut out,
+    );
     for line in &lines {
         let at = format!("{name} line {}", line.number);
-        match &line.item {
-            Item::Cycle { t_ms, .. } => now = t_ms * 1_000_000,
-            Item::Call(Recorded::ControlIn {
-                setup,
-                length,
-                answer,
-            }) => {
-                let mut r = vec![OP_CONTROL_IN, setup.request_type, setup.request];
-                r.extend_from_slice(&setup.value.to_le_bytes());
-                r.extend_from_slice(&setup.index.to_le_bytes());
-                r.extend_from_slice(&length.to_le_bytes());
-                dev.request(&mut conn, &r, now, &mut out);
-                assert_eq!(out[0], ST_OK, "{at}");
+        let call = match &line.item {
+            Item::Cycle { t_ms, .. } => {
+                now = t_ms * 1_000_000;
+                continue;
+            }
+            Item::Call(
+                c @ (Recorded::ControlIn { .. }
+                | Recorded::ControlOut { .. }
+                | Recorded::BulkOut { .. }
+                | Recorded::BulkIn { answer: Ok(_), .. }),
+            ) => c,
+            _ => continue,
+        };
+        request(call.call(), now, &mut out);
+        assert_eq!(out[0], ST_OK, "{at}: the simulator answers");
+        match call {
+            Recorded::ControlIn { answer, .. } => {
                 assert_eq!(&out[1..], &answer[..], "{at}: control_in answer");
             }
-            Item::Call(Recorded::ControlOut { setup, data }) => {
-                let mut r = vec![OP_CONTROL_OUT, setup.request_type, setup.request];
-                r.extend_from_slice(&setup.value.to_le_bytes());
-                r.extend_from_slice(&setup.index.to_le_bytes());
-                r.extend_from_slice(data);
-                dev.request(&mut conn, &r, now, &mut out);
-                assert_eq!(out[0], ST_OK, "{at}");
-            }
-            Item::Call(Recorded::BulkOut { endpoint, data }) => {
-                let mut r = vec![OP_BULK_OUT, *endpoint];
-                r.extend_from_slice(data);
-                dev.request(&mut conn, &r, now, &mut out);
-                assert_eq!(out[0], ST_OK, "{at}");
-                frames += 1;
-            }
-            Item::Call(Recorded::BulkIn {
-                endpoint,
-                length,
+            Recorded::BulkOut { .. } => frames += 1,
+            Recorded::BulkIn {
                 answer: Ok(recorded),
-            }) => {
-                let len = *length as u16;
-                let r = [OP_BULK_IN, *endpoint, len as u8, (len >> 8) as u8];
-                dev.request(&mut conn, &r, now, &mut out);
-                assert_eq!(out[0], ST_OK, "{at}: the simulator answers");
+                ..
+            } => {
                 let (seq, ours) = messages(&out[1..]);
                 let (rseq, theirs) = messages(recorded);
                 assert_eq!(seq, rseq, "{at}: seq");

@@ -42,6 +42,12 @@ impl Runtime {
         Runtime { link, cycle }
     }
 
+    /// Tells the simulator `ctl` (a fault), then runs `n` cycles.
+    fn after(&mut self, sim: &Spawned, ctl: &str, n: usize) -> Vec<CycleOutput> {
+        sim.ctl(ctl).unwrap();
+        self.cycles(n, None)
+    }
+
     /// Runs `n` cycles 12 ms apart in time (without waiting) with `command`.
     fn cycles(&mut self, n: usize, command: Option<&Command>) -> Vec<CycleOutput> {
         let input = CycleInput {
@@ -117,23 +123,27 @@ fn handshake_versions_late_and_never_are_as_configured() {
     assert_eq!(status["handshake"][14]["version"], serde_json::Value::Null);
 }
 
+/// A plain simulator and a runtime on it, `warm` cycles in.
+fn running(warm: usize) -> (Spawned, Runtime) {
+    let sim = sim(&[]);
+    let mut rt = Runtime::start(&sim);
+    rt.cycles(warm, None);
+    (sim, rt)
+}
+
 fn sim_late() -> Spawned {
     sim(&["--late", "0x13=2", "--never", "0x1e"])
 }
 
 #[test]
 fn eleven_dropped_answers_lead_to_a_reconnect_ten_do_not() {
-    let sim = sim(&[]);
-    let mut rt = Runtime::start(&sim);
-    rt.cycles(3, None);
-    sim.ctl("drop 10").unwrap();
-    let outs = rt.cycles(14, None);
+    let (sim, mut rt) = running(3);
+    let outs = rt.after(&sim, "drop 10", 14);
     assert_eq!(outs.iter().map(|o| o.failed_exchanges).max(), Some(10));
     assert!(outs.iter().all(|o| o.reconnect == Reconnect::None));
     assert_eq!(outs.last().unwrap().failure, None);
 
-    sim.ctl("drop 11").unwrap();
-    let outs = rt.cycles(16, None);
+    let outs = rt.after(&sim, "drop 11", 16);
     let r: Vec<_> = outs
         .iter()
         .filter(|o| o.reconnect != Reconnect::None)
@@ -157,11 +167,8 @@ fn eleven_dropped_answers_lead_to_a_reconnect_ten_do_not() {
 
 #[test]
 fn eleven_corrupt_answers_lead_to_a_reconnect() {
-    let sim = sim(&[]);
-    let mut rt = Runtime::start(&sim);
-    rt.cycles(2, None);
-    sim.ctl("corrupt 11").unwrap();
-    let outs = rt.cycles(15, None);
+    let (sim, mut rt) = running(2);
+    let outs = rt.after(&sim, "corrupt 11", 15);
     assert!(outs
         .iter()
         .any(|o| o.reconnect == Reconnect::Done && o.failed_exchanges == 11));
@@ -170,11 +177,8 @@ fn eleven_corrupt_answers_lead_to_a_reconnect() {
 
 #[test]
 fn stall_costs_answers_for_its_time_then_cycles_recover() {
-    let sim = sim(&[]);
-    let mut rt = Runtime::start(&sim);
-    rt.cycles(2, None);
-    sim.ctl("stall 60").unwrap();
-    let outs = rt.cycles(12, None);
+    let (sim, mut rt) = running(2);
+    let outs = rt.after(&sim, "stall 60", 12);
     let failed = outs.iter().filter(|o| o.failure.is_some()).count();
     assert!((1..11).contains(&failed), "{failed} failed exchanges");
     assert!(outs.iter().all(|o| o.reconnect == Reconnect::None));
@@ -183,17 +187,13 @@ fn stall_costs_answers_for_its_time_then_cycles_recover() {
 
 #[test]
 fn unplug_fails_until_replug_then_the_reconnect_succeeds() {
-    let sim = sim(&[]);
-    let mut rt = Runtime::start(&sim);
-    rt.cycles(2, None);
-    sim.ctl("unplug").unwrap();
-    let outs = rt.cycles(12, None);
+    let (sim, mut rt) = running(2);
+    let outs = rt.after(&sim, "unplug", 12);
     assert!(
         outs.iter().any(|o| o.reconnect == Reconnect::Failed),
         "re-open fails while unplugged"
     );
-    sim.ctl("replug").unwrap();
-    let outs = rt.cycles(14, None);
+    let outs = rt.after(&sim, "replug", 14);
     assert!(outs.iter().any(|o| o.reconnect == Reconnect::Done));
     assert_eq!(outs.last().unwrap().failure, None);
     let mut l = sim.link();
@@ -211,15 +211,13 @@ fn chest_button_press_trips() {
     let sim = sim(&[]);
     let mut rt = Runtime::start(&sim);
     assert_eq!(first_trip(&rt.cycles(5, None)), None);
-    sim.ctl("button").unwrap();
-    let outs = rt.cycles(4, None);
+    let outs = rt.after(&sim, "button", 4);
     assert_eq!(
         outs.iter().filter(|o| o.trips.chest_button).count(),
         1,
         "one answer with button 1"
     );
-    sim.ctl("button 100").unwrap();
-    let outs = rt.cycles(3, None);
+    let outs = rt.after(&sim, "button 100", 3);
     assert!(
         outs.iter().filter(|o| o.trips.chest_button).count() >= 2,
         "held"
@@ -230,8 +228,7 @@ fn chest_button_press_trips() {
 fn heated_joint_trips_with_reason_heat() {
     let sim = sim(&[]);
     let mut rt = Runtime::start(&sim);
-    sim.ctl("heat LKneePitch").unwrap();
-    let outs = rt.cycles(4, None);
+    let outs = rt.after(&sim, "heat LKneePitch", 4);
     assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Heat));
     assert_eq!(
         outs.last().unwrap().trips.heat,
@@ -250,18 +247,14 @@ fn faulted_joint_trips_with_reason_fault() {
         outs.last().unwrap().trips.fault,
         Some(nao_wire::Joint::LHipYawPitch)
     );
-    sim.ctl("clear").unwrap();
-    let outs = rt.cycles(3, None);
+    let outs = rt.after(&sim, "clear", 3);
     assert_eq!(outs.last().unwrap().trips.reason(), None);
 }
 
 #[test]
 fn overcurrent_lowers_the_overcurrent_level() {
-    let sim = sim(&[]);
-    let mut rt = Runtime::start(&sim);
-    rt.cycles(3, None);
-    sim.ctl("overcurrent 5200").unwrap();
-    let outs = rt.cycles(6, None);
+    let (sim, mut rt) = running(3);
+    let outs = rt.after(&sim, "overcurrent 5200", 6);
     let last = outs.last().unwrap();
     assert_eq!(last.sensors.battery.current_ma, 5200);
     assert!(last.levels.overcurrent < 1000, "{:?}", last.levels);
@@ -269,9 +262,7 @@ fn overcurrent_lowers_the_overcurrent_level() {
 
 #[test]
 fn trace_has_one_line_per_frame_with_peer_pid_seq_and_stiffness() {
-    let sim = sim(&[]);
-    let mut rt = Runtime::start(&sim);
-    rt.cycles(5, None);
+    let (sim, mut rt) = running(5);
     let cmd = Command {
         stiffness: [0.5; nao_wire::JOINTS],
         ..Command::default()
@@ -327,25 +318,25 @@ fn claim_is_exclusive_and_released_on_sigkill_of_the_holder() {
     assert_eq!(sim.status().unwrap()["holder_pid"], std::process::id());
 }
 
+/// `nao-rs-sim ctl --socket SOCKET ARGS...` run to its end.
+fn ctl(sim: &Spawned, args: &[&str]) -> std::process::Output {
+    Process::new(exe())
+        .args(["ctl", "--socket"])
+        .arg(sim.socket())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn ctl_subcommand_prints_status_json_and_refuses_bad_commands() {
     let sim = sim(&["--overcurrent", "5300"]);
-    let out = Process::new(exe())
-        .args(["ctl", "--socket"])
-        .arg(sim.socket())
-        .arg("status")
-        .output()
-        .unwrap();
+    let out = ctl(&sim, &["status"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["plugged"], true);
     assert_eq!(v["faults"]["overcurrent_ma"], 5300);
-    let out = Process::new(exe())
-        .args(["ctl", "--socket"])
-        .arg(sim.socket())
-        .args(["heat", "99"])
-        .output()
-        .unwrap();
+    let out = ctl(&sim, &["heat", "99"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("0..=24"));
 }

@@ -1,14 +1,13 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), waking the robot after a re-arm (`wake`),
-//! the measurements (`bench`) and the import of usbmon captures
-//! (`import-usbmon`).
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`)
+//! and the import of usbmon captures (`import-usbmon`). The measurements
+//! are a program of their own, `nao-rs-bench` (bins/nao-rs-bench).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod bench;
 mod demo;
 mod import_usbmon;
 mod record;
@@ -36,8 +35,6 @@ enum Cmd {
     Record(record::Args),
     /// Wake the robot after a re-arm (the robot stays limp until woken).
     Wake(wake::Args),
-    /// Measure every safety and timing figure against the virtual robot.
-    Bench(bench::Args),
     /// Import a Linux usbmon capture (pcap or pcapng) into a recording.
     ImportUsbmon(import_usbmon::Args),
 }
@@ -55,7 +52,6 @@ fn main() -> ExitCode {
         Cmd::Record(a) => ("record", record::main(a)),
         Cmd::Wake(a) => ("wake", wake::main(a)),
         Cmd::Replay(a) => return replay::main(a),
-        Cmd::Bench(a) => return bench::main(a),
         Cmd::ImportUsbmon(a) => return import_usbmon::main(a),
     };
     if let Err(e) = result {

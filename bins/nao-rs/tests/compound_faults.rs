@@ -1,4 +1,4 @@
-//! Issue 11, the runtime's cases: faults on top of faults, each from a
+//! Compound faults, the runtime's cases: faults on top of faults, each from a
 //! second process (this test) against `nao-rs run` on the virtual robot,
 //! judged by the simulator's trace ("stiff" = a frame with any stiffness
 //! above 0).
@@ -14,10 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    cycle_frames, naoctl, setup, setup_with, stiff_after, wait_frame_after, wait_stiff_after, wake,
-    window,
+    cycle_frames, naoctl, setup, setup_with, signal_ends_the_runtime_safely, stiff_after, truncate,
+    wait_frame_after, wait_stiff_after, wake, window,
 };
-use deathswitch::Reason;
 use nix::sys::signal::Signal;
 
 /// `naoctl stop`, then the page's trip time (monotonic ns), read before
@@ -53,7 +52,7 @@ fn settle(sim: &nao_rs_sim::Spawned, t_ns: u64, ms: u64) {
 #[test]
 fn trip_re_armed_within_one_cycle() {
     let s = setup();
-    common::bin("naoctl");
+    testkit::bin("naoctl");
     // (stop, re-arm done, wake) times of each round.
     let mut rounds = Vec::new();
     for _ in 0..20 {
@@ -94,7 +93,7 @@ fn trip_re_armed_within_one_cycle() {
 #[test]
 fn a_wake_while_tripped_is_used_up() {
     let s = setup();
-    common::bin("naoctl");
+    testkit::bin("naoctl");
     let trip = naoctl_stop(&s);
     settle(&s.sim, trip, 50);
     // A wake while tripped: used up, it does nothing.
@@ -118,15 +117,10 @@ fn a_wake_while_tripped_is_used_up() {
 #[test]
 fn damaged_page_re_armed_within_one_cycle() {
     let s = setup();
-    common::bin("naoctl");
+    testkit::bin("naoctl");
     for round in 0..5 {
         let t = deathswitch::now_ns();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&s.page_path)
-            .unwrap()
-            .set_len(0)
-            .unwrap();
+        truncate(&s.page_path);
         // naoctl makes the page whole (tripped page-lost), then re-arms.
         naoctl(&s.page_path, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
@@ -252,7 +246,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let socket = socket_dir.path().join("robocup");
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
-    common::bin("naoctl");
+    testkit::bin("naoctl");
     let ctl = LolaController::start(&socket, 500);
     wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
 
@@ -357,28 +351,6 @@ fn lola_controller_that_reconnects_within_one_cycle() {
 
 // ---- Signals ----
 
-/// `sig` to a stiff `stand` runtime: it trips `shutdown`, its last two
-/// frames are all-off and confirmed, and it exits 0.
-fn signal_ends_the_runtime_safely(sig: Signal) {
-    let mut s = setup();
-    s.rt.signal(sig);
-    let status = s.rt.wait_exit(Duration::from_secs(5));
-    assert!(status.success(), "{sig:?}: {status:?}");
-    assert_eq!(s.page.reason(), Some(Reason::Shutdown), "{sig:?}");
-    let frames = cycle_frames(&s.sim);
-    let n = frames.len();
-    assert!(
-        frames[n - 1].all_off && frames[n - 2].all_off,
-        "{sig:?}: {:?}",
-        &frames[n - 3..]
-    );
-    let snap = s.page.snapshot();
-    assert_eq!(
-        snap.all_off_confirmed_cycle, snap.last_cycle,
-        "{sig:?}: the last frame was confirmed all-off"
-    );
-}
-
 #[test]
 fn sighup_trips_shutdown_and_the_last_frame_is_all_off() {
     signal_ends_the_runtime_safely(Signal::SIGHUP);
@@ -424,7 +396,8 @@ fn vm_lck_kb(pid: u32) -> u64 {
 
 #[test]
 fn memory_locked() {
-    let sim = nao_rs_sim::Spawned::start(common::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let sim =
+        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
     let page_path = sim.dir().join("deathswitch");
     deathswitch::Page::open(&page_path).unwrap().rearm();
     let err_path = sim.dir().join("stderr.txt");
@@ -438,7 +411,7 @@ fn memory_locked() {
         Stdio::from(err),
     );
     wait_stiff_after(&sim, 0, Duration::from_secs(15));
-    let locked = vm_lck_kb(rt.0.id());
+    let locked = vm_lck_kb(rt.id());
     drop(rt);
     let stderr = std::fs::read_to_string(&err_path).unwrap();
     let warnings = stderr.matches("memory not locked").count();

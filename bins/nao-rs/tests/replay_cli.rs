@@ -2,20 +2,10 @@
 //! passed; a difference names the line, the expected and actual call and the
 //! first differing byte offset, exit 1.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn recordings() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rec"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty());
-    v
-}
+use testkit::recordings;
 
 fn replay(files: &[PathBuf]) -> Output {
     // Replay never touches the death switch; point it at a private path anyway.

@@ -8,7 +8,10 @@ use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{frames_after, free_udp_port, setup, start_runtime, wait_tripped};
+use common::{
+    frames_after, free_udp_port, run_ok, setup, signal_ends_the_runtime_safely, start_runtime,
+    truncate, wait_tripped, Setup,
+};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Spawned, TraceLine};
 
@@ -35,15 +38,21 @@ fn assert_all_off_from_next_frame(frames: &[TraceLine], trip_ns: u64) {
     }
 }
 
+/// The page trips with `reason`; the runtime's frames from the one after
+/// the trip on are all-off.
+fn assert_tripped_then_all_off(s: &Setup, reason: Reason) {
+    let trip = wait_tripped(&s.page);
+    assert_eq!(s.page.reason(), Some(reason));
+    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+}
+
 #[test]
 fn udp_stop_makes_the_next_frame_all_off() {
     let s = setup();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     // Give the listener its first bind (it binds at start).
     tx.send_to(b"NAO-RS STOP", ("127.0.0.1", s.port)).unwrap();
-    let trip = wait_tripped(&s.page);
-    assert_eq!(s.page.reason(), Some(Reason::Udp));
-    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+    assert_tripped_then_all_off(&s, Reason::Udp);
 }
 
 #[test]
@@ -56,24 +65,18 @@ fn naoctl_stop_makes_the_next_frame_all_off() {
         .status()
         .unwrap();
     assert!(status.success(), "naoctl stop");
-    let trip = wait_tripped(&s.page);
-    assert_eq!(s.page.reason(), Some(Reason::Naoctl));
-    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+    assert_tripped_then_all_off(&s, Reason::Naoctl);
 }
 
 #[test]
 fn chest_button_makes_the_next_frame_all_off() {
     let s = setup();
-    let out = Command::new(testkit::bin("nao-rs-sim"))
-        .args(["ctl", "--socket"])
-        .arg(s.sim.socket())
-        .arg("button")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "nao-rs-sim ctl button: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(testkit::bin("nao-rs-sim"))
+            .args(["ctl", "--socket"])
+            .arg(s.sim.socket())
+            .arg("button"),
+        "nao-rs-sim ctl button",
     );
     let trip = wait_tripped(&s.page);
     assert_eq!(s.page.reason(), Some(Reason::ChestButton));
@@ -87,12 +90,7 @@ fn chest_button_makes_the_next_frame_all_off() {
 fn truncated_page_gives_all_off_and_page_lost() {
     let s = setup();
     let t = deathswitch::now_ns();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&s.page_path)
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    truncate(&s.page_path);
     let trip = wait_tripped(&s.page).max(t);
     assert_eq!(s.page.reason(), Some(Reason::PageLost));
     assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
@@ -120,43 +118,17 @@ fn deleted_page_gives_all_off_and_page_lost() {
 
 #[test]
 fn sigterm_trips_shutdown_and_the_last_frame_is_all_off() {
-    let mut s = setup();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(s.rt.0.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = s.rt.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "nao-rs run did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert!(status.success(), "{status:?}");
-    assert_eq!(s.page.reason(), Some(Reason::Shutdown));
-    let frames: Vec<_> = s
-        .sim
-        .trace()
-        .unwrap()
-        .into_iter()
-        .filter(|l| l.is_cycle_frame())
-        .collect();
-    let n = frames.len();
-    assert!(
-        frames[n - 1].all_off && frames[n - 2].all_off,
-        "{:?}",
-        &frames[n - 3..]
-    );
-    let snap = s.page.snapshot();
-    assert_eq!(
-        snap.all_off_confirmed_cycle, snap.last_cycle,
-        "the last frame was confirmed all-off"
-    );
+    signal_ends_the_runtime_safely(nix::sys::signal::Signal::SIGTERM);
+}
+
+/// Another process (this test) holding the sim's board.
+fn hold_the_board(sim: &Spawned) -> nao_wire::link::sim::SimLink {
+    use nao_wire::link::Link;
+    let mut holder = sim.link();
+    holder.open(0xffff, 0x0006).unwrap();
+    holder.set_configuration(1).unwrap();
+    holder.claim_interface(0).unwrap();
+    holder
 }
 
 #[test]
@@ -165,10 +137,7 @@ fn busy_board_is_retried_every_50_ms() {
     let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
     let page_path = sim.dir().join("deathswitch");
     // Another process (this test) holds the board for 500 ms.
-    let mut holder = sim.link();
-    holder.open(0xffff, 0x0006).unwrap();
-    holder.set_configuration(1).unwrap();
-    holder.claim_interface(0).unwrap();
+    let mut holder = hold_the_board(&sim);
     let rt = start_runtime(&sim, &page_path, free_udp_port(), &[]);
     std::thread::sleep(Duration::from_millis(500));
     holder.close();
@@ -185,13 +154,10 @@ fn busy_board_is_retried_every_50_ms() {
 
 #[test]
 fn busy_board_for_5_s_fails_with_a_clear_error() {
-    use nao_wire::link::Link;
     let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
     let page_path = sim.dir().join("deathswitch");
-    let mut holder = sim.link();
-    holder.open(0xffff, 0x0006).unwrap();
-    holder.set_configuration(1).unwrap();
-    holder.claim_interface(0).unwrap();
+    // Held to the end of the test.
+    let _holder = hold_the_board(&sim);
     let t0 = Instant::now();
     let out = Command::new(testkit::bin("nao-rs"))
         .args([

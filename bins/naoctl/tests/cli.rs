@@ -1,34 +1,15 @@
 //! naoctl end to end, on a page under a private temp dir
-//! (`NAO_RS_DEATHSWITCH`), including issue 2's "Done when".
+//! (`NAO_RS_DEATHSWITCH`), as docs/naoctl.md describes it.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use deathswitch::{Page, Reason};
 use serde_json::Value;
 
-const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
-
-struct Env {
-    _dir: tempfile::TempDir,
-    page: PathBuf,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("deathswitch");
-    Env { _dir: dir, page }
-}
-
-fn naoctl(page: &Path, args: &[&str]) -> Output {
-    Command::new(NAOCTL)
-        .args(args)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{env, naoctl, text, NAOCTL};
 
 /// `naoctl status --json` whatever its exit code: the object and the code.
 fn status_json_any(page: &Path) -> (Value, Option<i32>) {
@@ -38,20 +19,22 @@ fn status_json_any(page: &Path) -> (Value, Option<i32>) {
     (v, out.status.code())
 }
 
+/// `naoctl status --json` reads the page as tripped page-lost with
+/// `damage`, exit code 1.
+fn assert_status_page_lost(page: &Path, damage: &str) {
+    let (v, code) = status_json_any(page);
+    assert_eq!(code, Some(1));
+    assert_eq!(v["state"], "tripped");
+    assert_eq!(v["reason"], "page-lost");
+    assert_eq!(v["damage"], damage);
+}
+
 fn status_json(page: &Path) -> Value {
     let out = naoctl(page, &["status", "--json"]);
     assert!(out.status.success(), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
     serde_json::from_str(&text).unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn file_len(p: &Path) -> u64 {
@@ -110,11 +93,7 @@ fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_who
     drop(f);
     // status reads it as what it is (not a page: tripped page-lost) and
     // changes nothing.
-    let (v, code) = status_json_any(&e.page);
-    assert_eq!(code, Some(1));
-    assert_eq!(v["state"], "tripped");
-    assert_eq!(v["reason"], "page-lost");
-    assert_eq!(v["damage"], "short");
+    assert_status_page_lost(&e.page, "short");
     assert_eq!(file_len(&e.page), 8);
     // A stop lands: the file becomes a whole page, tripped page-lost.
     assert!(naoctl(&e.page, &["stop"]).status.success());
@@ -127,11 +106,7 @@ fn done_when_zeroing_reads_tripped_page_lost_and_stop_makes_it_whole() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     std::fs::write(&e.page, [0u8; deathswitch::LEN]).unwrap();
-    let (v, code) = status_json_any(&e.page);
-    assert_eq!(code, Some(1));
-    assert_eq!(v["state"], "tripped");
-    assert_eq!(v["reason"], "page-lost");
-    assert_eq!(v["damage"], "no-magic");
+    assert_status_page_lost(&e.page, "no-magic");
     assert_eq!(std::fs::read(&e.page).unwrap(), [0u8; deathswitch::LEN]);
     assert!(naoctl(&e.page, &["stop"]).status.success());
     let v = status_json(&e.page);
@@ -280,15 +255,6 @@ fn the_page_option_overrides_the_environment() {
     assert!(!e.page.exists());
 }
 
-/// Kills a child at the end of a test, even on failure.
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Runs `naoctl rearm` on a pseudo-terminal (util-linux `script`) with
 /// `answer` typed in; `None` when `script` is missing.
 fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
@@ -298,7 +264,7 @@ fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("out");
-    let mut child = Kill(
+    let mut child = testkit::Proc::from(
         Command::new("script")
             .args(["-qec", &format!("{NAOCTL} rearm"), "/dev/null"])
             .env("NAO_RS_DEATHSWITCH", page)
@@ -310,23 +276,15 @@ fn on_a_terminal(page: &Path, answer: &str) -> Option<(bool, String)> {
     );
     {
         use std::io::Write;
-        let mut stdin = child.0.stdin.take().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
         // naoctl reads one line from the terminal; written ahead, the pty
         // buffers it until then.
         stdin.write_all(answer.as_bytes()).unwrap();
     }
     // A bound, not a timing assertion: a hung naoctl fails the test.
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(st) = child.0.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "naoctl rearm hung on the terminal"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = child
+        .wait_exit(std::time::Duration::from_secs(30))
+        .expect("naoctl rearm hung on the terminal");
     Some((status.success(), std::fs::read_to_string(&log).unwrap()))
 }
 

@@ -1,43 +1,15 @@
-//! naoctl under compound faults (issue 11): `status` is read-only and says
+//! naoctl under compound faults: `status` is read-only and says
 //! what is wrong; `stop` lands on any file; path damage is named with the
 //! errno and the fix; `trip_count` is shown.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 
 use deathswitch::{Page, LEN, MAGIC};
 use serde_json::Value;
 
-const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
-
-struct Env {
-    dir: tempfile::TempDir,
-    page: PathBuf,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("deathswitch");
-    Env { dir, page }
-}
-
-fn naoctl(page: &Path, args: &[&str]) -> Output {
-    Command::new(NAOCTL)
-        .args(args)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+mod common;
+use common::{env, naoctl, text};
 
 fn status_json(page: &Path) -> (Value, Option<i32>) {
     let out = naoctl(page, &["status", "--json"]);

@@ -1,4 +1,4 @@
-//! A full filesystem under the page (issue 11, "Full filesystem"): a small
+//! A full filesystem under the page: a small
 //! tmpfs is mounted in a private mount namespace (`unshare -m`, the test
 //! re-runs itself inside it, so the mount vanishes with the child whatever
 //! happens). Skipped, with the reason printed, where mounting is refused.
@@ -10,74 +10,22 @@
 //! stays full, `naoctl status` and `naoctl stop` answer (bounded waits),
 //! and once space is freed the page is whole again with the identity.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::{Damage, Integrity, Page, Reason};
+use testkit::{allocations, sh};
 
 mod common;
+use common::{naoctl_bounded, text};
 
-const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
 const CHILD: &str = "NAOCTL_FULL_FS_CHILD";
 const STARTED: &str = "full-fs child started";
 const SKIP: i32 = 77;
 
-struct Counting;
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    if COUNTING.with(Cell::get) {
-        ALLOCS.with(|a| a.set(a.get() + 1));
-    }
-}
-
-// SAFETY: forwards to the system allocator; only counts (const thread-locals
-// without destructors: counting never allocates).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.with(Cell::get);
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.with(Cell::get) - before
-}
-
-fn sh(script: &str, dir: &Path) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(dir)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
-}
+static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
 
 /// Fills the filesystem at `dir` until it refuses a block.
 fn fill(dir: &Path, name: &str) {
@@ -93,42 +41,6 @@ fn fill(dir: &Path, name: &str) {
         ),
         "the filesystem is not full"
     );
-}
-
-/// Runs naoctl with a bound (a hung naoctl fails the test); the output and
-/// how long it took.
-fn naoctl_bounded(page: &Path, args: &[&str]) -> (Output, Duration) {
-    let t0 = Instant::now();
-    let mut child = Command::new(NAOCTL)
-        .args(args)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = t0 + Duration::from_secs(10);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("naoctl {args:?} did not answer within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().unwrap();
-    (out, t0.elapsed())
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Both naoctl commands answer on the full filesystem and say what is
@@ -256,7 +168,7 @@ fn deleted_page_in_a_read_only_directory(dir: &Path) {
 /// The runtime's page on a full tmpfs, judged by the virtual robot's trace:
 /// truncated to 0, then (after a re-arm and a wake) deleted; each time
 /// every frame from then on is all-off and the runtime keeps cycling
-/// (before issue 11 its cycle thread faulted forever: no frames at all).
+/// (its cycle thread once faulted forever here: no frames at all).
 fn runtime_on_a_full_tmpfs(dir: &Path) {
     let path = dir.join("deathswitch");
     let robot = common::Robot::start(Some(&path));
@@ -273,7 +185,7 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
     let t0 = Instant::now();
     loop {
         if let Ok(i) = deathswitch::inspect(&path) {
-            if i.damage.is_none() && i.snapshot.driver_pid == Some(robot.rt.0.id()) {
+            if i.damage.is_none() && i.snapshot.driver_pid == Some(robot.rt.id()) {
                 assert_eq!(i.snapshot.reason, Some(Reason::PageLost));
                 break;
             }

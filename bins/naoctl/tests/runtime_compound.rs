@@ -1,34 +1,13 @@
-//! Compound faults of the page against a running runtime (issue 11), from a
+//! Compound faults of the page against a running runtime, from a
 //! second process, judged by the virtual robot's trace: path damage and
 //! impossible values give all-off `page-lost` from that frame on, the
 //! runtime keeps cycling, and naoctl says what is wrong with the path.
 
 mod common;
 
-use std::path::Path;
-
-use common::{assert_all_off_from_that_frame, naoctl_bounded, sh, text, Robot};
+use common::{assert_all_off_from_that_frame, naoctl_bounded, text, Robot};
 use deathswitch::{Page, Reason};
-
-const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
-
-/// Writes `bytes` at `offset` of the page from a second process (`dd`).
-fn poke(path: &Path, offset: usize, bytes: &[u8]) {
-    let src = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(src.path(), bytes).unwrap();
-    let st = std::process::Command::new("dd")
-        .arg(format!("if={}", src.path().display()))
-        .arg(format!("of={}", path.display()))
-        .args([
-            "bs=1",
-            &format!("seek={offset}"),
-            "conv=notrunc",
-            "status=none",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
+use testkit::{poke, sh};
 
 #[test]
 fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
@@ -37,7 +16,7 @@ fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
     assert!(sh("rm -f \"$1\" && ln -s deathswitch \"$1\"", &r.page_path));
     let frames = r.frames_from(t, 300);
     assert_all_off_from_that_frame(&frames, t, "symlink loop");
-    let (out, took) = naoctl_bounded(NAOCTL, &r.page_path, &["status"]);
+    let (out, took) = naoctl_bounded(&r.page_path, &["status"]);
     println!("naoctl status answered in {} ms", took.as_millis());
     let s = text(&out);
     assert_eq!(out.status.code(), Some(1), "{s}");
@@ -69,7 +48,7 @@ fn runtime_path_damage_directory_replaced_by_a_file_gives_all_off_page_lost() {
     let t = deathswitch::now_ns();
     assert!(sh("mv \"$1\" \"$1.old\" && echo file > \"$1\"", &run));
     assert_all_off_from_that_frame(&r.frames_from(t, 300), t, "directory replaced");
-    let (out, _) = naoctl_bounded(NAOCTL, &r.page_path, &["stop"]);
+    let (out, _) = naoctl_bounded(&r.page_path, &["stop"]);
     let s = text(&out);
     assert_eq!(out.status.code(), Some(1), "{s}");
     assert!(
@@ -84,7 +63,7 @@ fn runtime_path_damage_directory_replaced_by_a_file_gives_all_off_page_lost() {
 #[test]
 fn runtime_impossible_values_give_all_off_page_lost() {
     // Armed with a trip time (a reason while armed), and a driver pid that
-    // is not the registered runtime: before issue 11 both stayed stiff.
+    // is not the registered runtime: both once stayed stiff.
     for (what, offset, bytes) in [
         (
             "trip time while armed",
@@ -101,7 +80,7 @@ fn runtime_impossible_values_give_all_off_page_lost() {
         assert_eq!(page.reason(), Some(Reason::PageLost), "{what}");
         assert_eq!(
             page.snapshot().driver_pid,
-            Some(r.rt.0.id()),
+            Some(r.rt.id()),
             "{what}: the runtime's identity is back"
         );
     }

@@ -5,43 +5,12 @@
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
 use nao_rs_sim::{Spawned, TraceLine};
-
-/// A child process killed on drop (also when the test fails).
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    /// Waits up to `limit` for the process to exit.
-    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.0.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "the process did not exit in {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Sends `sig`.
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0.id() as i32), sig).unwrap();
-    }
-}
+pub use testkit::Proc;
 
 pub fn free_udp_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
@@ -73,7 +42,7 @@ pub fn start_runtime_with(
     extra: &[&str],
     stderr: Stdio,
 ) -> Proc {
-    let child = Command::new(bin("nao-rs"))
+    let child = Command::new(testkit::bin("nao-rs"))
         .args([
             "run",
             "--link",
@@ -94,7 +63,7 @@ pub fn start_runtime_with(
         .stderr(stderr)
         .spawn()
         .expect("start nao-rs run");
-    Proc(child)
+    Proc::from(child)
 }
 
 /// The wake socket the runtimes of these tests listen on.
@@ -113,7 +82,7 @@ pub fn setup() -> Setup {
 /// The simulator, an armed page, and `nao-rs run --controller CONTROLLER
 /// EXTRA...` started (not waited for).
 pub fn setup_with(controller: &str, extra: &[&str]) -> Setup {
-    let sim = Spawned::start(bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
     let page_path = sim.dir().join("deathswitch");
     let page = Page::open(&page_path).unwrap();
     page.rearm(); // the test is the person at the robot
@@ -156,46 +125,74 @@ pub fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
         .collect()
 }
 
-/// The workspace binary `name`, built once per test process (so a timed
-/// step runs the program, not a cargo check).
-pub fn bin(name: &'static str) -> PathBuf {
-    static BINS: std::sync::Mutex<Vec<(&'static str, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut bins = BINS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, p)) = bins.iter().find(|(n, _)| *n == name) {
-        return p.clone();
-    }
-    let p = testkit::bin(name);
-    bins.push((name, p.clone()));
-    p
+/// Truncates the page file at `path` to 0 bytes under the live runtime.
+pub fn truncate(path: &Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+}
+
+/// Runs `cmd` to its end; asserts it succeeded, naming it `what` with its
+/// stderr.
+pub fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs `naoctl ARGS` on `page`; asserts it succeeded.
 pub fn naoctl(page: &Path, args: &[&str]) {
-    let out = Command::new(bin("naoctl"))
-        .args(args)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "naoctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new(testkit::bin("naoctl"))
+            .args(args)
+            .env("NAO_RS_DEATHSWITCH", page)
+            .stdin(Stdio::null()),
+        &format!("naoctl {args:?}"),
     );
 }
 
 /// Runs `nao-rs wake` on the wake socket of `sim`'s runtime.
 pub fn wake(sim: &Spawned) {
-    let out = Command::new(bin("nao-rs"))
-        .arg("wake")
-        .arg("--socket")
-        .arg(wake_socket(sim))
-        .output()
-        .unwrap();
+    run_ok(
+        Command::new(testkit::bin("nao-rs"))
+            .arg("wake")
+            .arg("--socket")
+            .arg(wake_socket(sim)),
+        "nao-rs wake",
+    );
+}
+
+/// `sig` to a stiff `stand` runtime: it trips `shutdown`, its last two
+/// frames are all-off and confirmed, and it exits 0.
+pub fn signal_ends_the_runtime_safely(sig: nix::sys::signal::Signal) {
+    let mut s = setup();
+    s.rt.signal(sig);
+    let status =
+        s.rt.wait_exit(Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("nao-rs run did not stop on {sig:?} within 5 s"));
+    assert!(status.success(), "{sig:?}: {status:?}");
+    assert_eq!(
+        s.page.reason(),
+        Some(deathswitch::Reason::Shutdown),
+        "{sig:?}"
+    );
+    let frames = cycle_frames(&s.sim);
+    let n = frames.len();
     assert!(
-        out.status.success(),
-        "nao-rs wake: {}",
-        String::from_utf8_lossy(&out.stderr)
+        frames[n - 1].all_off && frames[n - 2].all_off,
+        "{sig:?}: {:?}",
+        &frames[n - 3..]
+    );
+    let snap = s.page.snapshot();
+    assert_eq!(
+        snap.all_off_confirmed_cycle, snap.last_cycle,
+        "{sig:?}: the last frame was confirmed all-off"
     );
 }
 

@@ -5,21 +5,12 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
 use nao_rs_sim::{Spawned, TraceLine};
-
-/// A child process killed on drop (also when the test fails).
-pub struct Proc(pub Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use testkit::Proc;
 
 /// The simulator and `nao-rs run --controller stand` on the page at
 /// `page_path`, re-armed (the test is the person at the robot), woken, and
@@ -28,18 +19,6 @@ pub struct Robot {
     pub sim: Spawned,
     pub page_path: PathBuf,
     pub rt: Proc,
-}
-
-pub fn sh(script: &str, arg: &Path) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(arg)
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success()
 }
 
 impl Robot {
@@ -79,7 +58,7 @@ impl Robot {
         let robot = Robot {
             sim,
             page_path,
-            rt: Proc(rt),
+            rt: Proc::from(rt),
         };
         let mut tail = robot.sim.tail();
         let stiff = |l: &TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
@@ -134,14 +113,34 @@ pub fn assert_all_off_from_that_frame(frames: &[TraceLine], fault_ns: u64, what:
     }
 }
 
+/// naoctl, built by this package.
+pub const NAOCTL: &str = env!("CARGO_BIN_EXE_naoctl");
+
+/// A private folder with the page path `deathswitch` in it (not created).
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub page: PathBuf,
+}
+
+pub fn env() -> Env {
+    let (dir, page) = testkit::page_path();
+    Env { dir, page }
+}
+
+/// Runs naoctl on `page` (`NAO_RS_DEATHSWITCH`).
+pub fn naoctl(page: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(NAOCTL)
+        .args(args)
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// Runs naoctl with a bound (a hung naoctl fails the test).
-pub fn naoctl_bounded(
-    naoctl: &str,
-    page: &Path,
-    args: &[&str],
-) -> (std::process::Output, Duration) {
+pub fn naoctl_bounded(page: &Path, args: &[&str]) -> (std::process::Output, Duration) {
     let t0 = Instant::now();
-    let mut child = Command::new(naoctl)
+    let mut child = Command::new(NAOCTL)
         .args(args)
         .env("NAO_RS_DEATHSWITCH", page)
         .stdin(Stdio::null())

@@ -1,28 +1,26 @@
-//! `nao-rs bench`: every safety and timing figure in one run, against the
-//! virtual robot (issue 7; `docs/performance.md`).
+//! `nao-rs-bench`: every safety and timing figure in one run, against the
+//! virtual robot (`docs/performance.md`).
 //!
 //! It starts `nao-rs-sim` (with its trace), `nao-rs-guard` and `nao-rs run
 //! --controller stand` on a private folder and a free UDP port, measures
 //! each figure (median, p99, max), prints a Markdown table and with `--out
 //! DIR` writes `DIR/report.md`, `DIR/samples.csv` and SVG plots.
+//!
+//! A development tool of its own (ptrace, plots): it is not part of the
+//! robot's `nao-rs` binary.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use nix::sys::signal::Signal;
 
-#[path = "bench/plot.rs"]
 mod plot;
-#[path = "bench/report.rs"]
-pub mod report;
-#[path = "bench/rig.rs"]
+mod report;
 mod rig;
-#[path = "bench/stats.rs"]
-pub mod stats;
-#[path = "bench/trace.rs"]
+mod stats;
 mod trace;
-#[path = "bench/trials.rs"]
 mod trials;
 
 use report::{Bound, Figure, Unit};
@@ -31,8 +29,9 @@ use trials::{GuardSample, StopSample, Trigger};
 
 const MS: u64 = 1_000_000;
 
-/// Options of `nao-rs bench`.
-#[derive(clap::Args, Debug, Clone)]
+/// Measure every safety and timing figure of nao-rs against the virtual robot.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "nao-rs-bench", version, about)]
 pub struct Args {
     /// Trials per stop figure (the guard's figures get half, each); at least 100 for the report.
     #[arg(long)]
@@ -46,7 +45,7 @@ pub struct Args {
     /// Cycles per cycle phase (quiet, loaded); default 10,000 (--quick: 300).
     #[arg(long)]
     pub cycles: Option<u64>,
-    /// The folder with nao-rs-sim, nao-rs-guard and naoctl (default: next to this program).
+    /// The folder with nao-rs, nao-rs-sim, nao-rs-guard and naoctl (default: next to this program).
     #[arg(long, value_name = "DIR")]
     pub bin_dir: Option<PathBuf>,
     /// The recordings to replay (default: ./recordings, else the workspace's).
@@ -84,19 +83,18 @@ impl Plan {
     }
 }
 
-/// Runs `nao-rs bench`.
-pub fn main(args: Args) -> ExitCode {
-    match run(&args) {
+fn main() -> ExitCode {
+    match run(&Args::parse()) {
         Ok(all_pass) => {
             if all_pass {
                 ExitCode::SUCCESS
             } else {
-                eprintln!("nao-rs bench: some figures failed their bound (see the table)");
+                eprintln!("nao-rs-bench: some figures failed their bound (see the table)");
                 ExitCode::from(1)
             }
         }
         Err(e) => {
-            eprintln!("nao-rs bench: {e}");
+            eprintln!("nao-rs-bench: {e}");
             ExitCode::from(2)
         }
     }
@@ -154,7 +152,7 @@ impl Figures {
             stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; seed 62 + 9 ms"))),
             kill_frame: f("guard_sigkill_frame", "external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's pidfd); seed 62 + 9 ms".into())),
             segv_frame: f("guard_sigsegv_frame", "runtime crash (SIGSEGV) -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "as SIGKILL (the runtime's pidfd)".into())),
-            udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "issue 12: 50 ms".into())),
+            udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "50 ms".into())),
             period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
             late_quiet: f("lateness_quiet", "cycle lateness at the board, quiet", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
             period_loaded: f("period_loaded", "cycle period, busy loop on every core", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
@@ -236,7 +234,7 @@ fn machine() -> String {
 
 /// Records a failed trial: counted in the figure's note.
 fn failed(fig: &mut Figure, e: &str) {
-    eprintln!("nao-rs bench: {}: trial failed: {e}", fig.key);
+    eprintln!("nao-rs-bench: {}: trial failed: {e}", fig.key);
     let n = fig
         .note
         .split(' ')
@@ -298,14 +296,7 @@ fn run(a: &Args) -> Result<bool, String> {
     );
     for _ in 0..plan.trials {
         match trials::stop_trial(&mut rig, Trigger::Naoctl, naoctl) {
-            Ok(s) => {
-                figs.naoctl_trip
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.trip_ns));
-                figs.naoctl_cmd
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.t0_ns));
-            }
+            Ok(s) => push_trip_and_command(&mut figs.naoctl_trip, &mut figs.naoctl_cmd, &s),
             Err(e) => failed(&mut figs.naoctl_trip, &e),
         }
         match trials::stop_trial(&mut rig, Trigger::Udp, naoctl) {
@@ -313,14 +304,7 @@ fn run(a: &Args) -> Result<bool, String> {
             Err(e) => failed(&mut figs.udp_frame, &e),
         }
         match trials::stop_trial(&mut rig, Trigger::Button, naoctl) {
-            Ok(s) => {
-                figs.button_trip
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.trip_ns));
-                figs.button_cmd
-                    .samples
-                    .push(s.all_off_ns.saturating_sub(s.t0_ns));
-            }
+            Ok(s) => push_trip_and_command(&mut figs.button_trip, &mut figs.button_cmd, &s),
             Err(e) => failed(&mut figs.button_trip, &e),
         }
     }
@@ -428,19 +412,15 @@ fn run(a: &Args) -> Result<bool, String> {
             }
             Err(e) => failed(&mut figs.stop_takeover, &e),
         }
-        match trials::guard_trial(&mut rig, Signal::SIGKILL, false) {
-            Ok(g) => figs
-                .kill_frame
-                .samples
-                .push(g.guard_frame_ns.saturating_sub(g.t0_ns)),
-            Err(e) => failed(&mut figs.kill_frame, &e),
-        }
-        match trials::guard_trial(&mut rig, Signal::SIGSEGV, false) {
-            Ok(g) => figs
-                .segv_frame
-                .samples
-                .push(g.guard_frame_ns.saturating_sub(g.t0_ns)),
-            Err(e) => failed(&mut figs.segv_frame, &e),
+        // The runtime ends (the pidfd figures): the signal to the guard's frame.
+        for (sig, fig) in [
+            (Signal::SIGKILL, &mut figs.kill_frame),
+            (Signal::SIGSEGV, &mut figs.segv_frame),
+        ] {
+            match trials::guard_trial(&mut rig, sig, false) {
+                Ok(g) => fig.samples.push(g.guard_frame_ns.saturating_sub(g.t0_ns)),
+                Err(e) => failed(fig, &e),
+            }
         }
     }
     say(t_start, "UDP flood trials");
@@ -455,7 +435,7 @@ fn run(a: &Args) -> Result<bool, String> {
         let before: Vec<_> = rig
             .frames
             .iter()
-            .filter(|f| f.t_ns < g.t0_ns && f.is_cycle() && f.peer_pid != rig.guard_pid())
+            .filter(|f| f.t_ns < g.t0_ns && f.is_cycle_frame() && f.peer_pid != rig.guard_pid())
             .rev()
             .take(1)
             .map(|f| f.peer_pid)
@@ -482,7 +462,7 @@ fn run(a: &Args) -> Result<bool, String> {
     let all = figs.all();
     let table = report::table(&all);
     let header = format!(
-        "nao-rs bench on {}; {} trials per stop figure, {} per guard figure, {} cycles per cycle \
+        "nao-rs-bench on {}; {} trials per stop figure, {} per guard figure, {} cycles per cycle \
          phase; {:.0} s in all.\n",
         machine(),
         plan.trials,
@@ -554,7 +534,7 @@ fn run(a: &Args) -> Result<bool, String> {
             )?;
             plots.push(("guard_takeover.svg".into(), "a guard take-over".into()));
         }
-        let mut md = format!("# nao-rs bench\n\n{header}\n{table}\n");
+        let mut md = format!("# nao-rs-bench\n\n{header}\n{table}\n");
         for n in &notes {
             md.push_str(&format!("- {n}\n"));
         }
@@ -574,6 +554,17 @@ fn run(a: &Args) -> Result<bool, String> {
 fn push_stop(frame: &mut Figure, trip: &mut Figure, s: &StopSample, t0: u64) {
     frame.samples.push(s.all_off_ns.saturating_sub(t0));
     trip.samples.push(s.trip_ns.saturating_sub(t0));
+}
+
+/// A stop's first all-off frame counted from the trip (`from_trip`) and from
+/// the command that caused it (`from_command`).
+fn push_trip_and_command(from_trip: &mut Figure, from_command: &mut Figure, s: &StopSample) {
+    from_trip
+        .samples
+        .push(s.all_off_ns.saturating_sub(s.trip_ns));
+    from_command
+        .samples
+        .push(s.all_off_ns.saturating_sub(s.t0_ns));
 }
 
 fn push_guard_stop(figs: &mut Figures, g: &GuardSample) {

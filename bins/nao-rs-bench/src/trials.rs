@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deathswitch::{now_ns, Reason, TRIP_TIME_PENDING};
+use nao_rs_sim::TraceLine;
 use nix::sys::signal::Signal;
 
 use super::rig::{self, Rig};
-use super::trace::{cycle_timing, CycleTiming, Frame};
+use super::trace::{cycle_timing, CycleTiming};
 
 /// The runtime's cycle period, ns.
 pub const PERIOD_NS: u64 = nao_actors::runtime::PERIOD_NS;
@@ -101,7 +102,7 @@ pub fn make_stiff(rig: &mut Rig, full: bool) -> Result<(), String> {
         let from = rig.frames.len();
         let _ = nao_actors::runtime::wake::send(&wake);
         let hit = rig.wait_frame(from, Duration::from_millis(50), |f| {
-            f.peer_pid == pid && f.is_cycle() && f.max_stiffness > 0
+            f.peer_pid == pid && f.is_cycle_frame() && f.max_stiffness > 0
         })?;
         if hit.is_some() {
             if full {
@@ -189,7 +190,7 @@ pub fn stop_now(rig: &mut Rig, how: Trigger, naoctl: bool) -> Result<StopSample,
     }
     let f = rig
         .wait_frame(from, Duration::from_secs(1), |f| {
-            f.peer_pid == pid && f.is_cycle() && f.all_off && f.t_ns >= t0
+            f.peer_pid == pid && f.is_cycle_frame() && f.all_off && f.t_ns >= t0
         })?
         .ok_or_else(|| format!("{how:?}: no all-off frame from the runtime within 1 s"))?;
     Ok(StopSample {
@@ -390,7 +391,7 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
         samples.push(proc_sample(rt, tid, guard));
         let got = rig.frames[from..]
             .iter()
-            .filter(|f| f.peer_pid == rt && f.is_cycle())
+            .filter(|f| f.peer_pid == rt && f.is_cycle_frame())
             .count() as u64;
         if got > cycles {
             break;
@@ -404,7 +405,7 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
             return Err("the runtime exited during the cycle measurement".into());
         }
     }
-    let frames: &[Frame] = &rig.frames[from..];
+    let frames: &[TraceLine] = &rig.frames[from..];
     let mut p = CyclePhase {
         timing: cycle_timing(frames, rt, PERIOD_NS),
         cycle_policy: tid.and_then(|t| rig::policy(rt, Some(t))),
@@ -418,7 +419,9 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
         let (a, b) = (w[0], w[1]);
         let n = frames
             .iter()
-            .filter(|f| f.peer_pid == rt && f.is_cycle() && f.t_ns > a.t_ns && f.t_ns <= b.t_ns)
+            .filter(|f| {
+                f.peer_pid == rt && f.is_cycle_frame() && f.t_ns > a.t_ns && f.t_ns <= b.t_ns
+            })
             .count() as u64;
         if let Some(c) = b.rt_cpu_ns.saturating_sub(a.rt_cpu_ns).checked_div(n) {
             p.rt_cpu_per_cycle.push(c);
@@ -452,16 +455,8 @@ pub fn controller_lost(
     let rt = rig.runtime_pid();
     let tid = rig::thread_named(rt, "nao-rs-control")
         .ok_or_else(|| format!("the runtime (pid {rt}) has no thread named nao-rs-control"))?;
-    // SAFETY: PTRACE_SEIZE with null addr and data only attaches to `tid`;
-    // no memory of ours is passed.
-    let rc = unsafe {
-        libc::ptrace(
-            libc::PTRACE_SEIZE,
-            tid,
-            std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::c_void>(),
-        )
-    };
+    // Attaches to `tid` without stopping it.
+    let rc = ptrace(libc::PTRACE_SEIZE, tid);
     if rc != 0 {
         return Err(format!(
             "cannot ptrace the controller thread {tid} of pid {rt}: {}; run as root or allow \
@@ -469,41 +464,42 @@ pub fn controller_lost(
             std::io::Error::last_os_error()
         ));
     }
-    // SAFETY: as above; PTRACE_INTERRUPT stops the seized thread.
-    unsafe {
-        libc::ptrace(
-            libc::PTRACE_INTERRUPT,
-            tid,
-            std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::c_void>(),
-        )
-    };
+    // Stops the seized thread.
+    ptrace(libc::PTRACE_INTERRUPT, tid);
     let mut status = 0;
     // SAFETY: waits for the traced thread's stop; `status` is a valid int.
     unsafe { libc::waitpid(tid, &mut status, libc::__WALL) };
     let t_stop = now_ns();
     let r = rig.collect_for(hold);
     let t_resume = now_ns();
-    // SAFETY: detaches the stopped tracee; it resumes with no signal.
-    unsafe {
-        libc::ptrace(
-            libc::PTRACE_DETACH,
-            tid,
-            std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::c_void>(),
-        )
-    };
+    // Detaches the stopped tracee; it resumes with no signal.
+    ptrace(libc::PTRACE_DETACH, tid);
     r?;
     rig.collect_for(after)?;
     Ok((t_stop, t_resume))
 }
 
+/// `ptrace(request, tid, NULL, NULL)`: the requests used here (SEIZE,
+/// INTERRUPT, DETACH) take no address and no data.
+fn ptrace(request: libc::c_uint, tid: i32) -> libc::c_long {
+    // SAFETY: with null addr and data these requests pass no memory of ours
+    // to the kernel; they act only on the thread `tid`.
+    unsafe {
+        libc::ptrace(
+            request,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    }
+}
+
 /// The frames of the window [t0, t1] as (ms relative to `t_ref`, stiffness)
 /// for process `pid`.
-pub fn window(frames: &[Frame], pid: i32, t0: u64, t1: u64, t_ref: u64) -> Vec<(f64, f64)> {
+pub fn window(frames: &[TraceLine], pid: i32, t0: u64, t1: u64, t_ref: u64) -> Vec<(f64, f64)> {
     frames
         .iter()
-        .filter(|f| f.peer_pid == pid && f.is_cycle() && f.t_ns >= t0 && f.t_ns <= t1)
+        .filter(|f| f.peer_pid == pid && f.is_cycle_frame() && f.t_ns >= t0 && f.t_ns <= t1)
         .map(|f| {
             (
                 (f.t_ns as i128 - t_ref as i128) as f64 / 1e6,

@@ -1,20 +1,11 @@
-//! `nao-rs bench --quick --out DIR`: every figure is measured and every
+//! `nao-rs-bench --quick --out DIR`: every figure is measured and every
 //! file is written. The values are not asserted (they depend on the
 //! machine); `docs/performance.md` shows a full run.
 
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Kills the bench (and through PR_SET_PDEATHSIG its programs) on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
 const KEYS: [&str; 23] = [
@@ -51,39 +42,36 @@ const PLOTS: [&str; 4] = [
 ];
 
 fn run_quick(out: &Path, tmp: &Path) -> (i32, String, String) {
-    // The programs the bench starts, built next to nao-rs.
-    for b in ["nao-rs-sim", "nao-rs-guard", "naoctl"] {
+    // The programs the bench starts, built next to it.
+    for b in ["nao-rs", "nao-rs-sim", "nao-rs-guard", "naoctl"] {
         testkit::bin(b);
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_nao-rs"))
-        .args(["bench", "--quick", "--out"])
-        .arg(out)
-        .arg("--recordings")
-        .arg(testkit::workspace_root().join("recordings"))
-        .env("TMPDIR", tmp)
-        .env("NAO_RS_DEATHSWITCH", tmp.join("unused-page"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start nao-rs bench");
-    let mut child = Killed(child);
-    let end = Instant::now() + Duration::from_secs(180);
-    loop {
-        if let Some(status) = child.0.try_wait().expect("wait for nao-rs bench") {
-            let mut stdout = String::new();
-            let mut stderr = String::new();
-            use std::io::Read;
-            if let Some(mut o) = child.0.stdout.take() {
-                let _ = o.read_to_string(&mut stdout);
-            }
-            if let Some(mut e) = child.0.stderr.take() {
-                let _ = e.read_to_string(&mut stderr);
-            }
-            return (status.code().unwrap_or(-1), stdout, stderr);
-        }
-        assert!(Instant::now() < end, "nao-rs bench --quick took over 180 s");
-        std::thread::sleep(Duration::from_millis(50));
+    // Killed on drop; its programs die with it (PR_SET_PDEATHSIG).
+    let mut child = testkit::Proc::from(
+        Command::new(env!("CARGO_BIN_EXE_nao-rs-bench"))
+            .args(["--quick", "--out"])
+            .arg(out)
+            .arg("--recordings")
+            .arg(testkit::workspace_root().join("recordings"))
+            .env("TMPDIR", tmp)
+            .env("NAO_RS_DEATHSWITCH", tmp.join("unused-page"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start nao-rs-bench"),
+    );
+    let status = child
+        .wait_exit(Duration::from_secs(180))
+        .expect("nao-rs-bench --quick took over 180 s");
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut stdout);
     }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    (status.code().unwrap_or(-1), stdout, stderr)
 }
 
 #[test]

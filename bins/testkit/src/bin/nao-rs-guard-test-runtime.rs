@@ -1,4 +1,6 @@
-//! A test-only runtime for the guard's tests and benchmark: it does what the
+//! A test-only runtime for the guard's tests and benchmark (never built into
+//! a package that is installed; tests find it with
+//! `testkit::bin(testkit::TEST_RUNTIME)`): it does what the
 //! guard watches a runtime do, and nothing more. It opens the page, registers
 //! its pid as the driver, brings the board up with the protocol core's full
 //! start-up (retrying every 50 ms for up to 5 s while the board is busy, as
@@ -24,74 +26,41 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use deathswitch::{Page, Reason};
 use nao_actors::kit::Ticker;
 use nao_wire::link::sim::SimLink;
 use nao_wire::protocol::cycle::{Cycle, CycleInput};
 use nao_wire::protocol::startup::{Startup, StartupError};
 use nao_wire::{Command, Link, LinkError, JOINTS};
+use signal_hook::consts::{SIGTERM, SIGUSR2};
 
-static STOP: AtomicBool = AtomicBool::new(false);
-static CRASH: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_usr2(_: libc::c_int) {
-    // Release: pairs with the Acquire load in the cycle loop.
-    CRASH.store(true, Ordering::Release);
-}
-
-extern "C" fn on_term(_: libc::c_int) {
-    // Release: pairs with the Acquire load in the cycle loop.
-    STOP.store(true, Ordering::Release);
-}
-
+/// A test-only runtime for the guard's tests and benchmark.
+#[derive(Parser)]
+#[command(name = "nao-rs-guard-test-runtime")]
 struct Args {
+    /// The page.
+    #[arg(long)]
     page: PathBuf,
-    link: String,
+    /// The virtual robot, `sim:PATH`.
+    #[arg(long, required_unless_present = "udp_only")]
+    link: Option<String>,
+    /// Every joint's stiffness (0..1), at its zero position.
+    #[arg(long, default_value_t = 0.0)]
     stiffness: f32,
+    /// Beat but never confirm an all-off frame, and ignore a trip.
+    #[arg(long)]
     never_confirm: bool,
+    /// Run only the UDP stop listener on PORT.
+    #[arg(long, value_name = "PORT")]
     udp_only: Option<u16>,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut it = std::env::args().skip(1);
-    let mut a = Args {
-        page: PathBuf::new(),
-        link: String::new(),
-        stiffness: 0.0,
-        never_confirm: false,
-        udp_only: None,
-    };
-    while let Some(k) = it.next() {
-        match k.as_str() {
-            "--page" => a.page = it.next().ok_or("--page needs a path")?.into(),
-            "--link" => a.link = it.next().ok_or("--link needs sim:PATH")?,
-            "--stiffness" => {
-                let v = it.next().ok_or("--stiffness needs a number")?;
-                a.stiffness = v
-                    .parse()
-                    .map_err(|_| format!("--stiffness {v:?}: not a number"))?;
-            }
-            "--never-confirm" => a.never_confirm = true,
-            "--udp-only" => {
-                let v = it.next().ok_or("--udp-only needs a port")?;
-                a.udp_only = Some(
-                    v.parse()
-                        .map_err(|_| format!("--udp-only {v:?}: not a port"))?,
-                );
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    if a.page.as_os_str().is_empty() || (a.link.is_empty() && a.udp_only.is_none()) {
-        return Err("usage: nao-rs-guard-test-runtime --page PATH --link sim:PATH [--stiffness S] [--never-confirm]".into());
-    }
-    Ok(a)
-}
-
 fn main() -> ExitCode {
-    match run() {
+    match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("nao-rs-guard-test-runtime: {e}");
@@ -100,21 +69,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<(), String> {
-    let a = parse()?;
-    use nix::sys::signal::Signal;
-    for (sig, handler) in [
-        (Signal::SIGTERM, on_term as extern "C" fn(libc::c_int)),
-        (Signal::SIGUSR2, on_usr2),
-    ] {
-        let act = nix::sys::signal::SigAction::new(
-            nix::sys::signal::SigHandler::Handler(handler),
-            nix::sys::signal::SaFlags::empty(),
-            nix::sys::signal::SigSet::empty(),
-        );
-        // SAFETY: each handler only stores to an atomic (async-signal-safe).
-        unsafe { nix::sys::signal::sigaction(sig, &act) }.map_err(|e| e.to_string())?;
-    }
+fn run(a: Args) -> Result<(), String> {
+    // The handlers only set the flags (signal-hook's `flag`: async-signal-safe).
+    let stop = Arc::new(AtomicBool::new(false));
+    let crash = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(SIGTERM, stop.clone()).map_err(|e| e.to_string())?;
+    signal_hook::flag::register(SIGUSR2, crash.clone()).map_err(|e| e.to_string())?;
 
     let page = Page::open(&a.page).map_err(|e| e.to_string())?;
     page.register_driver(std::process::id());
@@ -133,15 +93,15 @@ fn run() -> Result<(), String> {
             || {},
         )
         .map_err(|e| e.to_string())?;
-        // Acquire: pairs with the Release in the SIGTERM handler.
-        while !STOP.load(Ordering::Acquire) {
+        while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(20));
         }
         l.stop();
         return Ok(());
     }
-    let path = nao_wire::link::sim::sim_path(&a.link)
-        .ok_or(format!("--link {:?}: use sim:PATH", a.link))?;
+    let link_arg = a.link.unwrap_or_default();
+    let path = nao_wire::link::sim::sim_path(&link_arg)
+        .ok_or(format!("--link {link_arg:?}: use sim:PATH"))?;
     let mut link = SimLink::new(path);
 
     // The board: retry every 50 ms for up to 5 s while it is busy.
@@ -171,13 +131,12 @@ fn run() -> Result<(), String> {
     let mut ticker = Ticker::new(nao_actors::runtime::PERIOD_NS);
     loop {
         ticker.wait();
-        // Acquire: pairs with the Release in the SIGUSR2 handler.
-        if CRASH.load(Ordering::Acquire) {
+        if crash.load(Ordering::SeqCst) {
             // SAFETY: none, on purpose: the test's crash (SIGSEGV).
             unsafe { std::ptr::null_mut::<u8>().write_volatile(1) };
         }
         page.check();
-        let stopping = STOP.load(Ordering::Acquire);
+        let stopping = stop.load(Ordering::SeqCst);
         if stopping {
             page.trip(Reason::Shutdown);
         }

@@ -2,10 +2,25 @@
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 fn err<E: std::fmt::Debug>(path: &Path) -> impl Fn(E) -> String + '_ {
     move |e| format!("cannot draw {}: {e:?}", path.display())
+}
+
+/// The chart both plots draw on `root`: the title above, room for the axis
+/// labels.
+fn chart_on<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60);
+    b
 }
 
 /// A histogram of several sample sets (ns) with bins of `bin_ns`, counts on
@@ -39,11 +54,7 @@ pub fn histogram(
     let x_max = bins as f64 * bin_ms;
     let root = SVGBackend::new(path, (900, 450)).into_drawing_area();
     root.fill(&WHITE).map_err(err(path))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
+    let mut chart = chart_on(&root, title)
         .build_cartesian_2d(0f64..x_max, (0.8f64..top * 2.0).log_scale())
         .map_err(err(path))?;
     chart
@@ -101,11 +112,7 @@ pub fn stiffness(
     }
     let root = SVGBackend::new(path, (900, 450)).into_drawing_area();
     root.fill(&WHITE).map_err(err(path))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
+    let mut chart = chart_on(&root, title)
         .build_cartesian_2d(x0..x1, 0f64..1050f64)
         .map_err(err(path))?;
     chart

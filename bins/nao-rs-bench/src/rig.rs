@@ -10,8 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
-
-use super::trace::{Frame, Tail};
+use nao_rs_sim::{Tail, TraceLine};
 
 /// The sim's SCHED_FIFO priority: above the runtime's cycle (30), below the
 /// guard (40). It stands for the chest board, which is hardware.
@@ -152,7 +151,7 @@ fn spawn(name: &'static str, mut cmd: Command, log: &Path) -> Result<Proc, Strin
 /// The programs the bench runs.
 #[derive(Debug, Clone)]
 pub struct Bins {
-    /// `nao-rs` itself (for `nao-rs run`).
+    /// The runtime host (for `nao-rs run`).
     pub nao_rs: PathBuf,
     /// The virtual robot.
     pub sim: PathBuf,
@@ -165,28 +164,25 @@ pub struct Bins {
 impl Bins {
     /// The programs in `dir`, or next to this executable.
     pub fn find(dir: Option<&Path>) -> Result<Bins, String> {
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot find this program's path: {e}; give --bin-dir"))?;
         let dir = match dir {
             Some(d) => d.to_path_buf(),
-            None => exe.parent().map(Path::to_path_buf).unwrap_or_default(),
-        };
-        let nao_rs = if dir.join("nao-rs").exists() {
-            dir.join("nao-rs")
-        } else {
-            exe
+            None => std::env::current_exe()
+                .map_err(|e| format!("cannot find this program's path: {e}; give --bin-dir"))?
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
         };
         let bins = Bins {
-            nao_rs,
+            nao_rs: dir.join("nao-rs"),
             sim: dir.join("nao-rs-sim"),
             guard: dir.join("nao-rs-guard"),
             naoctl: dir.join("naoctl"),
         };
-        for p in [&bins.sim, &bins.guard, &bins.naoctl] {
+        for p in [&bins.nao_rs, &bins.sim, &bins.guard, &bins.naoctl] {
             if !p.exists() {
                 return Err(format!(
                     "{} not found; build the workspace's programs (`cargo build --bins`) or give \
-                     --bin-dir DIR with nao-rs-sim, nao-rs-guard and naoctl",
+                     --bin-dir DIR with nao-rs, nao-rs-sim, nao-rs-guard and naoctl",
                     p.display()
                 ));
             }
@@ -213,7 +209,7 @@ pub struct Rig {
     /// The page, mapped in the bench.
     pub page: Page,
     /// Every frame of the trace read so far.
-    pub frames: Vec<Frame>,
+    pub frames: Vec<TraceLine>,
     /// The sim runs at SCHED_FIFO [`SIM_PRIORITY`].
     pub sim_fifo: bool,
     /// Runtimes started so far.
@@ -268,7 +264,7 @@ impl Rig {
         let sim_fifo = policy(sim.pid(), None).is_some_and(|(p, _)| p == libc::SCHED_FIFO);
         let udp_port = free_udp_port()?;
         let mut rig = Rig {
-            tail: Tail::new(&d.join("trace.jsonl")),
+            tail: Tail::new(d.join("trace.jsonl")),
             bins,
             udp_port,
             page,
@@ -386,7 +382,7 @@ impl Rig {
         self.runtime_starts += 1;
         let from = self.frames.len();
         let got = self.wait_frame(from, Duration::from_secs(10), |f| {
-            f.peer_pid == pid && f.is_cycle()
+            f.peer_pid == pid && f.is_cycle_frame()
         })?;
         if got.is_none() {
             let log = self
@@ -414,8 +410,8 @@ impl Rig {
         &mut self,
         from: usize,
         timeout: Duration,
-        pred: impl Fn(&Frame) -> bool,
-    ) -> Result<Option<Frame>, String> {
+        pred: impl Fn(&TraceLine) -> bool,
+    ) -> Result<Option<TraceLine>, String> {
         let end = Instant::now() + timeout;
         let mut i = from;
         loop {

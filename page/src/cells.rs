@@ -245,8 +245,19 @@ impl Cells {
         self.beat_cycle.store(stored, Ordering::Release);
     }
 
-    /// Stores the runtime's process id.
+    /// Stores the runtime's process id. A new runtime in place of another
+    /// (a restart) first clears its predecessor's heartbeat: that beat is
+    /// not the new runtime's, and a guard that judged it would see a
+    /// runtime still in its start-up as hung since the predecessor's last
+    /// beat and kill it. The same pid again (or a pid stored after a
+    /// repair zeroed it) keeps the beat.
     pub fn register_driver(&self, pid: u32) {
+        let before = self.driver_pid.load(Ordering::Acquire);
+        if before != 0 && before != pid {
+            self.clear_heartbeat();
+        }
+        // Release: pairs with the Acquire load of `driver_pid` in
+        // `snapshot`: a reader that sees the new pid sees the cleared beat.
         self.driver_pid.store(pid, Ordering::Release);
     }
 
@@ -515,6 +526,24 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_runtime_is_not_judged_by_its_predecessors_beat() {
+        let c = armed();
+        c.register_driver(42);
+        c.write_heartbeat(9, 9, true);
+        // The same runtime again (e.g. after a repair): its beat stays.
+        c.register_driver(42);
+        assert_eq!(c.snapshot().last_cycle, Some(9));
+        // A new runtime: no beat until it writes its own.
+        c.register_driver(43);
+        let s = c.snapshot();
+        assert_eq!(s.driver_pid, Some(43));
+        assert_eq!(
+            (s.last_cycle, s.last_beat_ns, s.all_off_confirmed_cycle),
+            (None, None, None)
+        );
+    }
+
+    #[test]
     fn clear_heartbeat_keeps_driver_pid_and_clear_driver_drops_it() {
         let c = armed();
         c.register_driver(42);
@@ -538,11 +567,12 @@ mod tests {
         let c = armed();
         c.register_driver(42);
         c.write_heartbeat(9, 9, true);
-        c.register_driver(43); // a restarted runtime registers
+        c.register_driver(43); // a restarted runtime registers and beats
+        c.write_heartbeat(1, 10, true);
         assert!(!c.clear_driver_if(42));
         let s = c.snapshot();
         assert_eq!(s.driver_pid, Some(43));
-        assert_eq!(s.last_cycle, Some(9), "nothing changed");
+        assert_eq!(s.last_cycle, Some(1), "nothing changed");
         assert!(c.clear_driver_if(43));
         let s = c.snapshot();
         assert_eq!((s.driver_pid, s.last_cycle), (None, None));

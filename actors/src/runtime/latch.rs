@@ -72,8 +72,10 @@ pub enum Change {
     Rearmed,
     /// A wake after the re-arm: commands pass again.
     Woken,
-    /// A wake came while tripped (or not after the re-arm): used up, no effect.
-    WakeIgnored,
+    /// A wake came while the switch is tripped: used up, no effect.
+    WakeWhileTripped,
+    /// A wake stamped before the page's re-arm: used up, no effect.
+    WakeBeforeRearm,
 }
 
 /// The latch between the controllers and the protocol core.
@@ -139,7 +141,7 @@ impl WakeLatch {
             return if was != LatchState::Tripped {
                 Change::Tripped
             } else if o.wake_ns.is_some() {
-                Change::WakeIgnored
+                Change::WakeWhileTripped
             } else {
                 Change::Unchanged
             };
@@ -158,7 +160,7 @@ impl WakeLatch {
                 self.state = LatchState::Awake;
                 Change::Woken
             }
-            Some(_) => Change::WakeIgnored,
+            Some(_) => Change::WakeBeforeRearm,
             None if was == LatchState::Awake => Change::Tripped,
             None if was == LatchState::Tripped => Change::Rearmed,
             None => Change::Unchanged,
@@ -284,7 +286,7 @@ mod tests {
             // A trip seen on the page.
             row(true, 2, false, None, Tripped, true),
             // A wake while tripped is used up.
-            row(true, 2, false, at(2, 0), WakeIgnored, true),
+            row(true, 2, false, at(2, 0), WakeWhileTripped, true),
             // Re-armed (just before this read): still limp.
             re(armed, row(false, 2, false, None, Rearmed, true)),
             re(armed, row(false, 2, false, None, Unchanged, true)),
@@ -363,7 +365,7 @@ mod tests {
                     2,
                     false,
                     at(1, 0).map(|t| t - 2_000),
-                    WakeIgnored,
+                    WakeBeforeRearm,
                     true,
                 ),
             ),
@@ -396,7 +398,7 @@ mod tests {
             row(true, 2, false, None, Tripped, true),
             re(first, row(false, 2, false, None, Rearmed, true)),
             re(first, row(true, 3, false, None, Tripped, true)),
-            re(first, row(true, 3, false, at(3, 1), WakeIgnored, true)),
+            re(first, row(true, 3, false, at(3, 1), WakeWhileTripped, true)),
             re(second, row(false, 3, false, None, Rearmed, true)),
             re(second, row(false, 3, false, at(5, 1), Woken, false)),
         ]);

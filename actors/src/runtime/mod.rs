@@ -736,7 +736,11 @@ impl CycleActor {
                 "re-armed: still limp until `nao-rs wake` (cycle)",
             ),
             latch::Change::Woken => (Level::Info, "woken: commands pass again (cycle)"),
-            latch::Change::WakeIgnored => (
+            latch::Change::WakeWhileTripped => (
+                Level::Warning,
+                "wake ignored: the switch is tripped; re-arm (`naoctl rearm`), then wake (cycle)",
+            ),
+            latch::Change::WakeBeforeRearm => (
                 Level::Warning,
                 "wake ignored: not after the re-arm; re-arm, then wake (cycle)",
             ),

@@ -11,6 +11,10 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== cargo machete (no dependency declared and unused)"
+# A fresh machine has no cargo-machete: install it from crates.io once.
+if ! command -v cargo-machete >/dev/null 2>&1; then
+    cargo install --locked cargo-machete
+fi
 cargo machete
 
 echo "== cargo test (workspace)"

@@ -89,7 +89,7 @@ host_tool() { # command package
 # A plain install where it works; where the machine's qemu-utils (backports)
 # conflicts with qemu-system-common, install every dependency but those two
 # packages and run qemu from the two .debs unpacked under the cache
-# (shared/notes/virtual-head.md).
+# (docs/virtual-head.md).
 QEMU=""
 QEMU_ARGS=()
 ensure_qemu() {

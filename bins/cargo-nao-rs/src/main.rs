@@ -1,6 +1,6 @@
 //! `cargo nao-rs stop ADDRESS`: the UDP stop from a developer's computer.
 //!
-//! Sends the stop datagram (`NAO-RS STOP`, `spec/death-switch.md`) ten times,
+//! Sends the stop datagram (`NAO-RS STOP`, `docs/page.md`) ten times,
 //! 5 ms apart, to ADDRESS on port 7701 (`--port`). One arriving is enough.
 //! `--broadcast` sends to the broadcast address given (or
 //! 255.255.255.255), stopping every robot on the subnet at once.

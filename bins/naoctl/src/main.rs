@@ -26,7 +26,7 @@ enum Command {
     /// Armed or tripped, why, since when; the runtime's heartbeat, the driver and the guard.
     /// Reads only: never creates, repairs or writes the page.
     Status {
-        /// One JSON object on one line (the fields of spec/death-switch.md).
+        /// One JSON object on one line (the fields of docs/page.md).
         #[arg(long)]
         json: bool,
     },

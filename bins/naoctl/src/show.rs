@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::{age_ms, flag_names, since_unix_ns};
 
-/// The JSON object of `naoctl status --json` (spec/death-switch.md fields,
+/// The JSON object of `naoctl status --json` (docs/page.md fields,
 /// plus extras).
 pub fn json(path: &Path, ins: &Inspection, now: u64) -> serde_json::Value {
     let s = &ins.snapshot;

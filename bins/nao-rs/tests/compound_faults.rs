@@ -125,6 +125,20 @@ fn damaged_page_re_armed_within_one_cycle() {
         naoctl(&s.page_path, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
         settle(&s.sim, rearmed, 100);
+        // Two repairers race: when the runtime saw the truncated page
+        // before naoctl made it whole, its own repair (trip page-lost)
+        // can land after the re-arm. The safe outcome: tripped again, and
+        // the person re-arms again, as at the robot.
+        let page = deathswitch::inspect(&s.page_path).unwrap().snapshot;
+        if !page.armed {
+            assert_eq!(
+                page.reason,
+                Some(deathswitch::Reason::PageLost),
+                "round {round}"
+            );
+            naoctl(&s.page_path, &["rearm", "--yes"]);
+            settle(&s.sim, deathswitch::now_ns(), 100);
+        }
         let woke = deathswitch::now_ns();
         let w = window(&cycle_frames(&s.sim), t, woke);
         let stiff = stiff_after(&w, t);

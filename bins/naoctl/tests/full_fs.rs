@@ -61,6 +61,16 @@ fn naoctl_answers(page: &Path, what: &str) {
     assert!(t.contains("reads as tripped"), "{what}: {t}");
 }
 
+/// Runs `damage` with the robot's runtime stopped (SIGSTOP, then SIGCONT):
+/// the damage and the filling of the filesystem land between two of its
+/// checks.
+fn hold(robot: &common::Robot, dir: &Path, damage: impl FnOnce()) {
+    let pid = robot.rt.id();
+    assert!(sh(&format!("kill -STOP {pid}"), dir));
+    damage();
+    assert!(sh(&format!("kill -CONT {pid}"), dir));
+}
+
 fn registered(page: &Page) {
     page.rearm();
     page.register_driver(std::process::id());
@@ -174,8 +184,13 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
     let robot = common::Robot::start(Some(&path));
     fill(dir, "filler");
     let t = deathswitch::now_ns();
-    assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
-    fill(dir, "filler2");
+    // The truncation frees the page's block: the runtime is held while the
+    // test fills it again, else (under load) it backs the page first and
+    // there is no full filesystem left to test.
+    hold(&robot, dir, || {
+        assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
+        fill(dir, "filler2");
+    });
     let frames = robot.frames_from(t, 400);
     common::assert_all_off_from_that_frame(&frames, t, "runtime: truncated on a full tmpfs");
     naoctl_answers(&path, "runtime: truncated on a full tmpfs");
@@ -212,8 +227,10 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
             .is_some());
     }
     let t = deathswitch::now_ns();
-    assert!(sh("rm -f \"$1/deathswitch\"", dir));
-    fill(dir, "filler");
+    hold(&robot, dir, || {
+        assert!(sh("rm -f \"$1/deathswitch\"", dir));
+        fill(dir, "filler");
+    });
     let frames = robot.frames_from(t, 400);
     common::assert_all_off_from_that_frame(&frames, t, "runtime: page deleted on a full tmpfs");
     naoctl_answers(&path, "runtime: page deleted on a full tmpfs");

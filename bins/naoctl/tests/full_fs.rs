@@ -63,12 +63,14 @@ fn naoctl_answers(page: &Path, what: &str) {
 
 /// Runs `damage` with the robot's runtime stopped (SIGSTOP, then SIGCONT):
 /// the damage and the filling of the filesystem land between two of its
-/// checks.
-fn hold(robot: &common::Robot, dir: &Path, damage: impl FnOnce()) {
+/// checks. Returns the fault's time, taken once the runtime is stopped.
+fn hold(robot: &common::Robot, dir: &Path, damage: impl FnOnce()) -> u64 {
     let pid = robot.rt.id();
     assert!(sh(&format!("kill -STOP {pid}"), dir));
+    let t = deathswitch::now_ns();
     damage();
     assert!(sh(&format!("kill -CONT {pid}"), dir));
+    t
 }
 
 fn registered(page: &Page) {
@@ -183,11 +185,10 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
     let path = dir.join("deathswitch");
     let robot = common::Robot::start(Some(&path));
     fill(dir, "filler");
-    let t = deathswitch::now_ns();
     // The truncation frees the page's block: the runtime is held while the
     // test fills it again, else (under load) it backs the page first and
     // there is no full filesystem left to test.
-    hold(&robot, dir, || {
+    let t = hold(&robot, dir, || {
         assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
         fill(dir, "filler2");
     });
@@ -226,8 +227,7 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
             .unwrap()
             .is_some());
     }
-    let t = deathswitch::now_ns();
-    hold(&robot, dir, || {
+    let t = hold(&robot, dir, || {
         assert!(sh("rm -f \"$1/deathswitch\"", dir));
         fill(dir, "filler");
     });

@@ -13,7 +13,10 @@ use testkit::{poke, sh};
 fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
     let r = Robot::start(None);
     let t = deathswitch::now_ns();
-    assert!(sh("rm -f \"$1\" && ln -s deathswitch \"$1\"", &r.page_path));
+    // In one step: GNU `ln -sf` makes the link under a temporary name and
+    // renames it over the page; with `rm` then `ln` the runtime's next
+    // check can recreate the page in between.
+    assert!(sh("ln -sf deathswitch \"$1\"", &r.page_path));
     let frames = r.frames_from(t, 300);
     assert_all_off_from_that_frame(&frames, t, "symlink loop");
     let (out, took) = naoctl_bounded(&r.page_path, &["status"]);

@@ -97,15 +97,17 @@ impl Robot {
 
 /// Judged by the trace: the runtime keeps sending frames (nothing hangs or
 /// spins instead of cycling), and every frame after the fault is all-off;
-/// only the one already on its way when the fault landed (received within
-/// one 12 ms period) may still be stiff.
+/// only the one already on its way when the fault landed may still be
+/// stiff: the first frame, received within two 12 ms periods (its cycle
+/// checked the page before the fault; on a loaded machine the cycle thread
+/// can be preempted between that check and the write).
 pub fn assert_all_off_from_that_frame(frames: &[TraceLine], fault_ns: u64, what: &str) {
     assert!(
         frames.len() >= 10,
         "{what}: the runtime stopped sending frames: {frames:?}"
     );
     for (i, l) in frames.iter().enumerate() {
-        let in_flight = i == 0 && l.t_ns < fault_ns + 12_000_000;
+        let in_flight = i == 0 && l.t_ns < fault_ns + 24_000_000;
         assert!(
             l.all_off || in_flight,
             "{what}: stiff frame {i} after the fault: {l:?} (fault at {fault_ns})"

@@ -24,6 +24,7 @@ pub mod controller;
 pub mod flags;
 pub mod latch;
 pub mod program;
+pub mod status_file;
 pub mod switch;
 pub mod udp;
 pub mod wake;

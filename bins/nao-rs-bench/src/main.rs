@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use nao_actors::runtime::status_file::StatusFile;
 use nix::sys::signal::Signal;
 
 mod plot;
@@ -356,9 +357,9 @@ fn run(a: &Args) -> Result<bool, String> {
     // cycle on (kit::alloc::CountingAlloc) and reports the total in its
     // status file.
     let allocations = |p: &trials::CyclePhase| {
-        serde_json::from_str::<serde_json::Value>(&p.status)
+        serde_json::from_str::<StatusFile>(&p.status)
             .ok()
-            .and_then(|v| v.get("cycle_allocations").and_then(|c| c.as_u64()))
+            .and_then(|s| s.cycle_allocations)
     };
     if let (Some(q), Some(l)) = (allocations(&quiet), allocations(&loaded)) {
         figs.allocs.samples = vec![q, l];

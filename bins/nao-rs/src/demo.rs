@@ -80,7 +80,7 @@ fn sibling(name: &str) -> Option<PathBuf> {
 }
 
 fn status_text(path: &Path) -> Option<String> {
-    let s = crate::run::StatusFile::read(path)?;
+    let s = nao_actors::runtime::status_file::StatusFile::read(path)?;
     let switch = if s.tripped {
         format!("TRIPPED ({})", s.reason.as_deref().unwrap_or("?"))
     } else {

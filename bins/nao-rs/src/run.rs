@@ -1,7 +1,6 @@
 //! `nao-rs run`: hosts the runtime on the chest board or the virtual robot.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,6 +8,7 @@ use signal_hook::consts::signal::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIG
 use signal_hook::iterator::Signals;
 
 use nao_actors::runtime::controller::{self, Idle, Stand};
+use nao_actors::runtime::status_file::StatusFile;
 use nao_actors::runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::usb::UsbLink;
@@ -132,66 +132,6 @@ pub fn lock_memory() {
              cycles. Fix: run as root or with CAP_IPC_LOCK, or raise the limit \
              (LimitMEMLOCK=infinity in the systemd unit, `ulimit -l unlimited`)"
         );
-    }
-}
-
-/// The runtime's status file (`--status-file`): one JSON line, rewritten
-/// every 100 ms, read by `nao-rs demo`. Each field is the runtime's
-/// [`Handle::status`] or [`Handle::switch`] when written, in the unit its
-/// name ends with; the fields are in alphabetical order, the order of the
-/// line since it was first written.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StatusFile {
-    pub(crate) cycle: u64,
-    /// `None` where the counting allocator is not installed.
-    pub(crate) cycle_allocations: Option<u64>,
-    pub(crate) flags: Vec<String>,
-    pub(crate) lateness_us: u64,
-    pub(crate) limp: bool,
-    pub(crate) max_lateness_us: u64,
-    pub(crate) max_stiffness: u32,
-    pub(crate) overruns: u64,
-    pub(crate) reason: Option<String>,
-    pub(crate) tripped: bool,
-}
-
-impl StatusFile {
-    /// The status of the runtime behind `h` now.
-    pub fn of(h: &Handle) -> StatusFile {
-        let s = h.status();
-        let sw = h.switch();
-        StatusFile {
-            cycle: s.cycles.load(Ordering::Relaxed),
-            cycle_allocations: nao_actors::kit::alloc::installed()
-                .then(|| s.cycle_allocations.load(Ordering::Relaxed)),
-            flags: deathswitch::flags::names(s.flags.load(Ordering::Relaxed))
-                .map(String::from)
-                .collect(),
-            lateness_us: s.lateness_ns.load(Ordering::Relaxed) / 1000,
-            limp: sw.limp,
-            max_lateness_us: s.max_lateness_ns.load(Ordering::Relaxed) / 1000,
-            max_stiffness: s.max_stiffness.load(Ordering::Relaxed),
-            overruns: s.overruns.load(Ordering::Relaxed),
-            reason: sw.reason.map(|r| r.name().to_string()),
-            tripped: sw.tripped,
-        }
-    }
-
-    /// Reads the file at `path`; `None` while it is missing or not a status.
-    pub fn read(path: &Path) -> Option<StatusFile> {
-        let text = std::fs::read_to_string(path).ok()?;
-        serde_json::from_str(text.trim()).ok()
-    }
-
-    /// Writes the file at `path` whole (a temp file renamed over it).
-    fn write(&self, path: &Path) {
-        let Ok(line) = serde_json::to_string(self) else {
-            return;
-        };
-        let tmp = path.with_extension("tmp");
-        if std::fs::write(&tmp, line + "\n").is_ok() {
-            let _ = std::fs::rename(&tmp, path);
-        }
     }
 }
 

@@ -75,6 +75,13 @@ struct HostCable {
     conn: Conn,
     open: bool,
     answer: QueuedAnswer,
+    /// Control requests served in this session. Every host starts a
+    /// session with control requests (START, VERSION) before its first
+    /// frame, so a frame handled while this is 0 was written by the
+    /// previous session's host (the kernel completed it before the new
+    /// session began; this thread took it later): the body steps it, but
+    /// its answer is not queued for the new host to read.
+    control_requests: u64,
 }
 
 /// The answer queued on bulk IN (the socket device's pending answer).
@@ -184,6 +191,7 @@ pub fn serve(device: Device, paths: &FfsPaths) -> Result<(), String> {
             tx: Some(tx),
             queued: false,
         },
+        control_requests: 0,
     }));
     {
         let (shared, link) = (Arc::clone(&shared), Arc::clone(&link));
@@ -220,6 +228,7 @@ fn enable(shared: &Shared, link: &mut HostCable) {
         disable(shared, link);
     }
     link.answer.withdraw(shared);
+    link.control_requests = 0;
     shared.device().connected();
     let mut open = [OP_OPEN, 0, 0, 0, 0];
     open[1..3].copy_from_slice(&VENDOR_ID.to_le_bytes());
@@ -324,7 +333,7 @@ fn serve_ep0(
             Event::SetupDeviceToHost(sender) => {
                 let mut req = control_request(OP_CONTROL_IN, sender.ctrl_req());
                 req.extend_from_slice(&sender.ctrl_req().length.to_le_bytes());
-                shared.request(&mut lock(link).conn, &req, &mut out);
+                serve_control(shared, &mut lock(link), &req, &mut out);
                 let r = match out.split_first() {
                     Some((&ST_OK, answer)) => sender.send(answer).map(|_| ()),
                     _ => sender.halt(),
@@ -344,7 +353,7 @@ fn serve_ep0(
                     Ok(got) => {
                         let mut req = control_request(OP_CONTROL_OUT, &r);
                         req.extend_from_slice(&data[..got]);
-                        shared.request(&mut lock(link).conn, &req, &mut out);
+                        serve_control(shared, &mut lock(link), &req, &mut out);
                     }
                     Err(e) => eprintln!("nao-rs-sim: control OUT on {}: {e}", dir.display()),
                 }
@@ -352,6 +361,12 @@ fn serve_ep0(
             _ => {}
         }
     }
+}
+
+/// A control request of this session's host, answered by the device.
+fn serve_control(shared: &Shared, link: &mut HostCable, req: &[u8], out: &mut Vec<u8>) {
+    link.control_requests += 1;
+    shared.request(&mut link.conn, req, out);
 }
 
 /// Keeps bulk OUT's reads queued (`OUT_QUEUE`): the kernel completes the
@@ -402,8 +417,11 @@ fn serve_bulk(mut rx: EndpointReceiver, shared: &Shared, link: &Mutex<HostCable>
         shared.request(&mut l.conn, &req, &mut out);
         shared.request(&mut l.conn, &bulk_in, &mut out);
         l.answer.withdraw(shared);
-        if let Some((&ST_OK, answer)) = out.split_first() {
-            l.answer.queue(Bytes::copy_from_slice(answer));
+        match out.split_first() {
+            Some((&ST_OK, answer)) if l.control_requests > 0 => {
+                l.answer.queue(Bytes::copy_from_slice(answer))
+            }
+            _ => {}
         }
     }
 }
@@ -431,6 +449,7 @@ mod tests {
                 tx: None,
                 queued: false,
             },
+            control_requests: 0,
         };
         enable(&shared, &mut link);
         (shared, link)

@@ -9,16 +9,17 @@
 //! - `tripped_at_ns`: [`TRIP_TIME_PENDING`] while armed and in the instant
 //!   between a trip's compare-and-swap and its time store.
 
-use crate::damage::{Damage, TimeField, FUTURE_TOLERANCE_NS, FUTURE_TOLERANCE_UNIX_NS};
+use crate::damage::{Damage, TimeField, FUTURE_TOLERANCE_NS};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::{Reason, Snapshot};
+use crate::{Motion, Reason, Snapshot};
 
 /// The magic value at offset 0 and offset 120 (ASCII "NAORS-DS", little
 /// endian). A page without both counts as tripped.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NAORS-DS");
-/// The layout version this crate reads and writes (2: `trip_count` at
-/// offset 72 is the armed -> tripped transition count every holder reads).
-pub const VERSION: u32 = 2;
+/// The layout version this crate reads and writes (3: the identities'
+/// start times, the runtime's motion state and the page's nonce took the
+/// reserved words of version 2).
+pub const VERSION: u32 = 3;
 /// The size of the layout and of the page file, in bytes.
 pub const LEN: usize = 128;
 /// `tripped_at_ns` while armed, and while a trip is being stored.
@@ -42,7 +43,11 @@ pub struct Cells {
     guard_holding: AtomicU32,
     trip_count: AtomicU64,
     armed_at_unix_ns: AtomicU64,
-    reserved: [AtomicU64; 4],
+    driver_start: AtomicU64,
+    guard_start: AtomicU64,
+    motion: AtomicU32,
+    reserved: AtomicU32,
+    nonce: AtomicU64,
     magic_tail: AtomicU64,
 }
 
@@ -64,6 +69,11 @@ const _: () = {
     assert!(std::mem::offset_of!(Cells, guard_holding) == 68);
     assert!(std::mem::offset_of!(Cells, trip_count) == 72);
     assert!(std::mem::offset_of!(Cells, armed_at_unix_ns) == 80);
+    assert!(std::mem::offset_of!(Cells, driver_start) == 88);
+    assert!(std::mem::offset_of!(Cells, guard_start) == 96);
+    assert!(std::mem::offset_of!(Cells, motion) == 104);
+    assert!(std::mem::offset_of!(Cells, reserved) == 108);
+    assert!(std::mem::offset_of!(Cells, nonce) == 112);
     assert!(std::mem::offset_of!(Cells, magic_tail) == 120);
 };
 
@@ -94,17 +104,22 @@ impl Cells {
             guard_holding: AtomicU32::new(0),
             trip_count: AtomicU64::new(0),
             armed_at_unix_ns: AtomicU64::new(0),
-            reserved: std::array::from_fn(|_| AtomicU64::new(0)),
+            driver_start: AtomicU64::new(0),
+            guard_start: AtomicU64::new(0),
+            motion: AtomicU32::new(0),
+            reserved: AtomicU32::new(0),
+            nonce: AtomicU64::new(0),
             magic_tail: AtomicU64::new(0),
         }
     }
 
     /// Makes the page whole: clears the magic first (readers see tripped
     /// meanwhile), zeroes every field, stores `reason` tripped at the given
-    /// times, then writes the magic back. `trip_count` becomes one more than
-    /// the count it held (1 on a fresh, zeroed file).
-    pub fn initialize(&self, reason: Reason, now_ns: u64, unix_ns: u64) {
-        self.initialize_after(reason, now_ns, unix_ns, 0)
+    /// times and the page's new `nonce` (0 is stored as 1: a whole page's
+    /// nonce is never 0), then writes the magic back. `trip_count` becomes
+    /// one more than the count it held (1 on a fresh, zeroed file).
+    pub fn initialize(&self, reason: Reason, now_ns: u64, unix_ns: u64, nonce: u64) {
+        self.initialize_after(reason, now_ns, unix_ns, 0, nonce)
     }
 
     /// [`Cells::initialize`], with `trip_count` one more than the larger of
@@ -112,7 +127,14 @@ impl Cells {
     /// holder read): a repair always changes the count every holder last
     /// read, so none misses the `page-lost` trip even if a person re-arms
     /// before it looks again.
-    pub fn initialize_after(&self, reason: Reason, now_ns: u64, unix_ns: u64, seen: u64) {
+    pub fn initialize_after(
+        &self,
+        reason: Reason,
+        now_ns: u64,
+        unix_ns: u64,
+        seen: u64,
+        nonce: u64,
+    ) {
         let count = self
             .trip_count
             .load(Ordering::Acquire)
@@ -134,9 +156,11 @@ impl Cells {
         self.guard_holding.store(0, Ordering::Release);
         self.trip_count.store(count, Ordering::Release);
         self.armed_at_unix_ns.store(0, Ordering::Release);
-        for r in &self.reserved {
-            r.store(0, Ordering::Release);
-        }
+        self.driver_start.store(0, Ordering::Release);
+        self.guard_start.store(0, Ordering::Release);
+        self.motion.store(Motion::None.code(), Ordering::Release);
+        self.reserved.store(0, Ordering::Release);
+        self.nonce.store(nonce.max(1), Ordering::Release);
         self.version.store(VERSION, Ordering::Release);
         self.magic_tail.store(MAGIC, Ordering::Release);
         // Release: pairs with the Acquire loads of `magic_ok`; the magic is
@@ -245,20 +269,41 @@ impl Cells {
         self.beat_cycle.store(stored, Ordering::Release);
     }
 
-    /// Stores the runtime's process id. A new runtime in place of another
-    /// (a restart) first clears its predecessor's heartbeat: that beat is
-    /// not the new runtime's, and a guard that judged it would see a
-    /// runtime still in its start-up as hung since the predecessor's last
-    /// beat and kill it. The same pid again (or a pid stored after a
-    /// repair zeroed it) keeps the beat.
-    pub fn register_driver(&self, pid: u32) {
+    /// Stores the runtime's identity: its process id and its start time
+    /// (`driver_start`, [`crate::process::start_time`]; 0 unknown), which a
+    /// reused pid cannot match. A new runtime in place of another (a
+    /// restart) first clears its predecessor's heartbeat and motion state:
+    /// they are not the new runtime's, and a guard that judged the beat
+    /// would see a runtime still in its start-up as hung since the
+    /// predecessor's last beat and kill it. The same identity again (or
+    /// one stored after a repair zeroed it) keeps the beat.
+    pub fn register_driver(&self, pid: u32, start: u64) {
         let before = self.driver_pid.load(Ordering::Acquire);
-        if before != 0 && before != pid {
+        let before_start = self.driver_start.load(Ordering::Acquire);
+        if before != 0 && (before != pid || before_start != start) {
             self.clear_heartbeat();
+            self.motion.store(Motion::None.code(), Ordering::Release);
         }
+        self.driver_start.store(start, Ordering::Release);
         // Release: pairs with the Acquire load of `driver_pid` in
-        // `snapshot`: a reader that sees the new pid sees the cleared beat.
+        // `snapshot`: a reader that sees the new pid sees the cleared beat
+        // and the new start time.
         self.driver_pid.store(pid, Ordering::Release);
+    }
+
+    /// The stored `driver_start` (0: unknown).
+    pub fn driver_start(&self) -> u64 {
+        self.driver_start.load(Ordering::Acquire)
+    }
+
+    /// The stored `guard_start` (0: unknown).
+    pub fn guard_start(&self) -> u64 {
+        self.guard_start.load(Ordering::Acquire)
+    }
+
+    /// The runtime publishes its motion state (every frame; one store).
+    pub fn set_motion(&self, motion: Motion) {
+        self.motion.store(motion.code(), Ordering::Release);
     }
 
     /// The stored `driver_pid` (0: none).
@@ -282,10 +327,12 @@ impl Cells {
         self.all_off_cycle.store(0, Ordering::Release);
     }
 
-    /// Clears the driver's process id and the heartbeat.
+    /// Clears the driver's identity, its motion state and the heartbeat.
     pub fn clear_driver(&self) {
         self.clear_heartbeat();
+        self.motion.store(Motion::None.code(), Ordering::Release);
         self.driver_pid.store(0, Ordering::Release);
+        self.driver_start.store(0, Ordering::Release);
     }
 
     /// Guard release without a race: clears `driver_pid` only while it still
@@ -299,6 +346,8 @@ impl Cells {
             .is_ok();
         if cleared {
             self.clear_heartbeat();
+            self.motion.store(Motion::None.code(), Ordering::Release);
+            self.driver_start.store(0, Ordering::Release);
         }
         cleared
     }
@@ -313,29 +362,33 @@ impl Cells {
         self.safety_flags.load(Ordering::Acquire)
     }
 
-    /// Publishes the guard's process id (0: none) and whether it holds the
-    /// chest board.
-    pub fn set_guard(&self, pid: u32, holding_board: bool) {
+    /// Publishes the guard's identity (pid 0: none; `start` its process
+    /// start time, 0 unknown) and whether it holds the chest board.
+    pub fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
+        self.guard_start.store(start, Ordering::Release);
         self.guard_pid.store(pid, Ordering::Release);
         self.guard_holding
             .store(u32::from(holding_board), Ordering::Release);
     }
 
-    /// A reserved word is not zero, or `guard_holding` is neither 0 nor 1:
-    /// values no nao-rs writes.
+    /// The reserved word is not zero, `guard_holding` is neither 0 nor 1,
+    /// `motion` is no [`Motion`] code, or the nonce is 0: values no nao-rs
+    /// writes.
     pub fn garbage(&self) -> bool {
-        self.reserved.iter().any(|r| r.load(Ordering::Acquire) != 0)
+        self.reserved.load(Ordering::Acquire) != 0
             || self.guard_holding.load(Ordering::Acquire) > 1
+            || Motion::from_code(self.motion.load(Ordering::Acquire)).is_none()
+            || self.nonce.load(Ordering::Acquire) == 0
     }
 
     /// The page's own damage, judged from its values alone: a missing
     /// magic, another version, garbage, or an impossible value
-    /// ([`impossible`]). `clock` gives (monotonic ns, Unix ns) and is read
-    /// after the fields are loaded, so a genuine time is never after it.
+    /// ([`impossible`]). `clock` gives the monotonic ns and is read after
+    /// the fields are loaded, so a genuine time is never after it.
     /// "Armed with a trip time" is confirmed by a second load of `reason`:
     /// a trip that lands between the loads is a trip, not damage. Atomic
     /// loads only, no allocation.
-    pub fn judge(&self, clock: impl FnOnce() -> (u64, u64)) -> Option<Damage> {
+    pub fn judge(&self, clock: impl FnOnce() -> u64) -> Option<Damage> {
         if !self.magic_present() {
             return Some(Damage::NoMagic);
         }
@@ -347,8 +400,8 @@ impl Cells {
             return Some(Damage::Garbage);
         }
         let s = self.snapshot();
-        let (now_ns, unix_ns) = clock();
-        match impossible(&s, now_ns, unix_ns) {
+        let now_ns = clock();
+        match impossible(&s, now_ns) {
             // Acquire: pairs with the trip's compare-and-swap; a trip that
             // came after the snapshot's load of `reason` shows here.
             Some(Damage::TripTimeWhileArmed) if self.reason_code() != 0 => None,
@@ -390,18 +443,21 @@ impl Cells {
             version: self.version(),
             trip_count: self.trip_count.load(Ordering::Acquire),
             armed_at_unix_ns: self.armed_at_unix_ns.load(Ordering::Acquire),
+            driver_start: self.driver_start.load(Ordering::Acquire),
+            guard_start: self.guard_start.load(Ordering::Acquire),
+            motion: Motion::from_code(self.motion.load(Ordering::Acquire)).unwrap_or(Motion::None),
+            nonce: self.nonce.load(Ordering::Acquire),
         }
     }
 }
 
-/// The impossible values of a snapshot taken before `now_ns`/`unix_ns`
-/// were read (`docs/page.md`, "Impossible values"): an unknown reason
-/// code; a trip time stored while armed; a monotonic time
-/// (`tripped_at_ns`, `beat_ns`) after `now_ns` +
-/// [`FUTURE_TOLERANCE_NS`]; a Unix time (`tripped_at_unix_ns`,
-/// `armed_at_unix_ns`) after `unix_ns` + [`FUTURE_TOLERANCE_UNIX_NS`].
+/// The impossible values of a snapshot taken before `now_ns` was read
+/// (`docs/page.md`, "Impossible values"): an unknown reason code; a trip
+/// time stored while armed; a monotonic time (`tripped_at_ns`, `beat_ns`)
+/// after `now_ns` + [`FUTURE_TOLERANCE_NS`]. The Unix times are display
+/// only and never judged: a wall clock stepped by hours changes nothing.
 /// Pure: the time is passed in.
-pub fn impossible(s: &Snapshot, now_ns: u64, unix_ns: u64) -> Option<Damage> {
+pub fn impossible(s: &Snapshot, now_ns: u64) -> Option<Damage> {
     let code = s.reason_code;
     if code != 0 && Reason::from_code(code).is_none() {
         return Some(Damage::UnknownReason { code });
@@ -410,19 +466,12 @@ pub fn impossible(s: &Snapshot, now_ns: u64, unix_ns: u64) -> Option<Damage> {
         return Some(Damage::TripTimeWhileArmed);
     }
     let late = now_ns.saturating_add(FUTURE_TOLERANCE_NS);
-    let late_unix = unix_ns.saturating_add(FUTURE_TOLERANCE_UNIX_NS);
     let future = |field| Some(Damage::FutureTime { field });
     if s.tripped_at_ns != TRIP_TIME_PENDING && s.tripped_at_ns > late {
         return future(TimeField::TrippedAt);
     }
     if s.last_beat_ns.is_some_and(|t| t > late) {
         return future(TimeField::Beat);
-    }
-    if s.tripped_at_unix_ns > late_unix {
-        return future(TimeField::TrippedAtUnix);
-    }
-    if s.armed_at_unix_ns > late_unix {
-        return future(TimeField::ArmedAtUnix);
     }
     None
 }
@@ -458,9 +507,11 @@ impl Cells {
         c.guard_holding.store(u32_at(68), r);
         c.trip_count.store(u64_at(72), r);
         c.armed_at_unix_ns.store(u64_at(80), r);
-        for (i, w) in c.reserved.iter().enumerate() {
-            w.store(u64_at(88 + 8 * i), r);
-        }
+        c.driver_start.store(u64_at(88), r);
+        c.guard_start.store(u64_at(96), r);
+        c.motion.store(u32_at(104), r);
+        c.reserved.store(u32_at(108), r);
+        c.nonce.store(u64_at(112), r);
         c.magic_tail.store(u64_at(120), r);
         c
     }
@@ -472,7 +523,7 @@ mod tests {
 
     fn armed() -> Cells {
         let c = Cells::zeroed();
-        c.initialize(Reason::Boot, 10, 20);
+        c.initialize(Reason::Boot, 10, 20, 99);
         c.rearm(30);
         c
     }
@@ -528,13 +579,13 @@ mod tests {
     #[test]
     fn a_restarted_runtime_is_not_judged_by_its_predecessors_beat() {
         let c = armed();
-        c.register_driver(42);
+        c.register_driver(42, 1000);
         c.write_heartbeat(9, 9, true);
         // The same runtime again (e.g. after a repair): its beat stays.
-        c.register_driver(42);
+        c.register_driver(42, 1000);
         assert_eq!(c.snapshot().last_cycle, Some(9));
         // A new runtime: no beat until it writes its own.
-        c.register_driver(43);
+        c.register_driver(43, 1000);
         let s = c.snapshot();
         assert_eq!(s.driver_pid, Some(43));
         assert_eq!(
@@ -546,7 +597,7 @@ mod tests {
     #[test]
     fn clear_heartbeat_keeps_driver_pid_and_clear_driver_drops_it() {
         let c = armed();
-        c.register_driver(42);
+        c.register_driver(42, 1000);
         c.write_heartbeat(9, 9, true);
         c.clear_heartbeat();
         let s = c.snapshot();
@@ -565,9 +616,9 @@ mod tests {
     #[test]
     fn clear_driver_if_keeps_a_runtime_that_registered_in_between() {
         let c = armed();
-        c.register_driver(42);
+        c.register_driver(42, 1000);
         c.write_heartbeat(9, 9, true);
-        c.register_driver(43); // a restarted runtime registers and beats
+        c.register_driver(43, 1000); // a restarted runtime registers and beats
         c.write_heartbeat(1, 10, true);
         assert!(!c.clear_driver_if(42));
         let s = c.snapshot();
@@ -581,7 +632,7 @@ mod tests {
     #[test]
     fn guard_and_flags_are_published() {
         let c = armed();
-        c.set_guard(77, true);
+        c.set_guard(77, 7, true);
         c.set_safety_flags(0b101);
         let s = c.snapshot();
         assert_eq!(
@@ -589,7 +640,7 @@ mod tests {
             (Some(77), true, 0b101)
         );
         assert_eq!(c.safety_flags(), 0b101);
-        c.set_guard(0, false);
+        c.set_guard(0, 0, false);
         assert_eq!(c.snapshot().guard_pid, None);
     }
 
@@ -599,49 +650,42 @@ mod tests {
         let unix = 1_800_000_000_000_000_000;
         let c = armed();
         c.write_heartbeat(1, now + FUTURE_TOLERANCE_NS, true);
-        assert_eq!(
-            impossible(&c.snapshot(), now, unix),
-            None,
-            "at the tolerance"
-        );
+        assert_eq!(impossible(&c.snapshot(), now), None, "at the tolerance");
         c.write_heartbeat(2, now + FUTURE_TOLERANCE_NS + 1, true);
         assert_eq!(
-            impossible(&c.snapshot(), now, unix),
+            impossible(&c.snapshot(), now),
             Some(Damage::FutureTime {
                 field: TimeField::Beat
             })
         );
+        // The wall clock is display only: a re-arm or a trip stamped hours
+        // ahead (a clock stepped back since) is no damage.
         let c = armed();
-        c.rearm(unix + FUTURE_TOLERANCE_UNIX_NS);
-        assert_eq!(impossible(&c.snapshot(), now, unix), None);
-        c.rearm(unix + FUTURE_TOLERANCE_UNIX_NS + 1);
-        assert_eq!(
-            impossible(&c.snapshot(), now, unix),
-            Some(Damage::FutureTime {
-                field: TimeField::ArmedAtUnix
-            })
-        );
+        c.rearm(unix + 2 * 3_600_000_000_000);
+        assert_eq!(impossible(&c.snapshot(), now), None);
+        c.trip(Reason::Udp, now, unix + 2 * 3_600_000_000_000);
+        assert_eq!(impossible(&c.snapshot(), now), None);
         // A trip stamped now, and a trip time pending, are fine.
         let c = armed();
         c.trip(Reason::Udp, now, unix);
-        assert_eq!(impossible(&c.snapshot(), now, unix), None);
+        assert_eq!(impossible(&c.snapshot(), now), None);
         let c = armed();
         c.reason.store(Reason::Udp.code(), Ordering::Release);
         assert_eq!(c.snapshot().tripped_at_ns, TRIP_TIME_PENDING);
-        assert_eq!(impossible(&c.snapshot(), now, unix), None);
+        assert_eq!(impossible(&c.snapshot(), now), None);
     }
 
     #[test]
     fn judge_finds_no_damage_on_every_state_whole_operations_leave() {
         let c = Cells::zeroed();
-        let clock = || (1_000, 1_000);
+        let clock = || 1_000;
         assert_eq!(c.judge(clock), Some(Damage::NoMagic));
-        c.initialize(Reason::Boot, 10, 10);
+        c.initialize(Reason::Boot, 10, 10, 99);
         assert_eq!(c.judge(clock), None);
         c.rearm(20);
         assert_eq!(c.judge(clock), None);
-        c.register_driver(5);
-        c.set_guard(6, true);
+        c.register_driver(5, 1000);
+        c.set_guard(6, 6, true);
         c.set_safety_flags(u32::MAX);
         c.write_heartbeat(3, 30, true);
         assert_eq!(c.judge(clock), None);
@@ -649,7 +693,7 @@ mod tests {
         assert_eq!(c.judge(clock), None);
         c.clear_driver();
         assert_eq!(c.judge(clock), None);
-        c.initialize_after(Reason::PageLost, 50, 50, 7);
+        c.initialize_after(Reason::PageLost, 50, 50, 7, 5);
         assert_eq!(c.trip_count(), 8);
         assert_eq!(c.judge(clock), None);
     }
@@ -660,5 +704,81 @@ mod tests {
         c.reason.store(999, Ordering::Release);
         assert!(c.is_tripped());
         assert_eq!(c.reason(), Some(Reason::PageLost));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod layout3_tests {
+    use super::*;
+
+    fn armed() -> Cells {
+        let c = Cells::zeroed();
+        c.initialize(Reason::Boot, 10, 20, 0xfeed);
+        c.rearm(30);
+        c
+    }
+
+    #[test]
+    fn the_wake_generation_is_the_trip_count_while_armed_and_none_while_tripped() {
+        let c = armed();
+        let g = c.snapshot().wake_generation();
+        assert_eq!(g, Some(1));
+        c.trip(Reason::Naoctl, 40, 40);
+        assert_eq!(c.snapshot().wake_generation(), None);
+        c.rearm(50);
+        assert_eq!(c.snapshot().wake_generation(), Some(2), "a new armed epoch");
+        let lost = Cells::zeroed();
+        assert_eq!(lost.snapshot().wake_generation(), None);
+    }
+
+    #[test]
+    fn a_whole_page_has_a_nonce_that_is_never_zero_and_changes_with_a_repair() {
+        let c = Cells::zeroed();
+        c.initialize(Reason::Boot, 1, 1, 0);
+        assert_eq!(c.snapshot().nonce, 1, "0 is stored as 1");
+        c.initialize_after(Reason::PageLost, 2, 2, 0, 77);
+        assert_eq!(c.snapshot().nonce, 77);
+        assert_eq!(c.judge(|| 10), None);
+        c.nonce.store(0, Ordering::Release);
+        assert_eq!(c.judge(|| 10), Some(Damage::Garbage));
+    }
+
+    #[test]
+    fn a_restarted_runtime_with_a_reused_pid_is_a_new_identity() {
+        let c = armed();
+        c.register_driver(42, 1000);
+        c.write_heartbeat(9, 9, true);
+        c.set_motion(Motion::Awake);
+        // The same pid with another start time: another process.
+        c.register_driver(42, 2000);
+        let s = c.snapshot();
+        assert_eq!((s.driver_pid, s.driver_start), (Some(42), 2000));
+        assert_eq!(s.last_cycle, None, "not judged by the predecessor's beat");
+        assert_eq!(s.motion, Motion::None, "not described by the predecessor");
+        c.clear_driver();
+        let s = c.snapshot();
+        assert_eq!((s.driver_pid, s.driver_start), (None, 0));
+    }
+
+    #[test]
+    fn motion_and_guard_identity_are_published_and_judged() {
+        let c = armed();
+        assert_eq!(c.snapshot().motion, Motion::None);
+        for m in Motion::ALL {
+            c.set_motion(m);
+            assert_eq!(c.snapshot().motion, m);
+            assert_eq!(c.judge(|| 100), None);
+        }
+        c.motion.store(5, Ordering::Release);
+        assert_eq!(c.judge(|| 100), Some(Damage::Garbage));
+        c.set_motion(Motion::Awake);
+        c.set_guard(7, 4242, true);
+        let s = c.snapshot();
+        assert_eq!(
+            (s.guard_pid, s.guard_start, s.guard_holding),
+            (Some(7), 4242, true)
+        );
+        c.reserved.store(1, Ordering::Release);
+        assert_eq!(c.judge(|| 100), Some(Damage::Garbage));
     }
 }

@@ -17,24 +17,13 @@
 /// guard for at most this long.
 pub const FUTURE_TOLERANCE_NS: u64 = 50_000_000;
 
-/// How far after the reader's `CLOCK_REALTIME` a Unix time in the page
-/// (`tripped_at_unix_ns`, `armed_at_unix_ns`, display only) may be before it
-/// counts as impossible: one hour, because the wall clock can be stepped
-/// back (NTP at boot) and a step must not trip a running robot; a garbage
-/// time is almost always far beyond this.
-pub const FUTURE_TOLERANCE_UNIX_NS: u64 = 3_600_000_000_000;
-
 /// A time field of the page (for [`Damage::FutureTime`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimeField {
     /// `tripped_at_ns` (monotonic).
     TrippedAt,
-    /// `tripped_at_unix_ns`.
-    TrippedAtUnix,
     /// `beat_ns` (monotonic).
     Beat,
-    /// `armed_at_unix_ns`.
-    ArmedAtUnix,
 }
 
 impl TimeField {
@@ -42,9 +31,7 @@ impl TimeField {
     pub fn name(self) -> &'static str {
         match self {
             TimeField::TrippedAt => "tripped_at_ns",
-            TimeField::TrippedAtUnix => "tripped_at_unix_ns",
             TimeField::Beat => "beat_ns",
-            TimeField::ArmedAtUnix => "armed_at_unix_ns",
         }
     }
 }
@@ -70,7 +57,8 @@ pub enum Damage {
         code: u32,
     },
     /// A time later than the reader's clock plus the tolerance
-    /// ([`FUTURE_TOLERANCE_NS`], [`FUTURE_TOLERANCE_UNIX_NS`]).
+    /// ([`FUTURE_TOLERANCE_NS`]; monotonic times only: the Unix times are
+    /// display only and never judged).
     FutureTime {
         /// Which field.
         field: TimeField,
@@ -80,7 +68,8 @@ pub enum Damage {
     /// reason, so no sequence of whole operations leaves this (a trip that
     /// raced a re-arm, or damage).
     TripTimeWhileArmed,
-    /// A reserved word is not zero, or `guard_holding` is neither 0 nor 1.
+    /// The reserved word is not zero, `guard_holding` is neither 0 nor 1,
+    /// `motion` is no motion code, or the nonce is 0.
     Garbage,
     /// `trip_count` went down since this holder last read it (it only ever
     /// grows, except when someone re-made the page).
@@ -168,9 +157,7 @@ impl Damage {
             5 => Damage::FutureTime {
                 field: match (w >> 40) & 0xff {
                     0 => TimeField::TrippedAt,
-                    1 => TimeField::TrippedAtUnix,
-                    2 => TimeField::Beat,
-                    _ => TimeField::ArmedAtUnix,
+                    _ => TimeField::Beat,
                 },
             },
             6 => Damage::TripTimeWhileArmed,
@@ -208,7 +195,7 @@ impl std::fmt::Display for Damage {
             Damage::UnknownReason { code } => write!(f, "unknown reason code {code}"),
             Damage::FutureTime { field } => write!(f, "{} lies in the future", field.name()),
             Damage::TripTimeWhileArmed => f.write_str("armed, but a trip time is stored"),
-            Damage::Garbage => f.write_str("a reserved word or guard_holding holds garbage"),
+            Damage::Garbage => f.write_str("a reserved word, guard_holding, motion or the nonce holds a value nao-rs never writes"),
             Damage::TripCountWentBack => f.write_str("trip_count went down (the page was re-made)"),
             Damage::ForeignDriver { pid } => write!(
                 f,
@@ -247,13 +234,7 @@ mod tests {
                 field: TimeField::TrippedAt,
             },
             Damage::FutureTime {
-                field: TimeField::TrippedAtUnix,
-            },
-            Damage::FutureTime {
                 field: TimeField::Beat,
-            },
-            Damage::FutureTime {
-                field: TimeField::ArmedAtUnix,
             },
             Damage::TripTimeWhileArmed,
             Damage::Garbage,

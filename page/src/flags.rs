@@ -19,11 +19,14 @@ bitflags::bitflags! {
         const BOARDS_REJECTED = 1 << 5;
         /// Neither the runtime nor a guard owns the UDP stop port.
         const UDP_PORT_NOT_OWNED = 1 << 6;
+        /// The guard named in the page is not alive (its pid is gone, or
+        /// belongs to a process with another start time).
+        const GUARD_DEAD = 1 << 7;
     }
 }
 
 /// Every flag with its name (as `naoctl` prints it), in bit order.
-pub const NAMES: [(SafetyFlags, &str); 7] = [
+pub const NAMES: [(SafetyFlags, &str); 8] = [
     (SafetyFlags::CONTROLLER_LOST, "controller-lost"),
     (SafetyFlags::CYCLE_STALL, "cycle-stall"),
     (SafetyFlags::OVER_CURRENT, "over-current"),
@@ -31,6 +34,7 @@ pub const NAMES: [(SafetyFlags, &str); 7] = [
     (SafetyFlags::INVALID_ANSWERS, "invalid-answers"),
     (SafetyFlags::BOARDS_REJECTED, "boards-rejected"),
     (SafetyFlags::UDP_PORT_NOT_OWNED, "udp-port-not-owned"),
+    (SafetyFlags::GUARD_DEAD, "guard-dead"),
 ];
 
 /// The names of the flags set in `bits`, in bit order; unknown bits are
@@ -49,12 +53,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn safety_flag_names_cover_every_bit_of_issue_5() {
-        assert_eq!(SafetyFlags::all().bits(), 0x7f);
-        let all: Vec<_> = names(0x7f).collect();
-        assert_eq!(all.len(), 7);
+    fn safety_flag_names_cover_every_bit() {
+        assert_eq!(SafetyFlags::all().bits(), 0xff);
+        let all: Vec<_> = names(0xff).collect();
+        assert_eq!(all.len(), 8);
         assert_eq!(all[0], "controller-lost");
         assert_eq!(all[6], "udp-port-not-owned");
+        assert_eq!(all[7], "guard-dead");
         let odd: Vec<_> = names(1 << 1 | 1 << 9).collect();
         assert_eq!(odd, ["cycle-stall", "bit-9"]);
     }

@@ -8,6 +8,9 @@
 mod cells;
 mod damage;
 pub mod flags;
+mod motion;
+#[cfg(not(loom))]
+pub mod process;
 mod reason;
 pub mod rules;
 pub mod stop;
@@ -20,7 +23,8 @@ mod page;
 pub mod sigbus;
 
 pub use cells::{impossible, Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
-pub use damage::{errno_text, Damage, TimeField, FUTURE_TOLERANCE_NS, FUTURE_TOLERANCE_UNIX_NS};
+pub use damage::{errno_text, Damage, TimeField, FUTURE_TOLERANCE_NS};
+pub use motion::Motion;
 #[cfg(not(loom))]
 pub use page::{
     default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError, ENV_PATH,
@@ -68,4 +72,26 @@ pub struct Snapshot {
     pub trip_count: u64,
     /// When the switch was last re-armed, ns since the Unix epoch (0: never).
     pub armed_at_unix_ns: u64,
+    /// The runtime's process start time (`driver_start`, clock ticks since
+    /// boot; 0 unknown): with `driver_pid`, an identity a reused pid cannot
+    /// match ([`process::Identity`]).
+    pub driver_start: u64,
+    /// The guard's process start time, the same way.
+    pub guard_start: u64,
+    /// The runtime's motion state as its last frame left it.
+    pub motion: Motion,
+    /// The page's random value, new whenever the page is made whole (the
+    /// network wake's authentication covers it).
+    pub nonce: u64,
+}
+
+impl Snapshot {
+    /// The wake generation: the trip count while armed, `None` while
+    /// tripped or lost. Every trip and every repair increments the trip
+    /// count and a re-arm does not, so each armed epoch has its own
+    /// number: a wake carries the generation it saw and counts only in
+    /// that epoch (`docs/page.md`, "The wake generation").
+    pub fn wake_generation(&self) -> Option<u64> {
+        self.armed.then_some(self.trip_count)
+    }
 }

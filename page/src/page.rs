@@ -278,8 +278,12 @@ pub struct Page {
     opening: Opening,
     /// The runtime pid this holder registered (0: none).
     driver: AtomicU32,
+    /// That runtime's start time (`driver_start`; 0 unknown).
+    driver_start: AtomicU64,
     /// The guard this holder registered: pid | holding << 32 (0: none).
     guard: AtomicU64,
+    /// That guard's start time (`guard_start`; 0 unknown).
+    guard_start: AtomicU64,
     /// The highest `trip_count` a check read (a repair goes beyond it).
     seen: AtomicU64,
     /// What the last check found ([`Damage::encode`]; 0: nothing).
@@ -489,13 +493,19 @@ fn map_page(path: &std::ffi::CStr, make: Make) -> Result<(Box<Mapping>, Opening)
     });
     let cells = m.cells();
     let lost = |seen| {
-        cells.initialize_after(Reason::PageLost, now_ns(), unix_now_ns(), seen);
+        cells.initialize_after(
+            Reason::PageLost,
+            now_ns(),
+            unix_now_ns(),
+            seen,
+            fresh_nonce(),
+        );
         Opening::MadeWhole
     };
     let opening = match make {
         Make::Lost { seen } => lost(seen),
         _ if opened == Opened::Created => {
-            cells.initialize(Reason::Boot, now_ns(), unix_now_ns());
+            cells.initialize(Reason::Boot, now_ns(), unix_now_ns(), fresh_nonce());
             Opening::Created
         }
         _ if short || !cells.magic_present() => lost(0),
@@ -504,6 +514,27 @@ fn map_page(path: &std::ffi::CStr, make: Make) -> Result<(Box<Mapping>, Opening)
         _ => Opening::Existing,
     };
     Ok((m, opening))
+}
+
+/// A new page's nonce: 8 random bytes from the kernel (`getrandom`,
+/// non-blocking), else the clocks and the pid mixed (a boot so early that
+/// the kernel has no entropy yet still gets a value that differs between
+/// pages). Never 0. One syscall, no allocation.
+fn fresh_nonce() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: `b` is a valid, writable 8-byte buffer; getrandom only writes it.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), libc::GRND_NONBLOCK) };
+    let v = if n == 8 {
+        u64::from_le_bytes(b)
+    } else {
+        // splitmix64 of the clocks and the pid.
+        let mut z = now_ns() ^ unix_now_ns().rotate_left(17) ^ u64::from(std::process::id()) << 40;
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    v.max(1)
 }
 
 /// Encodes a registered guard (pid 0: none).
@@ -547,7 +578,9 @@ impl Page {
             all: Mutex::new(all),
             opening,
             driver: AtomicU32::new(0),
+            driver_start: AtomicU64::new(0),
             guard: AtomicU64::new(0),
+            guard_start: AtomicU64::new(0),
             seen: AtomicU64::new(seen),
             damage: AtomicU64::new(0),
         })
@@ -621,13 +654,21 @@ impl Page {
         self.cells().write_heartbeat(cycle, t_ns, all_off)
     }
 
-    /// Stores the runtime's process id in `driver_pid`, and remembers it:
-    /// [`Page::check`] stores it again after any repair or replacement, and
-    /// counts another process's pid in `driver_pid` as damage. `0` clears
-    /// the registration (nothing is stored again).
+    /// Stores the runtime's identity (`driver_pid` and its start time,
+    /// looked up once here: [`crate::process::start_time`]) and remembers
+    /// it: [`Page::check`] stores it again after any repair or replacement,
+    /// and counts another identity in the page as damage. `0` clears the
+    /// registration (nothing is stored again).
     pub fn register_driver(&self, pid: u32) {
+        let start = crate::process::start_time(pid).unwrap_or(0);
+        self.driver_start.store(start, Ordering::Release);
         self.driver.store(pid, Ordering::Release);
-        self.cells().register_driver(pid)
+        self.cells().register_driver(pid, start)
+    }
+
+    /// The runtime publishes its motion state (every frame; one store).
+    pub fn set_motion(&self, motion: crate::Motion) {
+        self.cells().set_motion(motion)
     }
 
     /// The runtime pid this holder registered ([`Page::register_driver`]).
@@ -675,10 +716,23 @@ impl Page {
     /// holder's guard registration) and whether it holds the chest board.
     /// Remembered: [`Page::check`] stores it again after any repair or
     /// replacement, and counts another pid in `guard_pid` as damage.
+    ///
+    /// The guard's start time is looked up when the pid is new to this
+    /// holder (not on every call: the guard publishes on every change of
+    /// `holding_board`).
     pub fn set_guard(&self, pid: u32, holding_board: bool) {
+        let before = self.guard.load(Ordering::Acquire) as u32;
+        let start = if pid == 0 {
+            0
+        } else if before == pid {
+            self.guard_start.load(Ordering::Acquire)
+        } else {
+            crate::process::start_time(pid).unwrap_or(0)
+        };
+        self.guard_start.store(start, Ordering::Release);
         self.guard
             .store(guard_word(pid, holding_board), Ordering::Release);
-        self.cells().set_guard(pid, holding_board)
+        self.cells().set_guard(pid, start, holding_board)
     }
 
     /// What the last [`Page::check`] that found the page lost found (`None`
@@ -737,7 +791,7 @@ impl Page {
             );
         }
         let cells = m.cells();
-        if let Some(d) = cells.judge(|| (now_ns(), unix_now_ns())) {
+        if let Some(d) = cells.judge(now_ns) {
             return self.repair(m, d);
         }
         let count = cells.trip_count();
@@ -757,19 +811,25 @@ impl Page {
     fn identity(&self, cells: &Cells) -> Option<Damage> {
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
+            let start = self.driver_start.load(Ordering::Acquire);
             match cells.driver_pid() {
-                0 => cells.register_driver(driver),
-                p if p != driver => return Some(Damage::ForeignDriver { pid: p }),
+                0 => cells.register_driver(driver, start),
+                p if p != driver || cells.driver_start() != start => {
+                    return Some(Damage::ForeignDriver { pid: p })
+                }
                 _ => {}
             }
         }
         let guard = self.guard.load(Ordering::Acquire);
         if guard != 0 {
             let (pid, holding) = (guard as u32, guard >> 32 != 0);
+            let start = self.guard_start.load(Ordering::Acquire);
             match cells.guard() {
-                (0, _) => cells.set_guard(pid, holding),
-                (p, _) if p != pid => return Some(Damage::ForeignGuard { pid: p }),
-                (_, h) if h != holding => cells.set_guard(pid, holding),
+                (0, _) => cells.set_guard(pid, start, holding),
+                (p, _) if p != pid || cells.guard_start() != start => {
+                    return Some(Damage::ForeignGuard { pid: p })
+                }
+                (_, h) if h != holding => cells.set_guard(pid, start, holding),
                 _ => {}
             }
         }
@@ -780,11 +840,15 @@ impl Page {
     fn restore_identity(&self, cells: &Cells) {
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
-            cells.register_driver(driver);
+            cells.register_driver(driver, self.driver_start.load(Ordering::Acquire));
         }
         let guard = self.guard.load(Ordering::Acquire);
         if guard != 0 {
-            cells.set_guard(guard as u32, guard >> 32 != 0);
+            cells.set_guard(
+                guard as u32,
+                self.guard_start.load(Ordering::Acquire),
+                guard >> 32 != 0,
+            );
         }
     }
 
@@ -808,6 +872,7 @@ impl Page {
                     now_ns(),
                     unix_now_ns(),
                     self.seen.load(Ordering::Acquire),
+                    fresh_nonce(),
                 );
                 self.restore_identity(cells);
                 self.seen.store(cells.trip_count(), Ordering::Release);
@@ -953,7 +1018,7 @@ pub fn inspect(path: &Path) -> Result<Inspection, PageError> {
     let damage = if got < LEN {
         Some(Damage::Short { len })
     } else {
-        cells.judge(|| (now_ns(), unix_now_ns()))
+        cells.judge(now_ns)
     };
     Ok(Inspection {
         snapshot: cells.snapshot(),

@@ -32,11 +32,28 @@ pub enum Reason {
     /// The guard saw the registered runtime's process end (its pidfd),
     /// before any beat timeout.
     GuardRuntimeExited,
+    /// The guard: a registered runtime gave no first beat within the
+    /// start-up bound, or a runtime it handed the board to gave no beat
+    /// within the hand-over bound (`docs/guard.md`).
+    GuardStartUpTimeout,
+    /// No nao-rs process can read the UDP stop port: the socket could not
+    /// be had, or the one handed over failed the check.
+    StopPortUnread,
+    /// Bring-up: the joint's measured position left the commanded one by
+    /// more than the bound for too many cycles.
+    BringupFollowingError,
+    /// Bring-up: the joint moved against a commanded step (a wrong zero,
+    /// sign or joint mapping).
+    BringupWrongDirection,
+    /// Bring-up: the joint's current stayed above the bound.
+    BringupOverCurrent,
+    /// Bring-up: the joint was too hot.
+    BringupTooHot,
 }
 
 impl Reason {
     /// Every reason, in code order.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 19] = [
         Reason::Boot,
         Reason::Naoctl,
         Reason::Udp,
@@ -50,6 +67,12 @@ impl Reason {
         Reason::GuardHeartbeatLost,
         Reason::GuardNoConfirmation,
         Reason::GuardRuntimeExited,
+        Reason::GuardStartUpTimeout,
+        Reason::StopPortUnread,
+        Reason::BringupFollowingError,
+        Reason::BringupWrongDirection,
+        Reason::BringupOverCurrent,
+        Reason::BringupTooHot,
     ];
 
     /// The spec's name, as `naoctl` prints it (`"chest-button"`, ...).
@@ -68,6 +91,12 @@ impl Reason {
             Reason::GuardHeartbeatLost => "guard-heartbeat-lost",
             Reason::GuardNoConfirmation => "guard-no-confirmation",
             Reason::GuardRuntimeExited => "guard-runtime-exited",
+            Reason::GuardStartUpTimeout => "guard-start-up-timeout",
+            Reason::StopPortUnread => "stop-port-unread",
+            Reason::BringupFollowingError => "bringup-following-error",
+            Reason::BringupWrongDirection => "bringup-wrong-direction",
+            Reason::BringupOverCurrent => "bringup-over-current",
+            Reason::BringupTooHot => "bringup-too-hot",
         }
     }
 
@@ -76,14 +105,14 @@ impl Reason {
         Reason::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// The reason stored as `code` in the page (1..=13), if any.
+    /// The reason stored as `code` in the page (1..=19), if any.
     pub fn from_code(code: u32) -> Option<Reason> {
         (code as usize)
             .checked_sub(1)
             .and_then(|i| Reason::ALL.get(i).copied())
     }
 
-    /// The code stored in the page (1..=13).
+    /// The code stored in the page (1..=19).
     pub fn code(self) -> u32 {
         self as u32
     }
@@ -107,7 +136,9 @@ mod tests {
             assert_eq!(Reason::from_name(r.name()), Some(r));
         }
         assert_eq!(Reason::from_code(0), None);
-        assert_eq!(Reason::from_code(14), None);
+        assert_eq!(Reason::from_code(20), None);
+        assert_eq!(Reason::StopPortUnread.code(), 15);
+        assert_eq!(Reason::BringupTooHot.code(), 19);
         assert_eq!(Reason::from_name("Boot"), None);
         assert_eq!(Reason::ChestButton.name(), "chest-button");
         assert_eq!(Reason::GuardNoConfirmation.name(), "guard-no-confirmation");

@@ -177,7 +177,7 @@ fn impossible_unknown_reason_code_counts_as_page_lost() {
         &999u32.to_le_bytes(),
         Damage::UnknownReason { code: 999 },
     );
-    assert_impossible(12, &14u32.to_le_bytes(), Damage::UnknownReason { code: 14 });
+    assert_impossible(12, &20u32.to_le_bytes(), Damage::UnknownReason { code: 20 });
 }
 
 #[test]
@@ -212,18 +212,26 @@ fn impossible_times_in_the_future_count_as_page_lost() {
             field: TimeField::Beat,
         },
     );
-    let unix_future = deathswitch::unix_now_ns() + 2 * hour;
-    assert_impossible(
-        80,
-        &unix_future.to_le_bytes(),
-        Damage::FutureTime {
-            field: TimeField::ArmedAtUnix,
-        },
-    );
     // Within the tolerance is fine: a beat stamped now.
     let f = armed_page();
     f.page.write_heartbeat(8, deathswitch::now_ns(), true);
     assert_eq!(f.page.check(), Integrity::Intact);
+}
+
+#[test]
+fn wall_clock_times_are_display_only_and_a_clock_step_of_two_hours_is_no_damage() {
+    let hour = 3_600_000_000_000u64;
+    for t in [
+        deathswitch::unix_now_ns() + 2 * hour,
+        deathswitch::unix_now_ns() - 2 * hour,
+    ] {
+        let f = armed_page();
+        poke(&f.path, 80, &t.to_le_bytes());
+        assert_eq!(f.page.check(), Integrity::Intact, "armed_at_unix_ns {t}");
+        f.page.trip(Reason::Udp);
+        poke(&f.path, 24, &t.to_le_bytes());
+        assert_eq!(f.page.check(), Integrity::Intact, "tripped_at_unix_ns {t}");
+    }
 }
 
 #[test]
@@ -248,8 +256,22 @@ fn impossible_driver_pid_that_is_not_the_registered_runtime_counts_as_page_lost(
 
 #[test]
 fn impossible_garbage_in_reserved_words_counts_as_page_lost() {
-    assert_impossible(96, &[0x5a; 8], Damage::Garbage);
+    assert_impossible(108, &[0x5a; 4], Damage::Garbage);
     assert_impossible(68, &7u32.to_le_bytes(), Damage::Garbage);
+    assert_impossible(104, &9u32.to_le_bytes(), Damage::Garbage);
+    assert_impossible(112, &0u64.to_le_bytes(), Damage::Garbage);
+}
+
+#[test]
+fn a_registered_identity_with_another_start_time_counts_as_page_lost() {
+    // The pid is this holder's, the start time another process's: a
+    // reused pid, or damage.
+    assert_impossible(
+        88,
+        &1u64.to_le_bytes(),
+        Damage::ForeignDriver { pid: DRIVER },
+    );
+    assert_impossible(96, &1u64.to_le_bytes(), Damage::ForeignGuard { pid: GUARD });
 }
 
 #[test]

@@ -35,6 +35,7 @@ fn page_bytes(version: u32) -> [u8; LEN] {
     b[..8].copy_from_slice(&MAGIC.to_le_bytes());
     b[8..12].copy_from_slice(&version.to_le_bytes());
     b[12..16].copy_from_slice(&1u32.to_le_bytes()); // tripped boot
+    b[112..120].copy_from_slice(&1u64.to_le_bytes()); // a nonce (never 0)
     b[LEN - 8..].copy_from_slice(&MAGIC.to_le_bytes());
     b
 }
@@ -42,11 +43,11 @@ fn page_bytes(version: u32) -> [u8; LEN] {
 #[test]
 fn naoctl_status_is_read_only_and_says_a_file_that_is_not_a_page_is_not_one() {
     let e = env();
-    let mut short = page_bytes(2).to_vec();
+    let mut short = page_bytes(deathswitch::VERSION).to_vec();
     short.truncate(8);
-    let mut bad_code = page_bytes(2);
+    let mut bad_code = page_bytes(deathswitch::VERSION);
     bad_code[12..16].copy_from_slice(&999u32.to_le_bytes());
-    let cases: [(&str, Vec<u8>, &str); 6] = [
+    let cases: [(&str, Vec<u8>, &str); 7] = [
         (
             "text",
             b"hello, I am not a page\n".to_vec(),
@@ -56,6 +57,7 @@ fn naoctl_status_is_read_only_and_says_a_file_that_is_not_a_page_is_not_one() {
         ("short", short, "not a death switch page"),
         ("zeroed", vec![0u8; LEN], "not a death switch page"),
         ("version 9", page_bytes(9).to_vec(), "version 9"),
+        ("version 2", page_bytes(2).to_vec(), "version 2"),
         (
             "unknown reason",
             bad_code.to_vec(),
@@ -119,7 +121,7 @@ fn naoctl_status_never_writes_to_a_page() {
 #[test]
 fn naoctl_stop_makes_any_file_at_the_page_path_a_tripped_page() {
     let e = env();
-    let mut garbage_with_magic = page_bytes(2);
+    let mut garbage_with_magic = page_bytes(deathswitch::VERSION);
     garbage_with_magic[16..120].fill(0xa5);
     let cases: [(&str, Vec<u8>); 5] = [
         ("text", b"hello, I am not a page\n".to_vec()),

@@ -1,0 +1,119 @@
+//! A process's identity: its pid and its start time. A pid is reused once
+//! its process is gone; the pair is not (the start time is the process's
+//! `starttime`, `/proc/PID/stat` field 22, clock ticks since boot). The
+//! page stores both for the runtime (`driver_pid`, `driver_start`) and the
+//! guard (`guard_pid`, `guard_start`), so nothing signals, trusts or hands
+//! the board to a process that only has the right number.
+
+use std::io::Read;
+
+/// A pid and the start time of the process that had it when it was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// The process id.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot; 0 unknown).
+    pub start: u64,
+}
+
+impl Identity {
+    /// This process.
+    pub fn current() -> Identity {
+        let pid = std::process::id();
+        Identity {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// The identity of whatever process has `pid` now, if any.
+    pub fn of(pid: u32) -> Option<Identity> {
+        start_time(pid).map(|start| Identity { pid, start })
+    }
+
+    /// The process still runs: `pid` exists and has this start time. A
+    /// known start time (not 0) that differs means the pid was reused; an
+    /// unknown one (0) can only be matched by the pid existing.
+    pub fn is_alive(&self) -> bool {
+        match start_time(self.pid) {
+            Some(now) => matches(*self, now),
+            None => false,
+        }
+    }
+}
+
+/// The pure rule of [`Identity::is_alive`]: the process with `pid` now
+/// started at `start_now`; is that the process `id` names?
+pub fn matches(id: Identity, start_now: u64) -> bool {
+    id.pid != 0 && (id.start == 0 || id.start == start_now)
+}
+
+/// The start time of process `pid` (`/proc/PID/stat` field 22), `None` when
+/// there is no such process (or `/proc` is not mounted). Allocation-free
+/// (a stack buffer); not for a cycle path (it reads a file).
+pub fn start_time(pid: u32) -> Option<u64> {
+    if pid == 0 {
+        return None;
+    }
+    let mut path = [0u8; 32];
+    let n = {
+        use std::io::Write;
+        let mut w = &mut path[..];
+        write!(w, "/proc/{pid}/stat").ok()?;
+        32 - w.len()
+    };
+    let path = std::str::from_utf8(&path[..n]).ok()?;
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut buf = [0u8; 1024];
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(k) => len += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_start_time(&buf[..len])
+}
+
+/// Field 22 of a `/proc/PID/stat` line. The command name (field 2) is in
+/// parentheses and may hold spaces and parentheses itself, so the fields
+/// are counted from the last `)`.
+pub fn parse_start_time(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    // After ")": field 3 (state) is the first; field 22 is the 20th.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_counted_from_the_last_parenthesis() {
+        let line = b"4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 987654 1000 10 \n";
+        assert_eq!(parse_start_time(line), Some(987654));
+        assert_eq!(parse_start_time(b"4242 (x) S 1 2"), None, "too short");
+        assert_eq!(parse_start_time(b"no parenthesis"), None);
+        assert_eq!(parse_start_time(b""), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_reused_pid_is_not() {
+        let me = Identity::current();
+        assert!(me.start > 0);
+        assert!(me.is_alive());
+        let reused = Identity {
+            start: me.start + 1,
+            ..me
+        };
+        assert!(!reused.is_alive());
+        assert!(
+            matches(Identity { pid: 5, start: 0 }, 77),
+            "unknown start: pid only"
+        );
+        assert!(!matches(Identity { pid: 0, start: 0 }, 0));
+    }
+}

@@ -61,10 +61,11 @@ fn status(path: &Path, json: bool) -> Result<ExitCode, String> {
     let ins = deathswitch::inspect(path).map_err(|e| e.to_string())?;
     let now = deathswitch::now_ns();
     let unix = deathswitch::unix_now_ns();
+    let alive = show::Alive::of(&ins.snapshot);
     if json {
-        println!("{}", show::json(path, &ins, now));
+        println!("{}", show::json(path, &ins, alive, now));
     } else {
-        print!("{}", show::human(path, &ins, now, unix));
+        print!("{}", show::human(path, &ins, alive, now, unix));
     }
     match ins.damage {
         None => Ok(ExitCode::SUCCESS),

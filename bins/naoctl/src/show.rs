@@ -2,14 +2,51 @@
 
 use std::path::Path;
 
-use deathswitch::{Inspection, Reason};
+use deathswitch::process::Identity;
+use deathswitch::{Inspection, Motion, Reason, Snapshot};
 use serde_json::json;
 
 use crate::{age_ms, flag_names, since_unix_ns};
 
+/// Whether the processes the page names still run (pid and start time:
+/// a reused pid is not the process the page named). `None`: none named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alive {
+    /// The runtime (`driver_pid`, `driver_start`).
+    pub driver: Option<bool>,
+    /// The guard (`guard_pid`, `guard_start`).
+    pub guard: Option<bool>,
+}
+
+impl Alive {
+    /// Looks the page's identities up in `/proc` (read only).
+    pub fn of(s: &Snapshot) -> Alive {
+        let alive = |pid: Option<u32>, start| pid.map(|pid| Identity { pid, start }.is_alive());
+        Alive {
+            driver: alive(s.driver_pid, s.driver_start),
+            guard: alive(s.guard_pid, s.guard_start),
+        }
+    }
+}
+
+/// What the robot's joints may do, in words, for a sound page: the
+/// runtime's motion state, unless no runtime runs.
+fn motion_text(s: &Snapshot, alive: Alive) -> &'static str {
+    if alive.driver != Some(true) {
+        return "no runtime runs";
+    }
+    match s.motion {
+        Motion::None => "the runtime has not said yet",
+        Motion::LimpTripped => "limp (tripped)",
+        Motion::LimpWaitingForWake => "limp, waiting for a wake (`nao-rs wake`)",
+        Motion::Awake => "awake: the controller's commands pass",
+        Motion::BringUp => "bring-up: one joint at a time",
+    }
+}
+
 /// The JSON object of `naoctl status --json` (docs/page.md fields,
 /// plus extras).
-pub fn json(path: &Path, ins: &Inspection, now: u64) -> serde_json::Value {
+pub fn json(path: &Path, ins: &Inspection, alive: Alive, now: u64) -> serde_json::Value {
     let s = &ins.snapshot;
     let since_ns = since_unix_ns(s);
     // Any damage counts as tripped page-lost, whatever the fields say.
@@ -26,11 +63,15 @@ pub fn json(path: &Path, ins: &Inspection, now: u64) -> serde_json::Value {
         "since_unix_ns": (since_ns != 0).then_some(since_ns),
         "tripped_ms_ago": if s.armed { None } else { age_ms(now, s.tripped_at_ns) },
         "driver_pid": s.driver_pid,
+        "driver_alive": alive.driver,
+        "motion": if alive.driver == Some(true) { s.motion.name() } else { Motion::None.name() },
+        "limp_waiting_for_wake": alive.driver == Some(true) && s.motion == Motion::LimpWaitingForWake,
+        "wake_generation": if ins.damage.is_none() { s.wake_generation() } else { None },
         "cycle": s.last_cycle,
         "heartbeat_age_ms": s.last_beat_ns.map(|t| now.saturating_sub(t) / 1_000_000),
         "all_off_confirmed_cycle": s.all_off_confirmed_cycle,
         "trip_count": s.trip_count,
-        "guard": { "pid": s.guard_pid, "holding_board": s.guard_holding },
+        "guard": { "pid": s.guard_pid, "holding_board": s.guard_holding, "alive": alive.guard },
         "safety_flags": flag_names(s),
         "safety_flags_bits": s.safety_flags,
         "magic_ok": s.magic_ok,
@@ -77,7 +118,7 @@ fn ago(ms: u64) -> String {
 }
 
 /// The human text of `naoctl status`.
-pub fn human(path: &Path, ins: &Inspection, now: u64, unix: u64) -> String {
+pub fn human(path: &Path, ins: &Inspection, alive: Alive, now: u64, unix: u64) -> String {
     let s = &ins.snapshot;
     let mut out = String::new();
     let since_ns = since_unix_ns(s);
@@ -104,6 +145,12 @@ pub fn human(path: &Path, ins: &Inspection, now: u64, unix: u64) -> String {
         "  trip count: {} (armed -> tripped since the page was made whole)\n",
         s.trip_count
     );
+    if ins.damage.is_none() {
+        if let Some(g) = s.wake_generation() {
+            out += &format!("  wake generation: {g} (a wake counts in this armed epoch only)\n");
+        }
+    }
+    out += &format!("  motion: {}\n", motion_text(s, alive));
     match (s.last_cycle, s.last_beat_ns) {
         (Some(c), Some(t)) => {
             let conf = s
@@ -116,9 +163,12 @@ pub fn human(path: &Path, ins: &Inspection, now: u64, unix: u64) -> String {
         }
         _ => out += "  heartbeat: none since the page was cleared\n",
     }
-    match s.driver_pid {
-        Some(p) => out += &format!("  driver pid: {p}\n"),
-        None => out += "  driver pid: none\n",
+    match (s.driver_pid, alive.driver) {
+        (Some(p), Some(false)) => {
+            out += &format!("  driver pid: {p} (gone: no such process now)\n")
+        }
+        (Some(p), _) => out += &format!("  driver pid: {p}\n"),
+        (None, _) => out += "  driver pid: none\n",
     }
     match s.guard_pid {
         Some(p) => {
@@ -127,7 +177,14 @@ pub fn human(path: &Path, ins: &Inspection, now: u64, unix: u64) -> String {
             } else {
                 "does not hold the chest board"
             };
-            out += &format!("  guard: pid {p}, {holds}\n");
+            if alive.guard == Some(false) {
+                out += &format!(
+                    "  guard: pid {p} is DEAD (no such process now): nothing takes over a hang; \
+                     `systemctl restart nao-rs-guard`\n"
+                );
+            } else {
+                out += &format!("  guard: pid {p}, {holds}\n");
+            }
         }
         None => out += "  guard: none published\n",
     }

@@ -195,17 +195,20 @@ fn status_human_shows_state_reason_heartbeat_driver_and_guard() {
     let page = Page::open(&e.page).unwrap();
     page.register_driver(555);
     page.write_heartbeat(9, deathswitch::now_ns(), true);
-    page.set_guard(66, true);
+    // The guard is this test process: alive.
+    let me = std::process::id();
+    page.set_guard(me, true);
     let out = naoctl(&e.page, &["status"]);
     assert!(out.status.success());
     let t = text(&out);
+    let guard = format!("guard: pid {me}, holds the chest board");
     for want in [
         "TRIPPED (boot)",
         "since ",
         "heartbeat: cycle 9",
         "ms ago",
         "driver pid: 555",
-        "guard: pid 66, holds the chest board",
+        &guard,
     ] {
         assert!(t.contains(want), "{want:?} missing in:\n{t}");
     }
@@ -304,4 +307,59 @@ fn rearm_on_a_terminal_asks_and_says_to_check_the_robot() {
     assert!(ok, "{t}");
     assert!(t.contains("stays limp"), "{t}");
     assert_eq!(status_json(&e.page)["state"], "armed");
+}
+
+/// A process that has exited and been reaped: its pid names nothing (until
+/// reused, which the start time catches).
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn status_shows_a_robot_limp_and_waiting_for_a_wake_to_every_reader() {
+    let e = env();
+    let page = Page::open(&e.page).unwrap();
+    page.rearm();
+    // The runtime is this test process (alive), limp until woken.
+    page.register_driver(std::process::id());
+    page.set_motion(deathswitch::Motion::LimpWaitingForWake);
+    let v = status_json(&e.page);
+    assert_eq!(v["state"], "armed");
+    assert_eq!(v["motion"], "limp-waiting-for-wake");
+    assert_eq!(v["limp_waiting_for_wake"], true);
+    assert_eq!(v["driver_alive"], true);
+    assert_eq!(v["wake_generation"], page.trip_count());
+    let t = text(&naoctl(&e.page, &["status"]));
+    assert!(t.contains("motion: limp, waiting for a wake"), "{t}");
+    assert!(t.contains("wake generation: 1"), "{t}");
+    // Awake; then tripped: no wake generation while tripped.
+    page.set_motion(deathswitch::Motion::Awake);
+    assert_eq!(status_json(&e.page)["limp_waiting_for_wake"], false);
+    page.trip(Reason::Naoctl);
+    let v = status_json(&e.page);
+    assert_eq!(v["wake_generation"], Value::Null);
+    // A runtime that is gone says nothing about the joints any more.
+    page.register_driver(dead_pid());
+    page.set_motion(deathswitch::Motion::Awake);
+    let v = status_json(&e.page);
+    assert_eq!(v["driver_alive"], false);
+    assert_eq!(v["motion"], "none");
+    assert!(text(&naoctl(&e.page, &["status"])).contains("motion: no runtime runs"));
+}
+
+#[test]
+fn a_dead_guard_named_in_the_page_is_flagged_by_naoctl_status() {
+    let e = env();
+    let page = Page::open(&e.page).unwrap();
+    page.set_guard(dead_pid(), true);
+    let v = status_json(&e.page);
+    assert_eq!(v["guard"]["alive"], false);
+    let t = text(&naoctl(&e.page, &["status"]));
+    assert!(t.contains("is DEAD"), "{t}");
+    assert!(t.contains("systemctl restart nao-rs-guard"), "the fix: {t}");
+    page.set_guard(std::process::id(), false);
+    assert_eq!(status_json(&e.page)["guard"]["alive"], true);
 }

@@ -2,8 +2,11 @@
 //!
 //! Sends the stop datagram (`NAO-RS STOP`, `docs/page.md`) ten times,
 //! 5 ms apart, to ADDRESS on port 7701 (`--port`). One arriving is enough.
-//! `--broadcast` sends to the broadcast address given (or
-//! 255.255.255.255), stopping every robot on the subnet at once.
+//! `--broadcast` sends to the broadcast address given, or without one to
+//! the subnet broadcast address of every IPv4 interface that is up (never
+//! 255.255.255.255, which leaves only through the default route),
+//! stopping every robot on those subnets at once; it works on a machine
+//! without a default route.
 //!
 //! Run as `cargo nao-rs stop ...`, cargo passes `nao-rs` as the first
 //! argument; run directly as `cargo-nao-rs stop ...` it is absent. Both work.
@@ -14,6 +17,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use deathswitch::stop::{PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX};
+
+mod broadcast;
 
 /// nao-rs tools for a developer's computer.
 #[derive(Parser, Debug)]
@@ -32,7 +37,7 @@ enum Cmd {
 #[derive(clap::Args, Debug)]
 struct StopArgs {
     /// The robot's address (IP or host name); with --broadcast, a broadcast
-    /// address (default 255.255.255.255).
+    /// address (default: every interface's subnet broadcast address).
     address: Option<String>,
     /// The UDP stop port.
     #[arg(long, default_value_t = DEFAULT_PORT)]
@@ -56,11 +61,31 @@ fn strip_cargo_arg(mut args: Vec<String>) -> Vec<String> {
     args
 }
 
+/// Where the stop goes: the address given, or with `--broadcast` and no
+/// address every interface's subnet broadcast.
+fn targets(a: &StopArgs) -> Result<Vec<SocketAddr>, String> {
+    if a.address.is_none() && a.broadcast {
+        let all = broadcast::subnet_broadcasts(&broadcast::interfaces()?);
+        if all.is_empty() {
+            return Err(
+                "no network interface that is up can broadcast (only loopback, \
+                 or every interface down): connect to the robots' network, or name a \
+                 robot's address"
+                    .into(),
+            );
+        }
+        return Ok(all
+            .into_iter()
+            .map(|b| SocketAddr::from((b, a.port)))
+            .collect());
+    }
+    resolve(a).map(|t| vec![t])
+}
+
 fn resolve(a: &StopArgs) -> Result<SocketAddr, String> {
-    let host = match (&a.address, a.broadcast) {
-        (Some(h), _) => h.clone(),
-        (None, true) => "255.255.255.255".to_string(),
-        (None, false) => {
+    let host = match &a.address {
+        Some(h) => h.clone(),
+        None => {
             return Err(
                 "no ADDRESS given: name the robot (`cargo nao-rs stop 10.0.24.22`) \
                         or use --broadcast"
@@ -82,8 +107,11 @@ fn resolve(a: &StopArgs) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("robot address {host:?} resolves to no address"))
 }
 
+/// Sends the stop `count` times to every target; returns how many rounds
+/// reached at least one target.
 fn stop(a: StopArgs) -> Result<u32, String> {
-    let target = resolve(&a)?;
+    let all = targets(&a)?;
+    let target = all[0];
     let local = if target.is_ipv4() {
         "0.0.0.0:0"
     } else {
@@ -100,13 +128,20 @@ fn stop(a: StopArgs) -> Result<u32, String> {
         if i > 0 {
             std::thread::sleep(Duration::from_millis(a.interval_ms));
         }
-        match sock.send_to(STOP_PREFIX, target) {
-            Ok(_) => sent += 1,
-            Err(e) => last_err = Some(e),
+        let mut any = false;
+        for t in &all {
+            match sock.send_to(STOP_PREFIX, t) {
+                Ok(_) => any = true,
+                Err(e) => last_err = Some((*t, e)),
+            }
         }
+        sent += u32::from(any);
+    }
+    if let Some((t, e)) = &last_err {
+        eprintln!("cargo nao-rs stop: sending to {t} failed: {e}");
     }
     if sent == 0 {
-        let e = last_err.map(|e| e.to_string()).unwrap_or_default();
+        let e = last_err.map(|(_, e)| e.to_string()).unwrap_or_default();
         let hint = if a.broadcast {
             ""
         } else {
@@ -123,7 +158,10 @@ fn main() -> ExitCode {
         Cmd::Stop(a) => {
             let count = a.count;
             let port = a.port;
-            let addr = a.address.clone().unwrap_or_else(|| "broadcast".into());
+            let addr = a
+                .address
+                .clone()
+                .unwrap_or_else(|| "every subnet's broadcast address".into());
             match stop(a) {
                 Ok(n) => {
                     println!("sent NAO-RS STOP {n} of {count} times to {addr} port {port}");

@@ -181,12 +181,7 @@ pub struct State {
 /// The state shown for `b` with link `l`; `since` words are the caller's
 /// (the page formats times in the operator's time zone).
 pub fn state(b: &Beacon, l: Link) -> State {
-    let (code, words) = if l == Link::Offline {
-        (
-            "offline",
-            "offline: no beacon for more than 4 s".to_string(),
-        )
-    } else if let Integrity::Damaged(d) = &b.page {
+    let (code, words) = if let Integrity::Damaged(d) = &b.page {
         ("page-damaged", format!("page damaged ({d}): tripped"))
     } else if b.switch == Switch::Tripped {
         let r = b.reason.as_deref().unwrap_or("unknown reason");
@@ -200,6 +195,12 @@ pub fn state(b: &Beacon, l: Link) -> State {
             Motion::None => ("armed-idle", "armed, no runtime".to_string()),
         }
     };
+    if l == Link::Offline {
+        return State {
+            code: "offline",
+            words: format!("offline: no beacon for more than 4 s (last heard: {words})"),
+        };
+    }
     State { code, words }
 }
 
@@ -759,7 +760,13 @@ pub(crate) mod tests {
         assert_eq!(state(&b, Link::Good).words, "tripped: chest-button");
         b.page = Integrity::Damaged("no-magic".into());
         assert_eq!(state(&b, Link::Good).code, "page-damaged");
-        assert_eq!(state(&b, Link::Offline).code, "offline");
+        let off = state(&b, Link::Offline);
+        assert_eq!(off.code, "offline");
+        assert!(
+            off.words
+                .ends_with("(last heard: page damaged (no-magic): tripped)"),
+            "{off:?}"
+        );
     }
 
     #[test]

@@ -181,12 +181,7 @@ pub struct State {
 /// The state shown for `b` with link `l`; `since` words are the caller's
 /// (the page formats times in the operator's time zone).
 pub fn state(b: &Beacon, l: Link) -> State {
-    let (code, words) = if l == Link::Offline {
-        (
-            "offline",
-            "offline: no beacon for more than 4 s".to_string(),
-        )
-    } else if let Integrity::Damaged(d) = &b.page {
+    let (code, words) = if let Integrity::Damaged(d) = &b.page {
         ("page-damaged", format!("page damaged ({d}): tripped"))
     } else if b.switch == Switch::Tripped {
         let r = b.reason.as_deref().unwrap_or("unknown reason");
@@ -200,6 +195,12 @@ pub fn state(b: &Beacon, l: Link) -> State {
             Motion::None => ("armed-idle", "armed, no runtime".to_string()),
         }
     };
+    if l == Link::Offline {
+        return State {
+            code: "offline",
+            words: format!("offline: no beacon for more than 4 s (last heard: {words})"),
+        };
+    }
     State { code, words }
 }
 
@@ -759,7 +760,13 @@ pub(crate) mod tests {
         assert_eq!(state(&b, Link::Good).words, "tripped: chest-button");
         b.page = Integrity::Damaged("no-magic".into());
         assert_eq!(state(&b, Link::Good).code, "page-damaged");
-        assert_eq!(state(&b, Link::Offline).code, "offline");
+        let off = state(&b, Link::Offline);
+        assert_eq!(off.code, "offline");
+        assert!(
+            off.words
+                .ends_with("(last heard: page damaged (no-magic): tripped)"),
+            "{off:?}"
+        );
     }
 
     #[test]
@@ -830,6 +837,45 @@ pub(crate) mod tests {
         ));
         assert!(f.card("B0").is_none());
         assert!(f.card("new").is_some());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { failure_persistence: None, ..Default::default() })]
+
+        /// Any sequence of beacons and ticks (few ids, names, nonces and
+        /// addresses, so that they collide): no panic, every bound holds,
+        /// a flagged card has two claimants, the log is newest first.
+        #[test]
+        fn any_beacon_sequence_keeps_the_bounds(steps in proptest::collection::vec(
+            (0u64..3_000, 0u8..5, 0u8..3, 0u64..3, 0u8..12, 0u64..40, proptest::bool::ANY, proptest::bool::ANY),
+            1..200,
+        )) {
+            let mut f = Fleet::new();
+            let mut now = 0u64;
+            for (dt, body, name, nonce, src, seq, tick, tripped) in steps {
+                now += dt;
+                if tick {
+                    f.tick(now, now);
+                    continue;
+                }
+                let mut b = beacon(&format!("B{body}"), &format!("n{name}"), nonce, seq);
+                if tripped {
+                    b.switch = Switch::Tripped;
+                    b.trip_count += seq;
+                    b.wake_generation = None;
+                }
+                f.on_beacon(now, now, IpAddr::from([10, 0, 0, src]), b);
+                for (_, c) in f.cards() {
+                    proptest::prop_assert!(!c.claimants.is_empty());
+                    proptest::prop_assert!(c.claimants.len() <= MAX_CLAIMANTS);
+                    proptest::prop_assert!(c.claimants.iter().all(|cl| cl.addrs.len() <= MAX_ADDRS));
+                    proptest::prop_assert!(c.events.len() <= MAX_EVENTS);
+                    proptest::prop_assert!(!c.duplicate || c.claimants.len() >= 2);
+                    proptest::prop_assert!(c.events.iter().zip(c.events.iter().skip(1)).all(|(a, b)| a.at_ms >= b.at_ms));
+                }
+            }
+            proptest::prop_assert!(f.cards().count() <= 5);
+        }
     }
 
     #[test]

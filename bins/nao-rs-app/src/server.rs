@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nao_rs_beacon::auth::{sign, TeamKey};
-use nao_rs_beacon::format::{decode, joint_names, DecodeError, MAX_DATAGRAM};
+use nao_rs_beacon::format::{decode, encode, joint_names, DecodeError, MAX_DATAGRAM, PREFIX};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -119,6 +119,8 @@ impl Shared {
 
     /// Takes one datagram heard on the beacon port from `src`.
     pub fn take(&self, datagram: &[u8], src: IpAddr) {
+        // A v4-mapped source (beacons received on `::`) is the IPv4 address.
+        let src = src.to_canonical();
         let now = self.now_ms();
         match decode(datagram) {
             Ok(b) => {
@@ -194,7 +196,9 @@ fn robot(id: &str, c: &Card, now: u64, have_key: bool) -> Value {
                 "link": l,
                 "state": state(&cl.beacon, l),
                 "beacons": cl.beacons,
-                "beacon": cl.beacon,
+                // The fields as on the wire (0.8, not 0.800000011920929).
+                "beacon": serde_json::from_slice::<Value>(&encode(&cl.beacon)[PREFIX.len()..])
+                    .unwrap_or(Value::Null),
             })
         })
         .collect();

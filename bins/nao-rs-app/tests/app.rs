@@ -403,7 +403,8 @@ fn a_quiet_robot_goes_late_then_offline() {
     until(&a, "late", |r| r[0]["claimants"][0]["link"] == "late");
     let got = until(&a, "offline", |r| r[0]["claimants"][0]["link"] == "offline");
     assert_eq!(got[0]["claimants"][0]["state"]["code"], "offline");
-    assert_eq!(got[0]["events"][0]["kind"], "lost");
+    // The log's line comes with the app's next tick (every 250 ms).
+    until(&a, "lost logged", |r| r[0]["events"][0]["kind"] == "lost");
 }
 
 #[test]
@@ -437,8 +438,7 @@ fn a_flood_of_garbage_does_not_hold_up_the_stop_or_the_page() {
     assert_eq!(r.stops(Duration::from_millis(500)), 10);
     let sent = flood.join().unwrap();
     assert!(sent > 90_000, "{sent}");
-    // The page still answers, counts the garbage by kind, takes beacons.
-    r.send(&a, &beacon("B71", "nao71-renamed", 2));
+    // The page still answers and counts the garbage by kind.
     let (_, v) = json(&a, "GET", "/api/robots", &[]);
     assert!(v["bad"]["count"].as_u64().unwrap() > 0, "{}", v["bad"]);
     for kind in ["json", "version", "oversized", "prefix"] {
@@ -448,11 +448,19 @@ fn a_flood_of_garbage_does_not_hold_up_the_stop_or_the_page() {
             v["bad"]
         );
     }
-    until(&a, "the beacon after the flood", |r| {
-        r[0]["claimants"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["name"] == "nao71-renamed")
-    });
+    // And takes beacons again: sent the way a robot does, again and again
+    // (the kernel drops what arrives while its buffer is full of garbage).
+    let end = Instant::now() + Duration::from_secs(10);
+    for seq in 2.. {
+        r.send(&a, &beacon("B71", "nao71", seq));
+        let r = robots(&a);
+        if r[0]["claimants"][0]["beacons"].as_u64().unwrap() > 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "no beacon taken after the flood: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

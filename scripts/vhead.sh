@@ -362,6 +362,12 @@ boot() {
     # Lines "VHEAD-RESULT ok|FAIL N name: detail" and "VHEAD-INFO ...".
     local results=$out/console.log
     [ -f "$out/files/results.txt" ] && results=$out/files/results.txt
+    # A machine that reports no check at all (its checks' watchdog ended
+    # it first) failed, whatever else it says.
+    if ! tr -d '\r' <"$results" 2>/dev/null | grep -q '^VHEAD-RESULT '; then
+        echo "FAIL $variant rig: the VM reported no check (see $out/console.log and $out/files/journal.txt)"
+        FAIL=$((FAIL + 1))
+    fi
     while IFS= read -r line; do
         set -- $line
         local verdict=$2

@@ -498,3 +498,44 @@ fn stop_port_listener_backs_off_instead_of_spinning_when_accept_fails() {
     });
     drop(conns);
 }
+
+/// systemd's own tool passes the socket as a service manager does
+/// (`systemd-socket-activate -d -l PORT --fdname=nao-rs-stop`: a `[::]`
+/// dual-stack socket with SO_REUSEADDR set, LISTEN_* in the environment):
+/// the guard takes it, passes the check, clears SO_REUSEADDR, and a stop
+/// trips. Skipped where the tool is not installed.
+#[test]
+fn stop_port_from_systemd_socket_activate_is_taken_by_the_guard() {
+    let tool = "systemd-socket-activate";
+    if Command::new(tool).arg("--version").output().is_err() {
+        println!("SKIPPED: {tool} is not installed here (it comes with systemd)");
+        return;
+    }
+    let (sim, page_path, page) = rig();
+    let port = free_port();
+    let g = guard_cmd(&sim, &page_path, port);
+    let mut c = Command::new(tool);
+    c.args(["-d", "-l", &port.to_string(), "--fdname=nao-rs-stop"])
+        .arg(g.get_program())
+        .args(g.get_args())
+        .env("NAO_RS_DEATHSWITCH", &page_path)
+        .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap());
+    let _g = Proc::spawn(tool, &mut c);
+    // In datagram mode the tool starts the program on the first datagram.
+    wait_for("the socket", Duration::from_secs(5), || {
+        UdpSocket::bind(("0.0.0.0", port)).is_err().then_some(())
+    });
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.send_to(b"hello", ("127.0.0.1", port)).unwrap();
+    wait_log(
+        &sim,
+        "guard",
+        "UDP stop listening on systemd's socket",
+        Duration::from_secs(5),
+    );
+    assert!(!page.is_tripped(), "{:?}", page.snapshot());
+    send_stop(port);
+    wait_for("the stop", Duration::from_secs(2), || {
+        (page.snapshot().reason == Some(Reason::Udp)).then_some(())
+    });
+}

@@ -256,7 +256,7 @@ fn facts_of_real_sockets_are_checked() {
         Err(Fault::NotASocket(libc::ENOTSOCK))
     );
     // A second socket on the port (SO_REUSEADDR on both): shared.
-    let a = reuse_addr_socket(port + 0);
+    let a = reuse_addr_socket(0);
     if let Some(a) = a {
         let b = reuse_addr_socket(a.local_addr().unwrap().port()).unwrap();
         let p2 = b.local_addr().unwrap().port();
@@ -279,7 +279,7 @@ fn reuse_addr_socket(port: u16) -> Option<UdpSocket> {
     set_sockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1).ok()?;
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: (if port == 0 { 0 } else { port }).to_be(),
+        sin_port: port.to_be(),
         sin_addr: libc::in_addr { s_addr: 0 },
         sin_zero: [0; 8],
     };

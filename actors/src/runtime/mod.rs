@@ -71,6 +71,9 @@ pub struct Config {
     pub udp_port: Option<u16>,
     /// The UDP listener's SCHED_FIFO priority (20).
     pub udp_priority: Option<u8>,
+    /// The UDP stop's hand-over socket file (`udp::handover_path` of the
+    /// page); `None`: next to the default page (`$NAO_RS_DEATHSWITCH`).
+    pub udp_handover: Option<std::path::PathBuf>,
     /// The accepted motor board configuration versions (`[10]`).
     pub accepted: Vec<u8>,
     /// Busy-board retry period, ns (50 ms).
@@ -95,6 +98,7 @@ impl Default for Config {
             cycle_cpu: None,
             udp_port: Some(udp::DEFAULT_PORT),
             udp_priority: Some(UDP_PRIORITY),
+            udp_handover: None,
             accepted: DEFAULT_ACCEPTED.to_vec(),
             open_retry_ns: OPEN_RETRY_NS,
             open_timeout_ns: OPEN_TIMEOUT_NS,
@@ -356,22 +360,18 @@ impl<L: Link + 'static> Runtime<L> {
                 let b2 = board.clone();
                 let mut sink = logbook.sink("udp", 64);
                 let (b3, h3) = (board.clone(), handle.clone());
+                let handover = config
+                    .udp_handover
+                    .clone()
+                    .unwrap_or_else(|| udp::handover_path(&deathswitch::default_path(), port));
                 let l = udp::UdpListener::start_named(
                     "nao-rs-udp",
                     port,
+                    handover,
                     handle.stop.clone(),
                     config.udp_priority,
-                    move || b2.trip(Reason::Udp),
-                    move |e| match e {
-                        udp::UdpEvent::Bound => {
-                            sink.emit(Level::Info, "UDP stop port bound", port as i64)
-                        }
-                        udp::UdpEvent::BindFailed(errno) => sink.emit(
-                            Level::Warning,
-                            "UDP stop port bind failed (errno)",
-                            errno as i64,
-                        ),
-                    },
+                    move |r| b2.trip(r),
+                    move |e| udp::log_event(&mut sink, e, port),
                     move || {
                         b3.trip(Reason::Fault);
                         h3.request_stop();

@@ -48,6 +48,8 @@ fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
 }
 
 fn main() -> ExitCode {
+    // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
+    udp::inherit_from_systemd();
     let args = Args::parse();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -96,10 +98,11 @@ fn run(args: Args) -> Result<(), String> {
         let p2 = page.clone();
         let t = udp::spawn(
             args.udp_port,
+            nao_actors::runtime::udp::handover_path(&page_path, args.udp_port),
             udp_log,
             udp_stops,
             stop.clone(),
-            move || p.trip(Reason::Udp),
+            move |r| p.trip(r),
             move || {
                 p2.trip(Reason::Fault);
                 emit(&mut panic_log, GuardEvent::UdpPanicked);

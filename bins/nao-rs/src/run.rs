@@ -174,6 +174,8 @@ pub fn main(args: Args) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;
+    // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
+    nao_actors::runtime::udp::inherit_from_systemd();
     lock_memory();
     let (page, page_path) = open_page(args.page.as_deref())?;
     let board: Arc<dyn Blackboard> = page;
@@ -182,6 +184,10 @@ pub fn main(args: Args) -> Result<(), String> {
         cycle_priority: (args.priority > 0).then_some(args.priority),
         cycle_cpu: args.cpu,
         udp_port: (!args.no_udp).then_some(args.udp_port),
+        udp_handover: Some(nao_actors::runtime::udp::handover_path(
+            &page_path,
+            args.udp_port,
+        )),
         accepted: args.accepted.clone(),
         ..Config::default()
     };

@@ -84,10 +84,11 @@ fn run(a: Args) -> Result<(), String> {
         let l = nao_actors::runtime::udp::UdpListener::start_named(
             "nao-rs-udp",
             port,
+            nao_actors::runtime::udp::handover_path(&a.page, port),
             Default::default(),
             Some(nao_actors::runtime::UDP_PRIORITY),
-            move || {
-                p.trip(Reason::Udp);
+            move |r: Reason| {
+                p.trip(r);
             },
             |_| {},
             || {},

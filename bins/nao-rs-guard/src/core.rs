@@ -650,14 +650,15 @@ mod tests {
     }
 
     #[test]
-    fn hand_over_needs_a_live_process_eperm_counts_as_alive() {
+    fn hand_over_needs_a_verified_runtime() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
-        // New pid, but dead (ESRCH): keep the board.
+        // New pid the shell could not verify (yet): keep the board.
         assert_eq!(
             g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, false)),
             (HOLD, Transition::None)
         );
-        // The shell reports EPERM as alive: hand over.
+        // Verified (its start time, the page mapped, a restart; its pidfd
+        // open, also for another user's process): hand over.
         assert_eq!(
             g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, true))
                 .1,

@@ -1,7 +1,9 @@
 //! The guard's poll loop allocates nothing: a counting global allocator
 //! counts the allocations of the polling thread while it watches a runtime,
 //! takes over, holds the board (against a board that allocates nothing, and
-//! against the virtual robot over `SimLink`), hands over and releases.
+//! against the virtual robot over `SimLink`), verifies and hands over to a
+//! restarted runtime, takes the board back past the hand-over bound and
+//! releases.
 
 use deathswitch::rules::Settings;
 use deathswitch::Page;
@@ -111,23 +113,27 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     assert_eq!(p.core().state(), State::Idle);
     assert_eq!(n, 0, "allocations at the hand-over");
 
-    // The new runtime beats, hangs, is taken over; a re-arm releases.
+    // The new runtime never beats: taken back past the hand-over bound
+    // (guard rule 6), then a re-arm releases.
     let t2 = deathswitch::now_ns();
+    let bound = deathswitch::rules::HAND_OVER_BOUND_NS;
     let n = allocations(|| {
-        page.write_heartbeat(1, t2, true);
         p.poll(&page, t2 + 2 * MS);
-        p.poll(&page, t2 + 100 * MS);
+        p.poll(&page, t2 + bound + 10 * MS);
     });
     assert!(matches!(p.core().state(), State::Holding { .. }));
     assert!(next.wait_exit(std::time::Duration::from_secs(5)).is_some());
     page.rearm();
-    let n2 = allocations(|| p.poll(&page, t2 + 102 * MS));
+    let n2 = allocations(|| {
+        p.poll(&page, t2 + bound + 12 * MS);
+        p.poll(&page, t2 + bound + 14 * MS);
+    });
     assert_eq!(p.core().state(), State::Idle);
     assert!(!p.board().is_open());
     assert_eq!(
         n + n2,
         0,
-        "allocations at the second take-over and the release"
+        "allocations at the take-back past the hand-over bound and the release"
     );
     drop(book);
 }

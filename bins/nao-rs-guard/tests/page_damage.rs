@@ -132,9 +132,14 @@ impl Rig {
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
     fn wait_registered(&self, pid: u32) {
-        wait_for("a stiff runtime", Duration::from_secs(20), || {
-            self.stiff_from(pid, 0).then_some(())
-        });
+        if wait_for_opt(Duration::from_secs(20), || self.stiff_from(pid, 0).then_some(())).is_none()
+        {
+            panic!(
+                "no stiff frame from the runtime {pid} within 20 s\nguard:\n{}\nruntime:\n{}",
+                self.log(),
+                std::fs::read_to_string(self.sim.dir().join("rt.log")).unwrap_or_default()
+            );
+        }
         let line = format!("holding its pidfd (pid), value: {pid}");
         wait_for(
             "the guard to register the runtime",

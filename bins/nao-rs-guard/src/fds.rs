@@ -119,6 +119,14 @@ impl FdReserve {
         self.held()
     }
 
+    /// After a failed open and [`FdReserve::refill`]: true when the process
+    /// is out of descriptors (the reserve is short, or not one more can be
+    /// opened: EMFILE or ENFILE), so the failure is the limit's, whatever
+    /// the link made of it. Opens and closes one descriptor.
+    pub fn exhausted(&self) -> bool {
+        !self.full() || matches!(open_dev_null(), Err(Errno::EMFILE | Errno::ENFILE))
+    }
+
     /// True when every descriptor wanted is held.
     pub fn full(&self) -> bool {
         self.held() >= self.want

@@ -121,12 +121,17 @@ impl<B: Board> Poller<B> {
         self.reserve.as_mut().map_or(0, FdReserve::release)
     }
 
-    /// Takes the reserve back; false when it is short (no free descriptor).
-    fn refill_reserve(&mut self) -> bool {
-        self.reserve.as_mut().is_none_or(|r| {
+    /// Takes the reserve back.
+    fn refill_reserve(&mut self) {
+        if let Some(r) = self.reserve.as_mut() {
             r.refill();
-            r.full()
-        })
+        }
+    }
+
+    /// Why opening the board fails now, when it does: the link's fault, or
+    /// `NoFds` when the guard is out of descriptors (for tests and logs).
+    pub fn open_failing(&self) -> Option<LinkFault> {
+        self.open_failing
     }
 
     /// The state machine (for tests and the status line).
@@ -248,7 +253,7 @@ impl<B: Board> Poller<B> {
                 // The reserve makes room for the link's descriptors.
                 self.release_reserve();
                 let opened = self.board.open();
-                let room = self.refill_reserve();
+                self.refill_reserve();
                 match opened {
                     Ok(()) => {
                         self.frames = None;
@@ -256,13 +261,14 @@ impl<B: Board> Poller<B> {
                         emit(&mut self.log, GuardEvent::BoardOpened);
                     }
                     Err(e) => {
-                        // Not even the reserve could be taken back: the
-                        // process is out of descriptors (EMFILE), whatever
-                        // the link made of it.
-                        let f = if room {
-                            LinkFault::from(&e)
-                        } else {
+                        // The reserve could not be taken back, or not one
+                        // descriptor more opened: the process is out of
+                        // descriptors (EMFILE), whatever the link made of it.
+                        let out = self.reserve.as_ref().is_some_and(FdReserve::exhausted);
+                        let f = if out {
                             LinkFault::NoFds
+                        } else {
+                            LinkFault::from(&e)
                         };
                         if self.open_failing != Some(f) {
                             emit(&mut self.log, GuardEvent::BoardOpenFailed(f));

@@ -132,7 +132,10 @@ impl Rig {
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
     fn wait_registered(&self, pid: u32) {
-        if wait_for_opt(Duration::from_secs(20), || self.stiff_from(pid, 0).then_some(())).is_none()
+        if wait_for_opt(Duration::from_secs(20), || {
+            self.stiff_from(pid, 0).then_some(())
+        })
+        .is_none()
         {
             panic!(
                 "no stiff frame from the runtime {pid} within 20 s\nguard:\n{}\nruntime:\n{}",

@@ -276,7 +276,14 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
     let gap = max_gap_ms(&frames, from);
     assert!(
         gap < 100.0,
-        "the guard's all-off frames stopped for {gap:.1} ms while pids were stored"
+        "the guard's all-off frames stopped for {gap:.1} ms while pids were stored \
+         (frames at ms after the first store: {:?})\nguard:\n{}",
+        frames
+            .iter()
+            .filter(|l| l.t_ns >= from)
+            .map(|l| (l.t_ns - from) / MS)
+            .collect::<Vec<_>>(),
+        rig.guard_log()
     );
     assert!(frames.iter().all(|l| l.all_off));
     assert!(

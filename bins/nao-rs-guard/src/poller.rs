@@ -13,7 +13,9 @@ use deathswitch::{Integrity, Page};
 use nao_actors::kit::Schedule;
 
 use crate::board::Board;
-use crate::core::{started_after, Candidate, GuardCore, Observation, PidfdState, Transition};
+use crate::core::{
+    kill_target_ok, started_after, Candidate, GuardCore, Observation, PidfdState, Transition,
+};
 use crate::fds::FdReserve;
 use nao_actors::kit::log::EventSink;
 
@@ -345,6 +347,11 @@ impl<B: Board> Poller<B> {
             }
         };
         if matches!(runtime, PidfdState::Alive(_)) && !self.core.holding() {
+            return Candidate::None;
+        }
+        // No start time stored: nothing can be verified, nothing is read
+        // (raw bytes, or a runtime that could not read its own /proc).
+        if snap.driver_start == 0 && kill_target_ok(pid, self.own_pid) {
             return Candidate::None;
         }
         if let Some(c) = &self.checked {

@@ -261,6 +261,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
     testkit::bin("naoctl");
+    common::wake_when_ready(&s.sim);
     let ctl = LolaController::start(&socket, 500);
     wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
 
@@ -325,6 +326,7 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     let socket = socket_dir.path().join("robocup");
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
+    common::wake_when_ready(&s.sim);
     // The first client is the controller; a monitor stays connected
     // throughout (it must not become the controller).
     let mut c = lola_connect(&socket);
@@ -424,6 +426,7 @@ fn memory_locked() {
         &[],
         Stdio::from(err),
     );
+    common::wake_when_ready(&sim);
     wait_stiff_after(&sim, 0, Duration::from_secs(15));
     let locked = vm_lck_kb(rt.id());
     drop(rt);

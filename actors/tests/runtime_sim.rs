@@ -387,3 +387,39 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     assert!(wait_until(|| board.is_tripped()));
     drop(rt);
 }
+
+/// The status file is the runtime's own, however it is hosted: a program
+/// linking the library gets it written (here at `Config::status_file`),
+/// whole, at 10 Hz, with the motion state and every joint's stiffness.
+#[test]
+fn the_library_runtime_writes_the_status_file_itself() {
+    use nao_actors::runtime::status_file::StatusFile;
+    let sim = sim();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("status.json");
+    let board = Arc::new(MemoryBoard::armed());
+    let cfg = Config {
+        status_file: Some(path.clone()),
+        ..config()
+    };
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board, cfg).unwrap();
+    assert!(wait_until(
+        || StatusFile::read(&path).is_some_and(|s| s.cycle > 5)
+    ));
+    let s = StatusFile::read(&path).unwrap();
+    assert_eq!(s.motion, "limp-waiting-for-wake");
+    assert_eq!(s.stiffness.len(), 25);
+    rt.handle().wake().unwrap();
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    assert!(wait_until(|| StatusFile::read(&path)
+        .is_some_and(
+            |s| s.motion == "awake" && s.stiffness.iter().all(|&x| x == 500)
+        )));
+    let (_, summary) = rt.stop();
+    let last = StatusFile::read(&path).unwrap();
+    assert_eq!(
+        last.cycle, summary.cycles,
+        "the last status is written at the end"
+    );
+    assert!(last.tripped && last.motion == "limp-tripped");
+}

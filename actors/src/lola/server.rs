@@ -116,7 +116,7 @@ pub struct LolaServer {
     ring_was_full: bool,
 }
 
-fn bind(path: &PathBuf) -> Result<UnixListener, LolaError> {
+fn bind(path: &std::path::Path) -> Result<UnixListener, LolaError> {
     // Mode 0660 whatever the umask, with no window in which another user
     // can connect: bound in a private directory, renamed into place
     // (`crate::runtime::socket_file`). A path someone else holds is an

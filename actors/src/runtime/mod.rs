@@ -378,6 +378,8 @@ impl<L: Link + 'static> Runtime<L> {
         } else {
             Motion::LimpWaitingForWake
         });
+        slog::info!(logger, "every start is limp: waiting for a person's wake (`nao-rs wake`)";
+            "tripped" => generation.is_none());
         hook.before_startup(&mut link, &config.accepted, !board.is_tripped());
         let identity = open_with_retry(&mut link, &config)?;
         slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),

@@ -258,14 +258,16 @@ impl Monitor {
                 let guard_every =
                     (super::GUARD_CHECK_PERIOD_NS / super::STATUS_PERIOD_NS).max(1);
                 let mut failing = false;
-                let mut n: u64 = 0;
+                // Writes until the next look at the guard (0: look now).
+                let mut until_guard: u64 = 0;
                 if let Some(p) = &path {
                     slog::info!(log, "status file"; "path" => %p.display());
                 }
                 loop {
                     // Acquire: pairs with the Release in `stop`.
                     let last = s2.load(Ordering::Acquire);
-                    if n % guard_every == 0 {
+                    if until_guard == 0 {
+                        until_guard = guard_every;
                         let named = handle.board().guard_identity();
                         let dead = guard_dead(named, || named.is_some_and(|g| g.is_alive()));
                         // Relaxed: a status flag the cycle reads.
@@ -300,7 +302,7 @@ impl Monitor {
                     if last {
                         return;
                     }
-                    n += 1;
+                    until_guard -= 1;
                     std::thread::park_timeout(period);
                 }
             })?;

@@ -205,7 +205,10 @@ impl BoundWake {
                         }
                         Err(why) => {
                             refused += 1;
-                            if logged_at.map_or(true, |t| t.elapsed() >= Duration::from_secs(1)) {
+                            if match logged_at {
+                                None => true,
+                                Some(t) => t.elapsed() >= Duration::from_secs(1),
+                            } {
                                 slog::warn!(log, "wake socket: {}", why;
                                     "refused_so_far" => refused);
                                 logged_at = Some(std::time::Instant::now());

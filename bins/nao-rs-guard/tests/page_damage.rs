@@ -129,9 +129,18 @@ impl Rig {
     }
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
+    /// Every start is limp: the test wakes it (as a person would).
     fn wait_registered(&self, pid: u32) {
         wait_for("a stiff runtime", Duration::from_secs(20), || {
-            self.stiff_from(pid, 0).then_some(())
+            let _ = Command::new(testkit::bin("nao-rs"))
+                .args(["wake", "--socket"])
+                .arg(self.sim.dir().join("rt.wake.sock"))
+                .arg("--page")
+                .arg(&self.page_path)
+                .output();
+            wait_for_opt(Duration::from_millis(200), || {
+                self.stiff_from(pid, 0).then_some(())
+            })
         });
         let line = format!("holding its pidfd (pid), value: {pid}");
         wait_for(
@@ -210,11 +219,15 @@ fn page_damage_then_a_hang() {
             let st = Command::new(&nao_rs)
                 .args(["wake", "--socket"])
                 .arg(&wake)
+                .arg("--page")
+                .arg(&rig.page_path)
                 .output()
                 .unwrap();
             woke = Some(st.clone());
             if !st.status.success() {
-                break;
+                // Refused: tripped again (a holder noticed the damage
+                // late); re-arm again.
+                continue;
             }
             if wait_for_opt(Duration::from_secs(1), || {
                 rig.stiff_from(rt.pid(), n).then_some(())

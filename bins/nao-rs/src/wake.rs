@@ -72,3 +72,39 @@ pub fn main(args: Args) -> Result<(), String> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inspection(
+        armed: bool,
+        count: u64,
+        damage: Option<deathswitch::Damage>,
+    ) -> deathswitch::Inspection {
+        deathswitch::Inspection {
+            snapshot: deathswitch::Snapshot {
+                armed,
+                reason: (!armed).then_some(deathswitch::Reason::Naoctl),
+                trip_count: count,
+                ..Default::default()
+            },
+            damage,
+            len: 128,
+        }
+    }
+
+    #[test]
+    fn a_wake_is_sent_only_in_an_armed_generation_of_a_sound_page() {
+        let p = Path::new("/run/nao-rs/deathswitch");
+        assert_eq!(generation_of(&inspection(true, 4, None), p), Ok(4));
+        let e = generation_of(&inspection(false, 4, None), p).unwrap_err();
+        assert_eq!(
+            e,
+            "tripped (naoctl); re-arm first with `naoctl rearm`, then wake"
+        );
+        let e =
+            generation_of(&inspection(true, 4, Some(deathswitch::Damage::NoMagic)), p).unwrap_err();
+        assert!(e.contains("damaged") && e.contains("naoctl rearm"), "{e}");
+    }
+}

@@ -94,10 +94,15 @@ fn trip_re_armed_within_one_cycle() {
 fn a_wake_while_tripped_is_used_up() {
     let s = setup();
     testkit::bin("naoctl");
+    let before = s.page.snapshot().wake_generation().unwrap();
     let trip = naoctl_stop(&s);
     settle(&s.sim, trip, 50);
-    // A wake while tripped: used up, it does nothing.
-    wake(&s.sim);
+    // `nao-rs wake` while tripped: refused, nothing sent.
+    let out = common::wake_command(&s.sim).output().unwrap();
+    assert!(!out.status.success(), "nao-rs wake while tripped");
+    // A wake that reaches the runtime while tripped (read before the
+    // trip): used up, it does nothing.
+    nao_actors::runtime::wake::send(&common::wake_socket(&s.sim), before).unwrap();
     settle(&s.sim, deathswitch::now_ns(), 50);
     naoctl(&s.page_path, &["rearm", "--yes"]);
     let rearmed = deathswitch::now_ns();

@@ -103,25 +103,44 @@ fn every_start_is_limp_until_a_persons_wake() {
     // Crash; the guard takes over (trips); a person re-arms, no wake.
     rt.signal(Signal::SIGKILL);
     let _ = rt.wait_exit(Duration::from_secs(5));
+    let gpid = _guard.pid();
     wait_for("the guard's take-over", Duration::from_secs(5), || {
         page.is_tripped()
+            && page.snapshot().guard_holding
+            && cycle_frames(&sim)
+                .iter()
+                .filter(|l| l.peer_pid as u32 == gpid)
+                .count()
+                >= 3
     });
     naoctl(&page_path, &["rearm", "--yes"]);
     // systemd restarts the runtime: the guard hands it the board.
     let restart = deathswitch::now_ns();
-    let rt2 = start_runtime_with(&sim, &page_path, port, "stand", &[], Stdio::null());
-    let pid2 = rt2.pid();
-    wait_for(
-        "the restarted runtime's frames",
-        Duration::from_secs(15),
-        || {
-            cycle_frames(&sim)
-                .iter()
-                .filter(|l| l.peer_pid as u32 == pid2)
-                .count()
-                > 200
-        },
+    let rt2_log = sim.dir().join("rt2.log");
+    let rt2 = start_runtime_with(
+        &sim,
+        &page_path,
+        port,
+        "stand",
+        &[],
+        Stdio::from(std::fs::File::create(&rt2_log).unwrap()),
     );
+    let pid2 = rt2.pid();
+    let t0 = Instant::now();
+    while cycle_frames(&sim)
+        .iter()
+        .filter(|l| l.peer_pid as u32 == pid2)
+        .count()
+        <= 200
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the restarted runtime's frames: not within 20 s\nruntime: {}\nguard: {}",
+            std::fs::read_to_string(&rt2_log).unwrap_or_default(),
+            std::fs::read_to_string(sim.dir().join("guard.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let frames = window(&cycle_frames(&sim), restart, u64::MAX);
     assert!(
         stiff(&frames).is_empty(),

@@ -709,6 +709,8 @@ impl CycleActor {
             self.page_lost = true;
             self.board.trip(Reason::PageLost);
         }
+        // The count, the switch, the count again (below).
+        let count_before = self.board.trip_count();
         let page_tripped = self.board.is_tripped();
         if self.page_lost && !page_tripped {
             // A person re-armed the (repaired or new) page.
@@ -718,7 +720,7 @@ impl CycleActor {
         // moved around the switch's read is a trip on its way (the latch
         // holds the joints limp for it).
         let trip_count = self.board.trip_count();
-        let count_moved = self.board.trip_count() != trip_count;
+        let count_moved = count_before != trip_count;
         let tripped = self.page_lost || page_tripped;
         let reason = if tripped {
             self.board.reason().or(Some(Reason::PageLost))

@@ -100,7 +100,10 @@ pub fn make_stiff(rig: &mut Rig, full: bool) -> Result<(), String> {
     for _ in 0..60 {
         rig.poll()?;
         let from = rig.frames.len();
-        let _ = nao_actors::runtime::wake::send(&wake);
+        // A wake carries the page's wake generation (as `nao-rs wake`).
+        if let Some(g) = rig.page.snapshot().wake_generation() {
+            let _ = nao_actors::runtime::wake::send(&wake, g);
+        }
         let hit = rig.wait_frame(from, Duration::from_millis(50), |f| {
             f.peer_pid == pid && f.is_cycle_frame() && f.max_stiffness > 0
         })?;

@@ -131,9 +131,20 @@ impl Rig {
     }
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
+    /// Every start is limp: the test wakes it (as a person would).
     fn wait_registered(&self, pid: u32) {
+        // Every start is limp: wake it (with the page's generation) until
+        // it drives stiff.
         if wait_for_opt(Duration::from_secs(20), || {
-            self.stiff_from(pid, 0).then_some(())
+            let _ = Command::new(testkit::bin("nao-rs"))
+                .args(["wake", "--socket"])
+                .arg(self.sim.dir().join("rt.wake.sock"))
+                .arg("--page")
+                .arg(&self.page_path)
+                .output();
+            wait_for_opt(Duration::from_millis(200), || {
+                self.stiff_from(pid, 0).then_some(())
+            })
         })
         .is_none()
         {
@@ -220,11 +231,15 @@ fn page_damage_then_a_hang() {
             let st = Command::new(&nao_rs)
                 .args(["wake", "--socket"])
                 .arg(&wake)
+                .arg("--page")
+                .arg(&rig.page_path)
                 .output()
                 .unwrap();
             woke = Some(st.clone());
             if !st.status.success() {
-                break;
+                // Refused: tripped again (a holder noticed the damage
+                // late); re-arm again.
+                continue;
             }
             if wait_for_opt(Duration::from_secs(1), || {
                 rig.stiff_from(rt.pid(), n).then_some(())

@@ -11,7 +11,6 @@
 //! The rules are in `service.rs`; this file moves data.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,9 +71,10 @@ fn read_status(path: &Path) -> Option<StatusFile> {
 }
 
 fn hostname() -> String {
-    nix::unistd::gethostname()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
         .ok()
-        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "nao".into())
 }
 
@@ -92,37 +92,38 @@ fn targets(settings: &Settings, broadcasts: &[Ipv4Addr]) -> Vec<SocketAddr> {
     all
 }
 
-/// Logs a refused wake at most once a second, counting the rest.
+/// Logs refused wakes, at most [`RefusalLog::BURST`] lines a second; the
+/// rest are counted and the count told with the next line (a flood of
+/// bogus wakes cannot fill the journal).
 struct RefusalLog {
-    last: Option<Instant>,
+    window: Option<Instant>,
+    lines: u32,
     quiet: u64,
 }
 
 impl RefusalLog {
+    const BURST: u32 = 10;
+
     fn refused(&mut self, from: SocketAddr, why: &dyn std::fmt::Display) {
         let now = Instant::now();
         if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+            .window
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(1))
         {
+            self.window = Some(now);
+            self.lines = 0;
+        }
+        if self.lines >= Self::BURST {
             self.quiet += 1;
             return;
         }
-        let more = std::mem::take(&mut self.quiet);
-        let more = if more > 0 {
-            format!(" ({more} more refused in the last second)")
-        } else {
-            String::new()
+        self.lines += 1;
+        let more = match std::mem::take(&mut self.quiet) {
+            0 => String::new(),
+            n => format!(" ({n} more refused and not logged before this one)"),
         };
         log(format_args!("network wake from {from}: {why}{more}"));
-        self.last = Some(now);
     }
-}
-
-fn send_wake(path: &Path, generation: u64) -> std::io::Result<()> {
-    UnixDatagram::unbound()?
-        .send_to(format!("wake {generation}").as_bytes(), path)
-        .map(|_| ())
 }
 
 /// The network wake: one datagram at a time, bounded work each.
@@ -136,14 +137,24 @@ fn wake_loop(
 ) {
     let mut buf = [0u8; 2048];
     let mut refusals = RefusalLog {
-        last: None,
+        window: None,
+        lines: 0,
         quiet: 0,
     };
     // Acquire: pairs with the signal handler's store.
     while !stop.load(Ordering::Acquire) {
         let (n, from) = match sock.recv_from(&mut buf) {
             Ok(r) => r,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
             Err(e) => {
                 log(format_args!("network wake socket: {e}; retrying in 1 s"));
                 std::thread::sleep(Duration::from_secs(1));
@@ -152,32 +163,32 @@ fn wake_loop(
         };
         let view = read_page(&page);
         match service::judge_wake(Some(&key), &buf[..n], &body_id, &view) {
-            WakeVerdict::Pass { generation, key_id } => match send_wake(&wake_socket, generation) {
-                Ok(()) => log(format_args!(
-                    "woken by {from} (key {key_id}) at wake generation {generation}"
-                )),
-                Err(e) => log(format_args!(
+            WakeVerdict::Pass { generation, key_id } => {
+                match wake::send(&wake_socket, generation) {
+                    Ok(()) => log(format_args!(
+                        "woken by {from} (key {key_id}) at wake generation {generation}"
+                    )),
+                    Err(e) => log(format_args!(
                     "a wake from {from} (key {key_id}) verified, but the runtime's wake socket {} \
                      did not take it: {e}. Is the runtime running?",
                     wake_socket.display()
                 )),
-            },
+                }
+            }
             WakeVerdict::Refuse(r) => refusals.refused(from, &r),
         }
     }
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    let settings = Settings::from_vars(|k| std::env::var(k).ok(), &hostname())
-        .map_err(|e| e.to_string())?;
+    let settings =
+        Settings::from_vars(|k| std::env::var(k).ok(), &hostname()).map_err(|e| e.to_string())?;
     let page = cli.page.unwrap_or_else(deathswitch::default_path);
     let status = cli
         .status
         .or_else(|| status_file::default_path(Some(&page)))
         .unwrap_or_else(|| PathBuf::from("status.json"));
-    let wake_socket = cli
-        .wake_socket
-        .unwrap_or_else(|| wake::socket_path(&page));
+    let wake_socket = cli.wake_socket.unwrap_or_else(|| wake::socket_path(&page));
 
     // No signal but TERM and INT ends the service.
     let stop = Arc::new(AtomicBool::new(false));
@@ -285,7 +296,14 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let view = read_page(&page);
             let st = read_status(&status);
-            let b = service::compose(&settings, seq, &view, st.as_ref(), deathswitch::now_ns(), net_wake);
+            let b = service::compose(
+                &settings,
+                seq,
+                &view,
+                st.as_ref(),
+                deathswitch::now_ns(),
+                net_wake,
+            );
             let bytes = format::encode(&b);
             let mut sent = 0;
             let mut last_err = None;
@@ -297,7 +315,9 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             match (sent, last_err) {
                 (0, Some((t, e))) if !failing => {
-                    log(format_args!("no beacon went out (last: {t}: {e}); retrying every beat"));
+                    log(format_args!(
+                        "no beacon went out (last: {t}: {e}); retrying every beat"
+                    ));
                     failing = true;
                 }
                 (0, None) if !failing => {

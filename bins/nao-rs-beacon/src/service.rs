@@ -79,8 +79,7 @@ impl std::fmt::Display for SettingError {
 fn plain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= nao_rs_beacon::format::MAX_NAME
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
@@ -105,9 +104,10 @@ impl Settings {
         let port = |k: &str, default: u16| -> Result<u16, SettingError> {
             match get(k) {
                 None => Ok(default),
-                Some(v) => v.trim().parse().map_err(|_| {
-                    SettingError(format!("{k}={v:?} is not a port (0..=65535)"))
-                }),
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .map_err(|_| SettingError(format!("{k}={v:?} is not a port (0..=65535)"))),
             }
         };
         let beacon_port = port("NAO_RS_BEACON_PORT", BEACON_PORT)?;
@@ -202,7 +202,8 @@ pub struct PageView {
 impl PageView {
     /// The page's snapshot and damage, with the identities looked up.
     pub fn new(snapshot: Snapshot, damage: Option<Damage>) -> PageView {
-        let alive = |pid: Option<u32>, start| pid.is_some_and(|pid| Identity { pid, start }.is_alive());
+        let alive =
+            |pid: Option<u32>, start| pid.is_some_and(|pid| Identity { pid, start }.is_alive());
         PageView {
             snapshot,
             damage,
@@ -286,7 +287,11 @@ pub fn compose(
         seq,
         name: settings.name.clone(),
         body_id: settings.body_id.clone(),
-        switch: if armed { Switch::Armed } else { Switch::Tripped },
+        switch: if armed {
+            Switch::Armed
+        } else {
+            Switch::Tripped
+        },
         reason: reason.map(|r| r.name().to_string()),
         since: (since_ns != 0).then_some(since_ns / 1_000_000_000),
         trip_count: s.trip_count,
@@ -296,9 +301,7 @@ pub fn compose(
             None => Integrity::Ok,
             Some(d) => Integrity::Damaged(d.name().to_string()),
         },
-        heartbeat_age_ms: s
-            .last_beat_ns
-            .map(|t| now_ns.saturating_sub(t) / 1_000_000),
+        heartbeat_age_ms: s.last_beat_ns.map(|t| now_ns.saturating_sub(t) / 1_000_000),
         guard: Guard {
             pid: s.guard_pid,
             alive: page.guard_alive,
@@ -355,7 +358,13 @@ pub fn judge_wake(
         Ok(d) => d,
         Err(e) => return WakeVerdict::Refuse(e),
     };
-    match auth::verify(key, &d, body_id, page.snapshot.nonce, page.wake_generation()) {
+    match auth::verify(
+        key,
+        &d,
+        body_id,
+        page.snapshot.nonce,
+        page.wake_generation(),
+    ) {
         Ok(()) => WakeVerdict::Pass {
             generation: d.generation,
             key_id: d.key_id,
@@ -367,10 +376,10 @@ pub fn judge_wake(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nao_rs_beacon::auth::{sign, WakeRefusalKind};
     use deathswitch::{Cells, Reason};
+    use nao_rs_beacon::auth::{sign, WakeRefusalKind};
 
-    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + '_ {
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {
             pairs
                 .iter()
@@ -411,7 +420,7 @@ mod tests {
             ("NAO_RS_BEACON_HZ", "nan", "from 0.1 to 20"),
             ("NAO_RS_BEACON_PORT", "70000", "not a port"),
             ("NAO_RS_BODY_ID", "a b", "NAO_RS_BODY_ID"),
-            ("NAO_RS_BEACON_TARGETS", "no such host.invalid", "no address"),
+            ("NAO_RS_BEACON_TARGETS", "robot:notaport", "no address"),
         ] {
             let e = Settings::from_vars(vars(&[(k, v)]), "nao").unwrap_err();
             assert!(e.0.contains(says), "{k}={v}: {e}");
@@ -470,7 +479,10 @@ mod tests {
         assert_eq!(b.battery, Some(0.8));
         assert_eq!(b.lateness_ms, Some(1.5));
         assert!(b.net_wake);
-        assert_eq!(nao_rs_beacon::format::decode(&nao_rs_beacon::format::encode(&b)).unwrap(), b);
+        assert_eq!(
+            nao_rs_beacon::format::decode(&nao_rs_beacon::format::encode(&b)).unwrap(),
+            b
+        );
         // A stale status (a hung runtime) is not shown.
         let old = status(now - 2 * STATUS_FRESH_NS);
         let b = compose(&settings(), 8, &view(&c, true), Some(&old), now, false);
@@ -525,7 +537,10 @@ mod tests {
         ));
         // Another robot's wake.
         let body = sign(&k, "nao2", 0xabcd, 1).encode();
-        assert_eq!(refused(judge_wake(Some(&k), &body, "nao1", &v)), WakeRefusalKind::OtherBody);
+        assert_eq!(
+            refused(judge_wake(Some(&k), &body, "nao1", &v)),
+            WakeRefusalKind::OtherBody
+        );
         // Garbage.
         assert_eq!(
             refused(judge_wake(Some(&k), b"NAO-RS WAKE 1\n{", "nao1", &v)),
@@ -550,7 +565,12 @@ mod tests {
         let g = repaired.snapshot().wake_generation().unwrap();
         let old_nonce = sign(&k, "nao1", 0xabcd, g).encode();
         assert_eq!(
-            refused(judge_wake(Some(&k), &old_nonce, "nao1", &view(&repaired, true))),
+            refused(judge_wake(
+                Some(&k),
+                &old_nonce,
+                "nao1",
+                &view(&repaired, true)
+            )),
             WakeRefusalKind::OtherNonce
         );
     }

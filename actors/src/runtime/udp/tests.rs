@@ -227,8 +227,9 @@ fn proc_net_udp_lines_give_port_uid_and_inode() {
 /// needs no privilege) is not among them.
 #[test]
 fn netns_without_siocgskns_is_told_by_proc_net_udp() {
+    type Lines<'a> = &'a [(u16, u32, u64)];
     let lines = [(7701, 0, 41234), (53, 101, 999)];
-    let rows: &[(&[(u16, u32, u64)], bool, u64, Netns)] = &[
+    let rows: &[(Lines, bool, u64, Netns)] = &[
         (&lines, true, 41234, Netns::Same),
         (&lines, true, 555, Netns::Other),
         (&[], true, 555, Netns::Other),

@@ -576,10 +576,20 @@ fn netns_of(fd: RawFd, port_lines: &[(u16, u32, u64)], ino: u64) -> Netns {
     }
     // No CAP_NET_ADMIN (the services run as a user): /proc/self/net/udp
     // lists exactly the UDP sockets of this process's namespace.
-    if port_lines.is_empty() && !proc_udp_readable() {
-        return Netns::Unknown;
-    }
-    if port_lines.iter().any(|&(_, _, i)| i == ino) {
+    netns_from_proc(
+        port_lines,
+        !port_lines.is_empty() || proc_udp_readable(),
+        ino,
+    )
+}
+
+/// The namespace rule without SIOCGSKNS, pure: a socket is in this
+/// process's namespace exactly when its inode is among the UDP sockets
+/// /proc/self/net/udp{,6} list (`readable`: they could be read).
+pub fn netns_from_proc(lines: &[(u16, u32, u64)], readable: bool, ino: u64) -> Netns {
+    if !readable {
+        Netns::Unknown
+    } else if ino != 0 && lines.iter().any(|&(_, _, i)| i == ino) {
         Netns::Same
     } else {
         Netns::Other

@@ -283,8 +283,13 @@ fn stop_port_held_by_nobody_trips_stop_port_unread_and_a_rearm_does_not_stick() 
     .join()
     .unwrap();
     let (sim, page_path, page) = rig();
+    let started = Instant::now();
     let _g = Proc::spawn("nao-rs-guard", &mut guard_cmd(&sim, &page_path, port));
     let _rt = Proc::spawn("nao-rs run", &mut runtime_cmd(&sim, &page_path, "rt", port));
+    wait_for("the trip", Duration::from_secs(5), || {
+        page.is_tripped().then_some(())
+    });
+    println!("tripped {:?} after the guard's spawn", started.elapsed());
     assert_tripped_and_all_off(&sim, &page, Reason::StopPortUnread);
     wait_for("udp-port-not-owned", Duration::from_secs(20), || {
         SafetyFlags::from_bits_truncate(page.snapshot().safety_flags)

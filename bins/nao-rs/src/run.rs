@@ -37,7 +37,7 @@ pub struct Args {
     /// The UDP stop port.
     #[arg(long, default_value_t = nao_actors::runtime::udp::DEFAULT_PORT)]
     pub udp_port: u16,
-    /// Do not listen for the UDP stop (the guard owns it).
+    /// Do not listen for the UDP stop (tests; the guard still reads the port).
     #[arg(long)]
     pub no_udp: bool,
     /// The death switch page (default: $NAO_RS_DEATHSWITCH or /run/nao-rs/deathswitch).

@@ -221,6 +221,26 @@ fn proc_net_udp_lines_give_port_uid_and_inode() {
     );
 }
 
+/// Without CAP_NET_ADMIN (the services run as a user) the namespace is
+/// told by /proc/self/net/udp{,6}, which lists this namespace's sockets
+/// only: a socket made in another namespace (e.g. by `unshare -rn`, which
+/// needs no privilege) is not among them.
+#[test]
+fn netns_without_siocgskns_is_told_by_proc_net_udp() {
+    type Lines<'a> = &'a [(u16, u32, u64)];
+    let lines = [(7701, 0, 41234), (53, 101, 999)];
+    let rows: &[(Lines, bool, u64, Netns)] = &[
+        (&lines, true, 41234, Netns::Same),
+        (&lines, true, 555, Netns::Other),
+        (&[], true, 555, Netns::Other),
+        (&lines, true, 0, Netns::Other),
+        (&[], false, 41234, Netns::Unknown),
+    ];
+    for (i, &(l, readable, ino, want)) in rows.iter().enumerate() {
+        assert_eq!(netns_from_proc(l, readable, ino), want, "row {i}");
+    }
+}
+
 #[test]
 fn facts_of_real_sockets_are_checked() {
     let own = UdpSocket::bind("0.0.0.0:0").unwrap();

@@ -12,6 +12,14 @@
 use deathswitch::rules::{first_beat_overdue, FirstBeat, Verdict};
 use deathswitch::{Reason, Snapshot};
 
+/// How far a confirmation may lead the cycle read in one snapshot and still
+/// count (`GuardCore::judged`): the heartbeat writer stores the
+/// confirmation first and the cycle last, the reader loads the cycle first,
+/// so heartbeats landing between the reader's loads show it ahead. 16
+/// cycles (192 ms) covers a reader preempted between its loads for longer
+/// than the beat timeout; a value further ahead is damage.
+pub const CONFIRMATION_LEAD_CYCLES: u64 = 16;
+
 /// What the runtime's pidfd (held by the shell since the registration)
 /// says in this poll. The pidfd is the guard's own record of who the
 /// runtime is: page damage, repair or replacement cannot take it away.
@@ -258,11 +266,15 @@ impl GuardCore {
                 snap.tripped_at_ns.max(first)
             };
         }
-        // A confirmation of a cycle not yet beaten is impossible (damage):
-        // it confirms nothing.
+        // A confirmation ahead of the cycle read: the snapshot loads the
+        // cycle before the confirmation, so a heartbeat (or a few, if this
+        // reader was preempted between its loads) that landed in between
+        // shows a confirmation up to CONFIRMATION_LEAD_CYCLES ahead; it
+        // confirms the cycle read. Further ahead is impossible (damage): it
+        // confirms nothing.
         if let (Some(conf), Some(c)) = (s.all_off_confirmed_cycle, s.last_cycle) {
             if conf > c {
-                s.all_off_confirmed_cycle = None;
+                s.all_off_confirmed_cycle = (conf - c <= CONFIRMATION_LEAD_CYCLES).then_some(c);
             }
         }
         if let (Some(c), Some(t)) = (snap.last_cycle, snap.last_beat_ns) {
@@ -1034,6 +1046,32 @@ mod tests {
         assert_eq!(a.trip, None);
         s.last_beat_ns = Some(90 * MS);
         let (a, _) = poll(&mut g, &s, 92 * MS, PidfdState::Alive(RT), false);
+        assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
+    }
+
+    #[test]
+    fn a_heartbeat_landing_between_the_guards_loads_is_no_missing_confirmation() {
+        // Tripped, the runtime confirms every frame; one snapshot caught
+        // the writer between its stores: the confirmation of cycle 6 (or a
+        // few later, the reader preempted), the cycle still 5. Not rule 3.
+        for lead in [1, 2, CONFIRMATION_LEAD_CYCLES] {
+            let mut g = watching_unregistered();
+            let mut s = page_lost(beating(Some(RT), 5, 10 * MS), 10 * MS);
+            s.all_off_confirmed_cycle = Some(5);
+            let (a, _) = poll(&mut g, &s, 11 * MS, PidfdState::Alive(RT), false);
+            assert_eq!(a.trip, None);
+            s.all_off_confirmed_cycle = Some(5 + lead);
+            s.last_beat_ns = Some(100 * MS);
+            let (a, _) = poll(&mut g, &s, 100 * MS, PidfdState::Alive(RT), false);
+            assert_eq!(a.trip, None, "lead {lead}");
+        }
+        // Further ahead is damage: it confirms nothing.
+        let mut g = watching_unregistered();
+        let mut s = page_lost(beating(Some(RT), 5, 10 * MS), 10 * MS);
+        poll(&mut g, &s, 11 * MS, PidfdState::Alive(RT), false);
+        s.all_off_confirmed_cycle = Some(5 + CONFIRMATION_LEAD_CYCLES + 1);
+        s.last_beat_ns = Some(100 * MS);
+        let (a, _) = poll(&mut g, &s, 100 * MS, PidfdState::Alive(RT), false);
         assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
     }
 

@@ -110,6 +110,7 @@ if [ -n "$existing" ]; then
 fi
 CREATED=()
 DRIVER_PID=""
+WORK=""
 cleanup() {
     local rc=$? n pids
     set +e
@@ -128,6 +129,10 @@ cleanup() {
     for n in "${CREATED[@]}"; do
         ip netns del "$n" 2>/dev/null || log "could not delete namespace $n: ip netns del $n"
     done
+    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+        cp -a "$WORK"/. "$RUN"/ 2>/dev/null
+        rm -rf "$WORK"
+    fi
     exit $rc
 }
 trap cleanup EXIT
@@ -157,8 +162,15 @@ done
 log "namespaces ready: ${CREATED[*]} ($(($(date +%s) - T0)) s)"
 
 # ---- the driver ---------------------------------------------------------------------
+# The robots' directories (page, sockets, traces, logs) live on tmpfs, as
+# /run does on a robot: on a disk file system a write fault on the mmapped
+# page or a trace write can wait for the journal for longer than the guard's
+# 60 ms beat timeout (seen here: all five runtimes taken over at once). They
+# are copied to target/field/run/ when the field ends.
 rm -rf "$RUN" && mkdir -p "$RUN"
-args=(--run-dir "$RUN" --bin-dir "$BIN_DIR" --ns-prefix "$PREFIX" --python "$VENV/bin/python"
+[ -d /dev/shm ] && [ -w /dev/shm ] || die "no writable /dev/shm (tmpfs) for the robots' directories"
+WORK=$(mktemp -d /dev/shm/nrsf-field.XXXXXX)
+args=(--run-dir "$RUN" --work-dir "$WORK" --bin-dir "$BIN_DIR" --ns-prefix "$PREFIX" --python "$VENV/bin/python"
     --chromium "$CHROMIUM" --chromedriver "$CHROMEDRIVER")
 [ "$WITHOUT_APP" = 1 ] && args+=(--without-app)
 set +e

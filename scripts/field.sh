@@ -29,7 +29,9 @@ WITHOUT_APP=0
 PREFIX=nrsf-
 while [ $# -gt 0 ]; do
     case "$1" in
-        --bin-dir) BIN_DIR=$(cd "$2" && pwd); shift 2 ;;
+        --bin-dir) BIN_DIR=$(cd "${2:-}" 2>/dev/null && pwd) ||
+            { echo "FAIL rig: --bin-dir ${2:-} is not a directory"; echo "0 passed, 1 failed"; exit 1; }
+            shift 2 ;;
         --without-app) WITHOUT_APP=1; shift ;;
         -h|--help) sed -n 2,20p "$0"; exit 0 ;;
         *) echo "field: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -136,7 +138,7 @@ cleanup() {
     exit $rc
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'echo "FAIL rig: interrupted by a signal"; echo "0 passed, 1 failed"; exit 130' INT TERM
 
 ns_add() {
     ip netns add "$1" || die "ip netns add $1 failed"

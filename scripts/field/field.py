@@ -281,6 +281,8 @@ class Robot:
             "NAO_RS_STATUS": str(self.status_file),
         }
         self.sim = self.guard = self.runtime = self.beacon = None
+        self.wakes = []  # monotonic ns just before each wake sent (local or WAKE)
+        self.trips = []  # monotonic ns of each trip the driver caused besides the wire's stops
         self.beacon_log = self.dir / "beacon.log"
 
     def argv(self, *argv):
@@ -314,6 +316,7 @@ class Robot:
             raise CheckError(f"{self.name}: naoctl rearm --yes failed: {r.stderr.decode(errors='replace').strip()}")
 
     def local_wake(self):
+        self.wakes.append(mono())
         r = self.run(self.bin("nao-rs"), "wake", "--socket", self.wake_sock)
         if r.returncode != 0:
             raise CheckError(f"{self.name}: nao-rs wake failed: {r.stderr.decode(errors='replace').strip()}")
@@ -753,6 +756,7 @@ class Field:
         """Trips (if armed) and re-arms `r`: armed, limp, waiting for a wake.
         Returns the monotonic time of the re-arm."""
         if r.status().get("state") == "armed":
+            r.trips.append(mono())
             r.run(r.bin("naoctl"), "--page", r.page, "stop")
             if not wait(lambda: r.status().get("state") == "tripped", 2):
                 raise CheckError(f"{r.name}: naoctl stop did not trip it: {r.status()}")
@@ -844,6 +848,7 @@ class Field:
             return self.fail(name, "WAKE not clicked (--without-app); woken with nao-rs wake")
         gen = r2.status().get("wake_generation")
         t0 = mono()
+        r2.wakes.append(t0)
         self.browser.click_wake(r2.body)
         problems = []
         stiff = wait(lambda: r2.trace.first_stiff_after(t0), 3)
@@ -930,6 +935,7 @@ class Field:
             self.arm_and_wake([r5])
         t0 = mono()
         self.sigstop_at = t0
+        r5.trips.append(t0)
         r5.runtime.send_signal(signal.SIGSTOP)
         problems = []
         held = wait(lambda: (lambda s: s if s.get("guard", {}).get("holding_board") else None)(r5.status()), 3, 0.02)
@@ -1003,6 +1009,7 @@ class Field:
                 rig_ok = False
         if rig_ok:
             self.check_no_stray_take_over()
+            self.check_audit()
         self.summary(time.monotonic() - t_start)
 
     def check_no_stray_take_over(self):
@@ -1018,6 +1025,38 @@ class Field:
         if stray:
             self.fail("rig", "the guard took a runtime over outside check 6 (a runtime missed its 60 ms beat: "
                       "the machine was too loaded): " + "; ".join(stray))
+
+    def check_audit(self):
+        """Over the whole run, per robot: after every trip (a stop datagram to
+        it on the wire, naoctl stop, the SIGSTOP), from its first all-off frame
+        until the next wake the driver sent, no stiff frame."""
+        name = "7 audit"
+        problems, n = [], 0
+        for r in self.robots:
+            trips = sorted([p["t"] for p in self.wire.since(0, STOP_PORT, {r.ip, BROADCAST})
+                            if bytes.fromhex(p["payload"]).startswith(STOP_PREFIX)] + r.trips)
+            frames = r.trace.after(0)
+            last = None
+            for t in trips:
+                if last is not None and t < last:
+                    continue  # inside a window already judged
+                n += 1
+                off = r.trace.first_all_off_after(t)
+                if off is None:
+                    problems.append(f"{r.name}: no all-off frame after the trip at t_ns {t}")
+                    continue
+                nxt = min([w for w in r.wakes if w > t], default=None)
+                end = nxt if nxt is not None else frames[-1][0] + 1
+                stiff = r.trace.stiff_between(off[0], end)
+                if stiff:
+                    problems.append(f"{r.name}: {len(stiff)} stiff frames after the trip at t_ns {t}, before any wake "
+                                    f"(first at +{ms(stiff[0][0] - off[0]):.1f} ms)")
+                last = end
+        if problems:
+            return self.fail(name, "; ".join(problems))
+        frames = sum(len(r.trace.after(0)) for r in self.robots)
+        self.ok(name, f"{n} trips on 5 robots, {frames} frames: after each trip's first all-off frame, no stiff "
+                "frame before the next wake")
 
     def summary(self, wall):
         allv = [x for lat in self.stop_latencies.values() for x in lat.values()]

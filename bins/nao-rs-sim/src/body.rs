@@ -11,15 +11,23 @@
 //!   at rest;
 //! - the battery draws [`BASE_CURRENT_MA`] plus every joint's current, and its
 //!   charge falls with the charge drawn from a 2,150 mAh cell;
-//! - the IMU shows gravity, 9,810 mm/s^2 on z, with +-8 of noise;
+//! - the IMU shows gravity in LoLA's sign (upright: about -9,810 mm/s^2 on
+//!   z; lying on the back x about -9,810, on the front x about +9,810), with
+//!   +-8 of noise, by the [`Posture`] set with `--posture` / `ctl posture`;
 //! - sonar reads 1,566 / 1,366 mm while a sonar mode is set (0 before);
-//! - each foot sensor reads about 650 raw.
+//! - the foot sensors carry the posture's load (standing: the NAO's 5.3 kg on
+//!   both feet, sitting 1 kg, lying none), converted to raw counts with the
+//!   preference block's calibration; the toe bumpers report what `ctl
+//!   bumper` holds;
+//! - injectable joint faults ([`JointFault`]): a reversed sign, a zero
+//!   offset, a stuck joint, a high current.
 //!
 //! Noise comes from a fixed-seed xorshift, so the same frames at the same
 //! times give the same answers.
 
 use nao_wire::protocol::frame::Frame;
 use nao_wire::protocol::frame::{FrameWriter, Message};
+use nao_wire::protocol::prefs::PressureCalibration;
 use nao_wire::protocol::tables::{
     self, device_kind, joint_board, Bus, DeviceKind, ANS_CONFIG, ANS_EEPROM_READ, ANS_READ,
     ANS_STATUS, CMD_CHEST_LED, CMD_CONFIG_REQUEST, CMD_EEPROM_READ, CMD_FOOT_LED, CMD_POSITIONS,
@@ -27,6 +35,7 @@ use nao_wire::protocol::tables::{
     HANDSHAKE_BOARD_COUNT, JOINT_BOARDS, MAX_COUNT,
 };
 use nao_wire::JOINTS;
+use serde::{Deserialize, Serialize};
 
 /// Fastest joint speed at stiffness 1000, encoder counts per second (about
 /// 4.6 rad/s).
@@ -48,6 +57,200 @@ pub const MAX_STEP_NS: u64 = 1_000_000_000;
 pub const DEFAULT_HEAT_DEG_C: i8 = 95;
 /// Default battery current of the over-current fault, mA.
 pub const DEFAULT_OVERCURRENT_MA: i16 = 5200;
+/// The NAO V6's mass, g (Aldebaran: about 5.3 kg).
+pub const BODY_MASS_G: u32 = 5300;
+/// The load on both feet while sitting, g (the legs' share; the rest of the
+/// body rests on the floor).
+pub const SITTING_FOOT_LOAD_G: u32 = 1000;
+/// Noise of a foot pressure sensor, raw counts (+-).
+pub const FOOT_NOISE_RAW: i32 = 3;
+/// Encoder counts per revolution.
+const COUNTS_PER_REV: f64 = 4096.0;
+
+/// How the virtual robot is placed: sets the IMU and the foot load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Posture {
+    /// Upright on both feet (the default).
+    #[default]
+    Standing,
+    /// Sitting on the floor, torso about upright (leaning 10 degrees forward).
+    Sitting,
+    /// Lying on its back (torso x axis up).
+    LyingBack,
+    /// Lying on its front (torso x axis down).
+    LyingFront,
+}
+
+impl Posture {
+    /// Every posture, in the order of their names in errors.
+    pub const ALL: [Posture; 4] = [
+        Posture::Standing,
+        Posture::Sitting,
+        Posture::LyingBack,
+        Posture::LyingFront,
+    ];
+
+    /// The name of the command line and the trace (`lying-back`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Posture::Standing => "standing",
+            Posture::Sitting => "sitting",
+            Posture::LyingBack => "lying-back",
+            Posture::LyingFront => "lying-front",
+        }
+    }
+
+    /// A posture by its name (case-insensitive).
+    pub fn parse(s: &str) -> Result<Posture, String> {
+        Posture::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!("unknown posture {s:?}: use standing, sitting, lying-back or lying-front")
+            })
+    }
+
+    /// The torso's pitch, mrad: positive leaning forward (the IMU's angle
+    /// y), -pi/2 on the back, +pi/2 on the front.
+    pub fn pitch_mrad(self) -> i16 {
+        match self {
+            Posture::Standing => 0,
+            Posture::Sitting => 175,
+            Posture::LyingBack => -1571,
+            Posture::LyingFront => 1571,
+        }
+    }
+
+    /// The accelerometer at rest in LoLA's sign, mm/s^2: gravity as a vector
+    /// in the torso frame (x forward, y left, z up), so upright reads
+    /// `(0, 0, -9810)`, on the back `(-9810, 0, 0)`, on the front
+    /// `(+9810, 0, 0)` (see `docs/lola.md` for the evidence).
+    /// (`(g sin pitch, 0, -g cos pitch)`, with g = 9,810 mm/s^2.)
+    pub fn accelerometer(self) -> [i16; 3] {
+        match self {
+            Posture::Standing => [0, 0, -9810],
+            Posture::Sitting => [1708, 0, -9660],
+            Posture::LyingBack => [-9810, 0, 0],
+            Posture::LyingFront => [9810, 0, 0],
+        }
+    }
+
+    /// The load on both feet together, g.
+    pub fn foot_load_g(self) -> u32 {
+        match self {
+            Posture::Standing => BODY_MASS_G,
+            Posture::Sitting => SITTING_FOOT_LOAD_G,
+            Posture::LyingBack | Posture::LyingFront => 0,
+        }
+    }
+}
+
+/// The raw count a foot sensor with calibration `cal` (`kg = raw x gain +
+/// offset`) reports under `load_g` grams, rounded and clamped to `u16`; 0 for
+/// a calibration that cannot be inverted (gain 0, not finite).
+pub fn foot_raw(load_g: f32, cal: PressureCalibration) -> u16 {
+    let usable = cal.gain.is_finite() && cal.offset.is_finite() && cal.gain.abs() > 1e-9;
+    if !usable {
+        return 0;
+    }
+    let raw = (f64::from(load_g) / 1000.0 - f64::from(cal.offset)) / f64::from(cal.gain);
+    raw.round().clamp(0.0, f64::from(u16::MAX)) as u16
+}
+
+/// The toe bumper bits of the foot boards' answers (bit 0 the foot's left
+/// contact, bit 1 its right contact).
+pub const BUMPER_LEFT_CONTACT: u8 = 1;
+/// See [`BUMPER_LEFT_CONTACT`].
+pub const BUMPER_RIGHT_CONTACT: u8 = 2;
+
+/// How the robot is placed and handled (not faults: `clear` keeps them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct World {
+    /// The posture (IMU, foot load).
+    pub posture: Posture,
+    /// The toe bumpers held, `[left foot, right foot]` (bit 0 the foot's
+    /// left contact, bit 1 its right contact), as the foot boards report.
+    pub bumpers: [u8; 2],
+    /// The robot is being shaken: the gyroscope reports +-this on every
+    /// axis, its sign alternating with each IMU answer, mrad/s (0: at rest).
+    pub shake_mrad_s: u16,
+    /// The shaking ends at this time (ns); 0 for never.
+    pub shake_until_ns: u64,
+}
+
+impl World {
+    /// The shake amplitude at `now_ns`, mrad/s.
+    pub fn shake_at(&self, now_ns: u64) -> u16 {
+        if self.shake_until_ns == 0 || now_ns < self.shake_until_ns {
+            self.shake_mrad_s
+        } else {
+            0
+        }
+    }
+}
+
+/// One injected fault of a joint (`ctl joint-fault JOINT KIND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JointFaultKind {
+    /// `reversed`: the motor obeys the mirror of the command about the
+    /// joint's zero (a wrong sign): commanded zero + d, it goes to zero - d.
+    Reversed,
+    /// `offset:RAD`: the reported position is the true one plus this many
+    /// counts (a wrong zero).
+    Offset(i16),
+    /// `stuck`: the joint does not move.
+    Stuck,
+    /// `high-current:MA`: the joint draws (and reports) MA mA while stiff.
+    HighCurrent(u16),
+    /// `clear`: the joint's faults end.
+    Clear,
+}
+
+/// The injected faults of one joint (they combine).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JointFault {
+    /// The motor moves opposite to the command (mirrored about the zero).
+    pub reversed: bool,
+    /// Reported position = true position + this, counts.
+    pub offset_counts: i16,
+    /// The joint does not move.
+    pub stuck: bool,
+    /// While stiff (stiffness above 0), the joint draws this current, mA.
+    pub high_current_ma: Option<u16>,
+}
+
+impl JointFault {
+    /// No fault at all.
+    pub fn is_none(&self) -> bool {
+        *self == JointFault::default()
+    }
+
+    /// Adds `kind` (or clears every fault of the joint).
+    pub fn apply(&mut self, kind: JointFaultKind) {
+        match kind {
+            JointFaultKind::Reversed => self.reversed = true,
+            JointFaultKind::Offset(c) => self.offset_counts = c,
+            JointFaultKind::Stuck => self.stuck = true,
+            JointFaultKind::HighCurrent(ma) => self.high_current_ma = Some(ma),
+            JointFaultKind::Clear => *self = JointFault::default(),
+        }
+    }
+}
+
+/// An angle in radians as encoder counts (`round(rad x 4096 / TAU)`);
+/// `None` unless finite and within half a turn.
+pub fn counts_of_rad(rad: f64) -> Option<i16> {
+    if !rad.is_finite() || rad.abs() > std::f64::consts::PI {
+        return None;
+    }
+    Some((rad * COUNTS_PER_REV / std::f64::consts::TAU).round() as i16)
+}
+
+/// Encoder counts as radians.
+pub fn rad_of_counts(counts: i16) -> f64 {
+    f64::from(counts) * std::f64::consts::TAU / COUNTS_PER_REV
+}
 
 /// How one handshake board answers CONFIG_REQUEST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +274,7 @@ impl Default for BoardConfig {
 }
 
 /// The settings of a body: fixed while the simulator runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BodyConfig {
     /// Per handshake board, in address order (`0x10`..=`0x1e`).
     pub boards: [BoardConfig; HANDSHAKE_BOARD_COUNT],
@@ -80,6 +283,9 @@ pub struct BodyConfig {
     pub accepted: Vec<u8>,
     /// Joint zero positions (the preference block's), where the body starts.
     pub zeros: [u16; JOINTS],
+    /// Foot pressure calibration (the preference block's), `[left,
+    /// right][sensor]`: the foot boards report the posture's load through it.
+    pub foot_calibration: [[PressureCalibration; 4]; 2],
 }
 
 impl Default for BodyConfig {
@@ -88,6 +294,7 @@ impl Default for BodyConfig {
             boards: [BoardConfig::default(); HANDSHAKE_BOARD_COUNT],
             accepted: vec![10],
             zeros: crate::prefs::DEFAULT_ZEROS,
+            foot_calibration: crate::prefs::default_foot_calibration(),
         }
     }
 }
@@ -135,6 +342,9 @@ pub struct BodyFaults {
     pub overcurrent_ma: Option<i16>,
     /// The over-current ends at this time (ns); 0 for never.
     pub overcurrent_until_ns: u64,
+    /// Per joint: injected joint faults (reversed, offset, stuck, high
+    /// current).
+    pub joint: [JointFault; JOINTS],
 }
 
 /// The stiffness a frame commands, for the trace.
@@ -183,6 +393,10 @@ pub struct VirtualBody {
     handshake: [BoardHandshake; HANDSHAKE_BOARD_COUNT],
     /// Faults the boards report; set directly.
     pub faults: BodyFaults,
+    /// Posture, toe bumpers, shaking; set directly.
+    pub world: World,
+    /// The sign of the next shake sample (alternates).
+    shake_sign: bool,
 }
 
 /// The EEPROM contents behind the chest board (the first 64 bytes are what
@@ -233,6 +447,8 @@ impl VirtualBody {
             client_state: tables::CLIENT_DISCONNECTED,
             handshake: [BoardHandshake::default(); HANDSHAKE_BOARD_COUNT],
             faults: BodyFaults::default(),
+            world: World::default(),
+            shake_sign: false,
         }
     }
 
@@ -264,9 +480,36 @@ impl VirtualBody {
         &self.handshake
     }
 
-    /// Joint `j`'s measured count (`None` for `j >= 25`).
+    /// Joint `j`'s measured count as the board reports it: the true
+    /// position plus an injected offset (`None` for `j >= 25`).
     pub fn position(&self, j: usize) -> Option<u16> {
+        self.joints.get(j).map(|jt| self.reported_count(j, jt))
+    }
+
+    /// Joint `j`'s true count (without an injected offset).
+    pub fn true_position(&self, j: usize) -> Option<u16> {
         self.joints.get(j).map(|jt| count_of(jt.pos_mc))
+    }
+
+    fn reported_count(&self, j: usize, jt: &JointState) -> u16 {
+        let offset = i64::from(self.faults.joint[j].offset_counts);
+        (i64::from(count_of(jt.pos_mc)) + offset).clamp(0, i64::from(MAX_COUNT)) as u16
+    }
+
+    /// The accelerometer, gyroscope and angles the IMU reports at rest in the
+    /// current posture, without noise (mm/s^2, mrad/s, mrad).
+    pub fn imu_at_rest(&self) -> ([i16; 3], [i16; 3], [i16; 2]) {
+        let p = self.world.posture;
+        (p.accelerometer(), [0; 3], [0, p.pitch_mrad()])
+    }
+
+    /// The raw counts the foot boards report in the current posture, without
+    /// noise: the posture's load split evenly over the 8 sensors, through
+    /// each sensor's calibration.
+    pub fn foot_pressure_at_rest(&self) -> [[u16; 4]; 2] {
+        let per_sensor = self.world.posture.foot_load_g() as f32 / 8.0;
+        let cal = &self.config.foot_calibration;
+        std::array::from_fn(|f| std::array::from_fn(|s| foot_raw(per_sensor, cal[f][s])))
     }
 
     /// Joint `j`'s temperature as reported (degC, faults included).
@@ -340,10 +583,16 @@ impl VirtualBody {
         if dt == 0 {
             return;
         }
-        for jt in self.joints.iter_mut() {
-            let target_mc = i64::from(jt.target) * 1000;
+        for (j, jt) in self.joints.iter_mut().enumerate() {
+            let fault = self.faults.joint[j];
+            let target = if fault.reversed {
+                mirror(jt.target, self.config.zeros[j])
+            } else {
+                jt.target
+            };
+            let target_mc = i64::from(target) * 1000;
             let err = target_mc - jt.pos_mc;
-            if jt.stiffness > 0 {
+            if jt.stiffness > 0 && !fault.stuck {
                 // counts/s x stiffness/1000 x dt/1e9 s x 1000 mc/count
                 let max_move =
                     MAX_SPEED_COUNTS_PER_S * i64::from(jt.stiffness) * dt / 1_000_000_000;
@@ -352,6 +601,9 @@ impl VirtualBody {
             // The effort of the step: the error at its start.
             let err_counts = (err.abs() / 1000).min(120);
             jt.current_ma = i64::from(jt.stiffness) * (32 + 8 * err_counts) / 1000;
+            if let (Some(ma), true) = (fault.high_current_ma, jt.stiffness > 0) {
+                jt.current_ma = i64::from(ma);
+            }
             let target_temp = AMBIENT_UDEG + jt.current_ma * 50_000;
             jt.temp_udeg += (target_temp - jt.temp_udeg) * dt / TEMP_TAU_NS;
         }
@@ -498,13 +750,27 @@ impl VirtualBody {
     ) -> Result<(), nao_wire::protocol::frame::FrameError> {
         match kind {
             DeviceKind::Imu => {
+                let (accel, _, angles) = self.imu_at_rest();
                 let mut v = [0i16; 8];
-                v[0] = self.noise(8) as i16;
-                v[1] = self.noise(8) as i16;
-                v[2] = (9810 + self.noise(8)) as i16;
-                for g in v.iter_mut().skip(3).take(3) {
-                    *g = self.noise(3) as i16;
+                for (x, a) in v.iter_mut().zip(accel) {
+                    *x = a.saturating_add(self.noise(8) as i16);
                 }
+                let shake = i16::try_from(self.world.shake_at(now_ns)).unwrap_or(i16::MAX);
+                let shake = if shake == 0 {
+                    0
+                } else {
+                    self.shake_sign = !self.shake_sign;
+                    if self.shake_sign {
+                        shake
+                    } else {
+                        shake.saturating_neg()
+                    }
+                };
+                for g in v.iter_mut().skip(3).take(3) {
+                    *g = (self.noise(3) as i16).saturating_add(shake);
+                }
+                v[6] = angles[0];
+                v[7] = angles[1];
                 let dst = w.reserve(address, ANS_READ, 16)?;
                 for (c, x) in dst.chunks_exact_mut(2).zip(v) {
                     c.copy_from_slice(&x.to_le_bytes());
@@ -542,7 +808,7 @@ impl VirtualBody {
                 for (slot, &j) in vals.iter_mut().zip(board.joints) {
                     let jt = &self.joints[j];
                     *slot = (
-                        count_of(jt.pos_mc),
+                        self.reported_count(j, jt),
                         jt.current_ma.clamp(0, i64::from(u16::MAX)) as u16,
                         self.reported_temp(j, jt),
                         u8::from(self.faults.fault[j]),
@@ -557,21 +823,30 @@ impl VirtualBody {
                 }
                 Ok(())
             }
-            DeviceKind::FootBoard(_) => {
+            DeviceKind::FootBoard(f) => {
+                let rest = self.foot_pressure_at_rest();
                 let mut v = [0u16; 4];
-                for x in v.iter_mut() {
-                    *x = (650 + self.noise(30)) as u16;
+                for (x, r) in v.iter_mut().zip(rest[f]) {
+                    let raw = i32::from(r) + self.noise(FOOT_NOISE_RAW);
+                    *x = raw.clamp(0, i32::from(u16::MAX)) as u16;
                 }
+                let bumpers = self.world.bumpers[f];
                 let dst = w.reserve(address, ANS_READ, 9)?;
                 for (c, x) in dst.chunks_exact_mut(2).zip(v) {
                     c.copy_from_slice(&x.to_le_bytes());
                 }
+                dst[8] = bumpers;
                 Ok(())
             }
             DeviceKind::Eeprom(_) => w.push(address, ANS_READ, &[0]),
             DeviceKind::Bus(_) => Ok(()),
         }
     }
+}
+
+/// The mirror of `target` about `zero`, clamped to the encoder's range.
+fn mirror(target: u16, zero: u16) -> u16 {
+    (2 * i64::from(zero) - i64::from(target)).clamp(0, i64::from(MAX_COUNT)) as u16
 }
 
 fn count_of(pos_mc: i64) -> u16 {
@@ -831,17 +1106,14 @@ mod tests {
     }
 
     #[test]
-    fn imu_shows_gravity_on_z_and_sonar_reads_once_a_mode_is_set() {
+    fn imu_shows_gravity_on_z_in_lolas_sign_and_sonar_reads_once_a_mode_is_set() {
         let mut body = VirtualBody::new(BodyConfig::default());
         let z = body.config().zeros;
         let (_, msgs, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
         let imu = read_payload(&msgs, 0x01);
         let az = i16::from_le_bytes([imu[4], imu[5]]);
-        assert!((9802..=9818).contains(&az), "{az}");
+        assert!((-9818..=-9802).contains(&az), "{az}");
         assert_eq!(read_payload(&msgs, 0x03), [0, 0, 0, 0]);
-        let foot = read_payload(&msgs, 0x1d);
-        let fsr = u16::from_le_bytes([foot[0], foot[1]]);
-        assert!((620..=680).contains(&fsr), "{fsr}");
         let mut buf = [0u8; 64];
         let mut w = FrameWriter::frame(&mut buf, 3).unwrap();
         w.push(0x03, CMD_SONAR_MODE, &[0x0c]).unwrap();
@@ -850,6 +1122,291 @@ mod tests {
         let (_, msgs, _) = step(&mut body, &buf[..n], MS);
         let s = read_payload(&msgs, 0x03);
         assert!(u16::from_le_bytes([s[0], s[1]]) > 1500);
+    }
+
+    /// (accelerometer, gyroscope, angles) of an IMU answer.
+    fn imu(msgs: &[(u8, u8, Vec<u8>)]) -> ([i16; 3], [i16; 3], [i16; 2]) {
+        let p = read_payload(msgs, 0x01);
+        let v = |i: usize| i16::from_le_bytes([p[2 * i], p[2 * i + 1]]);
+        ([v(0), v(1), v(2)], [v(3), v(4), v(5)], [v(6), v(7)])
+    }
+
+    /// Total foot load in kg (the default calibration) and the bumper bytes.
+    fn feet(msgs: &[(u8, u8, Vec<u8>)]) -> (f32, [u8; 2]) {
+        let cal = crate::prefs::default_foot_calibration();
+        let mut kg = 0.0;
+        let mut bumpers = [0u8; 2];
+        for (f, addr) in [0x1d, 0x1e].into_iter().enumerate() {
+            let p = read_payload(msgs, addr);
+            for s in 0..4 {
+                let raw = u16::from_le_bytes([p[2 * s], p[2 * s + 1]]);
+                kg += f32::from(raw) * cal[f][s].gain + cal[f][s].offset;
+            }
+            bumpers[f] = p[8];
+        }
+        (kg, bumpers)
+    }
+
+    #[test]
+    fn posture_sets_the_accelerometer_in_lolas_sign_and_the_angles() {
+        assert_eq!(Posture::Standing.accelerometer(), [0, 0, -9810]);
+        assert_eq!(Posture::LyingBack.accelerometer(), [-9810, 0, 0]);
+        assert_eq!(Posture::LyingFront.accelerometer(), [9810, 0, 0]);
+        let [sx, _, sz] = Posture::Sitting.accelerometer();
+        assert!(
+            sx > 1000 && sx < 3000 && sz < -9000,
+            "about upright: {sx} {sz}"
+        );
+        let mut body = VirtualBody::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        let near = |a: i16, b: i16| (i32::from(a) - i32::from(b)).abs() <= 8;
+        for (k, p) in Posture::ALL.into_iter().enumerate() {
+            body.world.posture = p;
+            let (_, m, _) = step(&mut body, &f, k as u64 * 12 * MS);
+            let (a, g, angles) = imu(&m);
+            let want = p.accelerometer();
+            assert!((0..3).all(|i| near(a[i], want[i])), "{p:?}: {a:?}");
+            assert!(g.iter().all(|g| g.abs() <= 3), "{p:?}: at rest {g:?}");
+            assert_eq!(angles, [0, p.pitch_mrad()], "{p:?}");
+        }
+        // Lying passes the bring-up's sign-free check: |a_x| > 8, |a_y|, |a_z| < 3 m/s^2.
+        for p in [Posture::LyingBack, Posture::LyingFront] {
+            let [x, y, z] = p.accelerometer();
+            assert!(x.abs() > 8000 && y.abs() < 3000 && z.abs() < 3000, "{p:?}");
+        }
+        for p in [Posture::Standing, Posture::Sitting] {
+            assert!(p.accelerometer()[0].abs() < 8000, "{p:?} is not lying");
+        }
+    }
+
+    #[test]
+    fn posture_sets_the_foot_load_standing_body_weight_sitting_some_lying_none() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        let want = [
+            (Posture::Standing, 5.3),
+            (Posture::Sitting, 1.0),
+            (Posture::LyingBack, 0.0),
+            (Posture::LyingFront, 0.0),
+        ];
+        for (k, (p, kg)) in want.into_iter().enumerate() {
+            body.world.posture = p;
+            let (_, m, _) = step(&mut body, &f, k as u64 * 12 * MS);
+            let (got, bumpers) = feet(&m);
+            assert!((got - kg).abs() < 0.4, "{p:?}: {got} kg, want {kg}");
+            assert_eq!(bumpers, [0, 0]);
+        }
+        // Standing splits the weight evenly: each foot about 2.65 kg.
+        body.world.posture = Posture::Standing;
+        let rest = body.foot_pressure_at_rest();
+        let cal = crate::prefs::default_foot_calibration();
+        for (f, foot) in rest.iter().enumerate() {
+            let kg: f32 = (0..4)
+                .map(|s| f32::from(foot[s]) * cal[f][s].gain + cal[f][s].offset)
+                .sum();
+            assert!((kg - 2.65).abs() < 0.05, "foot {f}: {kg}");
+        }
+    }
+
+    #[test]
+    fn foot_raw_inverts_the_calibration_and_refuses_an_unusable_one() {
+        let cal = PressureCalibration {
+            gain: 0.01,
+            offset: -1.0,
+        };
+        assert_eq!(foot_raw(0.0, cal), 100);
+        assert_eq!(foot_raw(500.0, cal), 150);
+        assert_eq!(foot_raw(-5000.0, cal), 0, "clamped at 0");
+        assert_eq!(foot_raw(1e12, cal), u16::MAX, "clamped at u16::MAX");
+        for bad in [0.0, f32::NAN, f32::INFINITY] {
+            let c = PressureCalibration {
+                gain: bad,
+                offset: 0.0,
+            };
+            assert_eq!(foot_raw(100.0, c), 0, "gain {bad}");
+        }
+        let c = PressureCalibration {
+            gain: 0.01,
+            offset: f32::NAN,
+        };
+        assert_eq!(foot_raw(100.0, c), 0);
+    }
+
+    #[test]
+    fn gyro_is_still_at_rest_and_shakes_while_set() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        body.world.shake_mrad_s = 300;
+        body.world.shake_until_ns = 100 * MS;
+        let (_, m, _) = step(&mut body, &f, 0);
+        let (_, g1, _) = imu(&m);
+        let (_, m, _) = step(&mut body, &f, 12 * MS);
+        let (_, g2, _) = imu(&m);
+        assert!(
+            g1.iter().chain(&g2).all(|g| g.abs() >= 297),
+            "{g1:?} {g2:?}"
+        );
+        assert!(
+            g1[0].signum() != g2[0].signum(),
+            "alternates: {g1:?} {g2:?}"
+        );
+        let (_, m, _) = step(&mut body, &f, 100 * MS);
+        assert!(imu(&m).1.iter().all(|g| g.abs() <= 3), "ended");
+        assert_eq!(body.world.shake_at(100 * MS), 0);
+        body.world.shake_until_ns = 0;
+        assert_eq!(body.world.shake_at(u64::MAX), 300, "until changed");
+    }
+
+    #[test]
+    fn toe_bumpers_are_reported_in_every_foot_answer_while_held() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        let z = body.config().zeros;
+        let f = cycle_frame(2, &z, &[0; JOINTS], &[]);
+        let (_, m, _) = step(&mut body, &f, 0);
+        assert_eq!(feet(&m).1, [0, 0]);
+        body.world.bumpers = [BUMPER_LEFT_CONTACT | BUMPER_RIGHT_CONTACT, 0];
+        for k in 1..4u64 {
+            let (_, m, _) = step(&mut body, &f, k * 12 * MS);
+            assert_eq!(feet(&m).1, [3, 0], "held, answer {k}");
+        }
+        body.world.bumpers = [0, BUMPER_RIGHT_CONTACT];
+        let (_, m, _) = step(&mut body, &f, 60 * MS);
+        assert_eq!(feet(&m).1, [0, 2]);
+        body.world.bumpers = [0, 0];
+        let (_, m, _) = step(&mut body, &f, 72 * MS);
+        assert_eq!(feet(&m).1, [0, 0], "released");
+    }
+
+    /// Runs `f` from `t0` for `n` steps of 12 ms; returns the last answer.
+    fn run(body: &mut VirtualBody, f: &[u8], t0: u64, n: u64) -> Msgs {
+        let mut last = Vec::new();
+        for i in 0..n {
+            last = step(body, f, t0 + i * 12 * MS).1;
+        }
+        last
+    }
+
+    #[test]
+    fn reversed_joint_moves_opposite_to_the_command() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        body.faults.joint[KNEE].apply(JointFaultKind::Reversed);
+        let z = body.config().zeros;
+        let mut target = z;
+        target[KNEE] = z[KNEE] + 100;
+        let mut stiff = [0u16; JOINTS];
+        stiff[KNEE] = 1000;
+        let f = cycle_frame(2, &target, &stiff, &[]);
+        step(&mut body, &f, 0);
+        let (_, m, _) = step(&mut body, &f, 12 * MS);
+        assert_eq!(
+            joint_reading(&m, KNEE).0,
+            z[KNEE] - 36,
+            "first step the wrong way"
+        );
+        let m = run(&mut body, &f, 24 * MS, 100);
+        assert_eq!(
+            joint_reading(&m, KNEE).0,
+            z[KNEE] - 100,
+            "mirrored about the zero"
+        );
+        // Other joints are untouched.
+        assert_eq!(joint_reading(&m, 3).0, z[3]);
+    }
+
+    #[test]
+    fn offset_joint_reports_the_true_position_plus_the_offset() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        body.faults.joint[KNEE].apply(JointFaultKind::Offset(65));
+        let z = body.config().zeros;
+        let (_, m, _) = step(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0);
+        assert_eq!(joint_reading(&m, KNEE).0, z[KNEE] + 65);
+        assert_eq!(body.position(KNEE), Some(z[KNEE] + 65));
+        assert_eq!(body.true_position(KNEE), Some(z[KNEE]));
+        // Commanded to the position it reports, it moves there: the
+        // reported one stays 65 counts ahead (a constant following error).
+        let mut target = z;
+        target[KNEE] = z[KNEE] + 65;
+        let mut stiff = [0u16; JOINTS];
+        stiff[KNEE] = 1000;
+        let m = run(
+            &mut body,
+            &cycle_frame(3, &target, &stiff, &[]),
+            12 * MS,
+            50,
+        );
+        assert_eq!(joint_reading(&m, KNEE).0, z[KNEE] + 130);
+        assert_eq!(body.true_position(KNEE), Some(z[KNEE] + 65));
+        body.faults.joint[KNEE].apply(JointFaultKind::Offset(-5000));
+        assert_eq!(body.position(KNEE), Some(0), "clamped to the encoder");
+        assert_eq!(counts_of_rad(0.1), Some(65));
+        assert!((rad_of_counts(65) - 0.0997).abs() < 1e-4);
+        assert_eq!(counts_of_rad(f64::NAN), None);
+        assert_eq!(counts_of_rad(3.5), None);
+    }
+
+    #[test]
+    fn stuck_joint_does_not_move_but_draws_current_against_its_error() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        body.faults.joint[KNEE].apply(JointFaultKind::Stuck);
+        let z = body.config().zeros;
+        let mut target = z;
+        target[KNEE] = z[KNEE] + 100;
+        let mut stiff = [0u16; JOINTS];
+        stiff[KNEE] = 1000;
+        let m = run(&mut body, &cycle_frame(2, &target, &stiff, &[]), 0, 50);
+        let (pos, cur, _, _) = joint_reading(&m, KNEE);
+        assert_eq!(pos, z[KNEE]);
+        assert_eq!(cur, 32 + 8 * 100, "stalled against 100 counts of error");
+    }
+
+    #[test]
+    fn high_current_joint_draws_its_current_while_stiff_only() {
+        let mut body = VirtualBody::new(BodyConfig::default());
+        body.faults.joint[KNEE].apply(JointFaultKind::HighCurrent(2000));
+        let z = body.config().zeros;
+        let m = run(&mut body, &cycle_frame(2, &z, &[0; JOINTS], &[]), 0, 3);
+        assert_eq!(joint_reading(&m, KNEE).1, 0, "limp: no current");
+        let mut stiff = [0u16; JOINTS];
+        stiff[KNEE] = 200;
+        let m = run(&mut body, &cycle_frame(3, &z, &stiff, &[]), 36 * MS, 3);
+        assert_eq!(joint_reading(&m, KNEE).1, 2000);
+        let b = read_payload(&m, 0x02);
+        assert!(
+            i16::from_le_bytes([b[2], b[3]]) >= 3000,
+            "the battery carries it"
+        );
+        // Cleared: the model's current again (200 per mille holding: 6 mA).
+        body.faults.joint[KNEE].apply(JointFaultKind::Clear);
+        assert!(body.faults.joint[KNEE].is_none());
+        let m = run(&mut body, &cycle_frame(4, &z, &stiff, &[]), 72 * MS, 3);
+        assert_eq!(joint_reading(&m, KNEE).1, 6);
+    }
+
+    #[test]
+    fn joint_faults_combine_and_leave_other_joints_alone() {
+        let mut f = JointFault::default();
+        assert!(f.is_none());
+        f.apply(JointFaultKind::Reversed);
+        f.apply(JointFaultKind::Offset(-10));
+        f.apply(JointFaultKind::HighCurrent(1600));
+        assert_eq!(
+            f,
+            JointFault {
+                reversed: true,
+                offset_counts: -10,
+                stuck: false,
+                high_current_ma: Some(1600)
+            }
+        );
+        f.apply(JointFaultKind::Clear);
+        assert!(f.is_none());
+        assert_eq!(Posture::parse("LYING-front"), Ok(Posture::LyingFront));
+        assert!(Posture::parse("upside-down")
+            .unwrap_err()
+            .contains("lying-back"));
     }
 
     #[test]
@@ -978,7 +1535,10 @@ mod tests {
         fn body_never_panics_on_any_valid_frame(msgs in proptest::collection::vec(
             (proptest::prelude::any::<u8>(), proptest::prelude::any::<u8>(),
              proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)), 0..40),
-            t in proptest::prelude::any::<u64>()) {
+            t in proptest::prelude::any::<u64>(),
+            posture in 0usize..4, bumpers in proptest::prelude::any::<[u8; 2]>(),
+            joint in 0usize..JOINTS, offset in proptest::prelude::any::<i16>(),
+            ma in proptest::prelude::any::<u16>(), shake in proptest::prelude::any::<u16>()) {
             let mut buf = [0u8; 4096];
             let mut w = FrameWriter::frame(&mut buf, 9).unwrap();
             for (a, c, p) in &msgs {
@@ -987,8 +1547,17 @@ mod tests {
             let n = w.finish();
             let frame = Frame::parse(&buf[..n], SYNC_FRAME).unwrap();
             let mut body = VirtualBody::new(BodyConfig::default());
+            body.world.posture = Posture::ALL[posture];
+            body.world.bumpers = bumpers;
+            body.world.shake_mrad_s = shake;
+            for k in [JointFaultKind::Reversed, JointFaultKind::Offset(offset),
+                      JointFaultKind::Stuck, JointFaultKind::HighCurrent(ma)] {
+                body.faults.joint[joint].apply(k);
+            }
             let mut out = [0u8; MAX_FRAME_LEN];
             let o = body.step(&frame, t, &mut out);
+            let o2 = body.step(&frame, t.saturating_add(12_000_000), &mut out);
+            proptest::prop_assert!(o2.answer_len > 0 || o.answer_len == 0);
             proptest::prop_assert!(Frame::parse(&out[..o.answer_len], SYNC_ANSWER).is_ok());
         }
     }

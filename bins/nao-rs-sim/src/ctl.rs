@@ -13,7 +13,10 @@ use std::time::Duration;
 use nao_wire::protocol::tables::JOINT_NAMES;
 use nao_wire::JOINTS;
 
-use crate::body::{DEFAULT_HEAT_DEG_C, DEFAULT_OVERCURRENT_MA};
+use crate::body::{
+    counts_of_rad, JointFaultKind, Posture, BUMPER_LEFT_CONTACT, BUMPER_RIGHT_CONTACT,
+    DEFAULT_HEAT_DEG_C, DEFAULT_OVERCURRENT_MA,
+};
 
 /// One control command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +41,97 @@ pub enum CtlCommand {
     /// for MS ms or until `clear`.
     Overcurrent(i16, Option<u64>),
     /// `clear`: ends every fault (drop, corrupt, stall, button, heat, fault,
-    /// over-current); does not replug.
+    /// over-current, joint faults); does not replug, keeps the posture, the
+    /// bumpers and the shaking.
     Clear,
+    /// `posture standing|sitting|lying-back|lying-front`: the IMU and the
+    /// foot load change at once.
+    Posture(Posture),
+    /// `bumper left|right|both|none` (or single contacts `lfoot-left`,
+    /// `lfoot-right`, `rfoot-left`, `rfoot-right`, several at once): the toe
+    /// bumpers held from now on, `[left foot, right foot]` bits.
+    Bumper([u8; 2]),
+    /// `imu-shake MRAD_S [MS]`: the gyroscope reports +-MRAD_S (0: at rest),
+    /// for MS ms or until changed.
+    ImuShake(u16, Option<u64>),
+    /// `joint-fault JOINT reversed|offset:RAD|stuck|high-current:MA|clear`.
+    JointFault(usize, JointFaultKind),
     /// `status`: the simulator's state as one JSON line.
     Status,
 }
 
 /// The usage line of the commands.
 pub const USAGE: &str = "drop N | corrupt N | stall MS | unplug | replug | button [MS] | \
-heat JOINT [DEG] | fault JOINT | overcurrent [MA] [MS] | clear | status";
+heat JOINT [DEG] | fault JOINT | overcurrent [MA] [MS] | clear | status | \
+posture standing|sitting|lying-back|lying-front | bumper left|right|both|none | \
+imu-shake MRAD_S [MS] | joint-fault JOINT reversed|offset:RAD|stuck|high-current:MA|clear";
+
+/// The bumper words of `bumper` and the bits they hold, `[left foot, right
+/// foot]`.
+pub const BUMPER_WORDS: [(&str, [u8; 2]); 8] = [
+    ("none", [0, 0]),
+    ("left", [BUMPER_LEFT_CONTACT | BUMPER_RIGHT_CONTACT, 0]),
+    ("right", [0, BUMPER_LEFT_CONTACT | BUMPER_RIGHT_CONTACT]),
+    (
+        "both",
+        [
+            BUMPER_LEFT_CONTACT | BUMPER_RIGHT_CONTACT,
+            BUMPER_LEFT_CONTACT | BUMPER_RIGHT_CONTACT,
+        ],
+    ),
+    ("lfoot-left", [BUMPER_LEFT_CONTACT, 0]),
+    ("lfoot-right", [BUMPER_RIGHT_CONTACT, 0]),
+    ("rfoot-left", [0, BUMPER_LEFT_CONTACT]),
+    ("rfoot-right", [0, BUMPER_RIGHT_CONTACT]),
+];
+
+/// The bumpers held by the words of `bumper` (their union).
+pub fn parse_bumpers(words: &[&str]) -> Result<[u8; 2], String> {
+    let mut held = [0u8; 2];
+    for w in words {
+        let (_, bits) = BUMPER_WORDS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(w))
+            .ok_or_else(|| {
+                format!(
+                    "unknown bumper {w:?}: use left, right, both, none, or the contacts \
+                     lfoot-left, lfoot-right, rfoot-left, rfoot-right"
+                )
+            })?;
+        held[0] |= bits[0];
+        held[1] |= bits[1];
+    }
+    Ok(held)
+}
+
+/// A joint fault: `reversed`, `offset:RAD` (radians, |RAD| <= pi), `stuck`,
+/// `high-current:MA` (mA, 0..=65535) or `clear`.
+pub fn parse_joint_fault(s: &str) -> Result<JointFaultKind, String> {
+    let fix = "use reversed, offset:RAD (e.g. offset:0.1), stuck, high-current:MA \
+               (e.g. high-current:2000) or clear";
+    let (kind, value) = match s.split_once(':') {
+        Some((k, v)) => (k, Some(v)),
+        None => (s, None),
+    };
+    match (kind.to_ascii_lowercase().as_str(), value) {
+        ("reversed", None) => Ok(JointFaultKind::Reversed),
+        ("stuck", None) => Ok(JointFaultKind::Stuck),
+        ("clear", None) => Ok(JointFaultKind::Clear),
+        ("offset", Some(v)) => {
+            let rad: f64 = v
+                .parse()
+                .map_err(|_| format!("joint fault {s:?}: {v:?} is not a number of radians"))?;
+            counts_of_rad(rad).map(JointFaultKind::Offset).ok_or_else(|| {
+                format!("joint fault {s:?}: the offset must be a finite angle within -3.1416..=3.1416 rad")
+            })
+        }
+        ("high-current", Some(v)) => v
+            .parse::<u16>()
+            .map(JointFaultKind::HighCurrent)
+            .map_err(|_| format!("joint fault {s:?}: {v:?} is not a current in mA, 0..=65535")),
+        _ => Err(format!("unknown joint fault {s:?}: {fix}")),
+    }
+}
 
 /// A joint by index (0..=24) or LoLA name (`LKneePitch`, case-insensitive).
 pub fn parse_joint(s: &str) -> Result<usize, String> {
@@ -103,6 +188,28 @@ impl CtlCommand {
             ),
             ("clear", 0) => CtlCommand::Clear,
             ("status", 0) => CtlCommand::Status,
+            ("posture", 1) => CtlCommand::Posture(Posture::parse(rest[0])?),
+            ("bumper", 1..=4) => CtlCommand::Bumper(parse_bumpers(rest)?),
+            ("imu-shake", 1 | 2) => CtlCommand::ImuShake(
+                num("imu-shake MRAD_S (0..=32767)", rest[0]).and_then(|v: u16| {
+                    if v > i16::MAX as u16 {
+                        Err(format!("imu-shake MRAD_S: {v} is above 32767"))
+                    } else {
+                        Ok(v)
+                    }
+                })?,
+                match arg(1) {
+                    Some(ms) => Some(num("imu-shake MRAD_S MS", ms)?),
+                    None => None,
+                },
+            ),
+            ("joint-fault", 2) => {
+                CtlCommand::JointFault(parse_joint(rest[0])?, parse_joint_fault(rest[1])?)
+            }
+            ("joint-fault", 3) => CtlCommand::JointFault(
+                parse_joint(rest[0])?,
+                parse_joint_fault(&format!("{}:{}", rest[1], rest[2]))?,
+            ),
             _ => return Err(format!("bad command {:?}: {}", words.join(" "), usage())),
         };
         Ok(cmd)
@@ -194,6 +301,96 @@ mod tests {
         let e = CtlCommand::parse_line("fly").unwrap_err();
         assert!(e.contains("expected one of"), "{e}");
         assert!(CtlCommand::parse_line("").is_err());
+    }
+
+    #[test]
+    fn posture_bumper_shake_and_joint_fault_commands_parse() {
+        assert_eq!(
+            CtlCommand::parse_line("posture lying-back"),
+            Ok(CtlCommand::Posture(Posture::LyingBack))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("posture Sitting"),
+            Ok(CtlCommand::Posture(Posture::Sitting))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("bumper left"),
+            Ok(CtlCommand::Bumper([3, 0]))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("bumper both"),
+            Ok(CtlCommand::Bumper([3, 3]))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("bumper none"),
+            Ok(CtlCommand::Bumper([0, 0]))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("bumper lfoot-right rfoot-left"),
+            Ok(CtlCommand::Bumper([2, 1]))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("imu-shake 300"),
+            Ok(CtlCommand::ImuShake(300, None))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("imu-shake 300 1000"),
+            Ok(CtlCommand::ImuShake(300, Some(1000)))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("joint-fault LShoulderPitch reversed"),
+            Ok(CtlCommand::JointFault(2, JointFaultKind::Reversed))
+        );
+        // 0.1 rad = 65.2 counts
+        assert_eq!(
+            CtlCommand::parse_line("joint-fault 2 offset:0.1"),
+            Ok(CtlCommand::JointFault(2, JointFaultKind::Offset(65)))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("joint-fault 2 offset -0.1"),
+            Ok(CtlCommand::JointFault(2, JointFaultKind::Offset(-65)))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("joint-fault rhand stuck"),
+            Ok(CtlCommand::JointFault(24, JointFaultKind::Stuck))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("joint-fault 10 high-current:2000"),
+            Ok(CtlCommand::JointFault(
+                10,
+                JointFaultKind::HighCurrent(2000)
+            ))
+        );
+        assert_eq!(
+            CtlCommand::parse_line("joint-fault 10 clear"),
+            Ok(CtlCommand::JointFault(10, JointFaultKind::Clear))
+        );
+    }
+
+    #[test]
+    fn bad_posture_bumper_shake_and_joint_fault_commands_name_the_value_and_the_fix() {
+        let e = CtlCommand::parse_line("posture upside-down").unwrap_err();
+        assert!(e.contains("upside-down") && e.contains("lying-back"), "{e}");
+        let e = CtlCommand::parse_line("bumper middle").unwrap_err();
+        assert!(e.contains("middle") && e.contains("both"), "{e}");
+        let e = CtlCommand::parse_line("imu-shake 40000").unwrap_err();
+        assert!(e.contains("40000"), "{e}");
+        let e = CtlCommand::parse_line("imu-shake -3").unwrap_err();
+        assert!(e.contains("-3"), "{e}");
+        let e = CtlCommand::parse_line("joint-fault 25 stuck").unwrap_err();
+        assert!(e.contains("0..=24"), "{e}");
+        let e = CtlCommand::parse_line("joint-fault 2 wobbly").unwrap_err();
+        assert!(e.contains("wobbly") && e.contains("offset:RAD"), "{e}");
+        for bad in ["offset:x", "offset:NaN", "offset:inf", "offset:4", "offset"] {
+            let e = CtlCommand::parse_line(&format!("joint-fault 2 {bad}")).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+        let e = CtlCommand::parse_line("joint-fault 2 high-current:-5").unwrap_err();
+        assert!(e.contains("-5") && e.contains("mA"), "{e}");
+        let e = CtlCommand::parse_line("joint-fault 2 reversed:1").unwrap_err();
+        assert!(e.contains("reversed:1"), "{e}");
+        assert!(CtlCommand::parse_line("joint-fault 2").is_err());
+        assert!(CtlCommand::parse_line("bumper").is_err());
     }
 
     #[test]

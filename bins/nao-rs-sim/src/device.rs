@@ -25,7 +25,7 @@ use nao_wire::protocol::tables::{
     REQ_VERSION, SYNC_FRAME,
 };
 
-use crate::body::{BodyConfig, StiffnessSummary, VirtualBody};
+use crate::body::{BodyConfig, JointFault, Posture, StiffnessSummary, VirtualBody};
 use crate::ctl::CtlCommand;
 
 /// How long a `bulk_in` with no answer pending waits before it times out
@@ -73,6 +73,36 @@ pub struct FrameSeen {
     pub seq: u16,
     /// Its stiffness.
     pub stiffness: StiffnessSummary,
+    /// The body's state its answer reports: posture, toe bumpers, shaking,
+    /// joint faults.
+    pub state: BodyState,
+}
+
+/// What the body's answer to a frame reports beyond the physics (for the
+/// trace).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BodyState {
+    /// The posture.
+    pub posture: Posture,
+    /// The toe bumpers held, `[left foot, right foot]` (bit 0 left contact,
+    /// bit 1 right contact).
+    pub bumpers: [u8; 2],
+    /// The gyroscope's shake amplitude, mrad/s (0 at rest).
+    pub imu_shake_mrad_s: u16,
+    /// Per joint: its injected faults.
+    pub joint_faults: [JointFault; nao_wire::JOINTS],
+}
+
+impl BodyState {
+    /// The state of `body` at `now_ns`.
+    pub fn of(body: &VirtualBody, now_ns: u64) -> Self {
+        BodyState {
+            posture: body.world.posture,
+            bumpers: body.world.bumpers,
+            imu_shake_mrad_s: body.world.shake_at(now_ns),
+            joint_faults: body.faults.joint,
+        }
+    }
 }
 
 /// What the server does after a request: send the reply in the buffer,
@@ -407,6 +437,7 @@ impl Device {
             peer_pid: conn.pid,
             seq: step.seq,
             stiffness: step.stiffness,
+            state: BodyState::of(&self.body, now_ns),
         })
     }
 
@@ -443,6 +474,17 @@ impl Device {
                 self.body.faults = Default::default();
             }
             CtlCommand::Status => return self.status_json(now_ns).to_string(),
+            CtlCommand::Posture(p) => self.body.world.posture = p,
+            CtlCommand::Bumper(b) => self.body.world.bumpers = b,
+            CtlCommand::ImuShake(mrad, t) => {
+                self.body.world.shake_mrad_s = mrad;
+                self.body.world.shake_until_ns = t.map_or(0, ms);
+            }
+            CtlCommand::JointFault(j, kind) => {
+                if let Some(f) = self.body.faults.joint.get_mut(j) {
+                    f.apply(kind);
+                }
+            }
         }
         "ok".to_string()
     }
@@ -467,6 +509,7 @@ impl Device {
         let stiff: Vec<u16> = (0..nao_wire::JOINTS)
             .filter_map(|j| b.stiffness(j))
             .collect();
+        let currents: Vec<i64> = (0..nao_wire::JOINTS).filter_map(|j| b.current(j)).collect();
         let s = &self.stats;
         let f = &b.faults;
         serde_json::json!({
@@ -494,16 +537,42 @@ impl Device {
                 "heat": f.heat.to_vec(),
                 "fault": f.fault.to_vec(),
                 "overcurrent_ma": f.overcurrent_ma,
+                "joints": joint_faults_json(&f.joint),
             },
+            "posture": b.world.posture.name(),
+            "bumpers": b.world.bumpers.to_vec(),
+            "imu_shake_mrad_s": b.world.shake_at(now_ns),
             "battery": {"charge": b.charge(), "current_ma": b.battery_current(now_ns)},
             "handshake": hs,
             "positions": positions,
             "stiffness": stiff,
+            "currents": currents,
             "temperatures": temps,
             "leds": {"chest": b.leds().0.to_vec(), "left_foot": b.leds().1.to_vec(), "right_foot": b.leds().2.to_vec()},
             "sonar_mode": b.sonar_mode(),
         })
     }
+}
+
+/// The faulted joints as JSON objects (`joint`, `reversed`,
+/// `offset_counts`, `offset_rad`, `stuck`, `high_current_ma`), in joint order;
+/// joints without a fault are left out.
+pub fn joint_faults_json(faults: &[JointFault; nao_wire::JOINTS]) -> serde_json::Value {
+    faults
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.is_none())
+        .map(|(j, f)| {
+            serde_json::json!({
+                "joint": nao_wire::protocol::tables::JOINT_NAMES[j],
+                "reversed": f.reversed,
+                "offset_counts": f.offset_counts,
+                "offset_rad": crate::body::rad_of_counts(f.offset_counts),
+                "stuck": f.stuck,
+                "high_current_ma": f.high_current_ma,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -678,6 +747,49 @@ mod tests {
             call(&mut d, &mut a, &r).0[0],
             nao_wire::link::codec::ST_PIPE
         );
+    }
+
+    #[test]
+    fn posture_bumper_shake_and_joint_fault_commands_reach_the_body_status_and_trace_facts() {
+        use crate::body::JointFaultKind;
+        let (mut d, mut a) = opened();
+        assert_eq!(d.control(CtlCommand::Posture(Posture::LyingBack), 0), "ok");
+        d.control(CtlCommand::Bumper([3, 0]), 0);
+        d.control(CtlCommand::ImuShake(250, None), 0);
+        d.control(CtlCommand::JointFault(2, JointFaultKind::Reversed), 0);
+        d.control(CtlCommand::JointFault(2, JointFaultKind::Offset(65)), 0);
+        let (_, o) = call(&mut d, &mut a, &frame(4));
+        let st = o.frame.unwrap().state;
+        assert_eq!(
+            (st.posture, st.bumpers, st.imu_shake_mrad_s),
+            (Posture::LyingBack, [3, 0], 250)
+        );
+        assert!(st.joint_faults[2].reversed && st.joint_faults[2].offset_counts == 65);
+        let v = d.status_json(5);
+        assert_eq!(v["posture"], "lying-back");
+        assert_eq!(v["bumpers"], serde_json::json!([3, 0]));
+        assert_eq!(v["imu_shake_mrad_s"], 250);
+        assert_eq!(v["faults"]["joints"][0]["joint"], "LShoulderPitch");
+        assert_eq!(v["faults"]["joints"][0]["reversed"], true);
+        assert_eq!(v["faults"]["joints"][0]["offset_counts"], 65);
+        assert_eq!(v["currents"].as_array().unwrap().len(), 25);
+        // clear ends the joint faults; posture, bumpers and shaking stay.
+        d.control(CtlCommand::Clear, 0);
+        let (_, o) = call(&mut d, &mut a, &frame(5));
+        let st = o.frame.unwrap().state;
+        assert_eq!(
+            (st.posture, st.bumpers, st.imu_shake_mrad_s),
+            (Posture::LyingBack, [3, 0], 250)
+        );
+        assert!(st.joint_faults.iter().all(|f| f.is_none()));
+        assert_eq!(d.status_json(5)["faults"]["joints"], serde_json::json!([]));
+        // A timed shake ends by itself.
+        d.control(CtlCommand::ImuShake(250, Some(1)), 0);
+        assert_eq!(BodyState::of(&d.body, 999_999).imu_shake_mrad_s, 250);
+        assert_eq!(BodyState::of(&d.body, 1_000_000).imu_shake_mrad_s, 0);
+        d.control(CtlCommand::JointFault(2, JointFaultKind::Stuck), 0);
+        d.control(CtlCommand::JointFault(2, JointFaultKind::Clear), 0);
+        assert!(d.body.faults.joint[2].is_none());
     }
 
     proptest::proptest! {

@@ -26,4 +26,4 @@ mod spawned;
 pub mod trace;
 
 pub use spawned::{Holder, Spawned};
-pub use trace::{Tail, TraceLine};
+pub use trace::{Tail, TraceLine, TraceRecord};

@@ -57,7 +57,9 @@ struct CtlArgs {
     #[arg(long)]
     ctl: Option<PathBuf>,
     /// The command: drop N | corrupt N | stall MS | unplug | replug | button [MS] |
-    /// heat JOINT [DEG] | fault JOINT | overcurrent [MA] [MS] | clear | status
+    /// heat JOINT [DEG] | fault JOINT | overcurrent [MA] [MS] | clear | status |
+    /// posture standing|sitting|lying-back|lying-front | bumper left|right|both|none |
+    /// imu-shake MRAD_S [MS] | joint-fault JOINT reversed|offset:RAD|stuck|high-current:MA|clear
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     words: Vec<String>,
 }
@@ -104,6 +106,11 @@ struct Serve {
     /// Serve this 4,635-byte preference block as it is.
     #[arg(long, value_name = "FILE")]
     prefs: Option<String>,
+    /// How the robot is placed at start: standing (default), sitting,
+    /// lying-back or lying-front (the IMU and the foot pressure follow;
+    /// `ctl posture` changes it).
+    #[arg(long, value_name = "POSTURE")]
+    posture: Option<String>,
     /// Start fault: drop the answers to the first N frames.
     #[arg(long, value_name = "N")]
     drop: Option<u32>,
@@ -132,6 +139,9 @@ struct Serve {
 
 fn start_faults(s: &Serve) -> Result<Vec<CtlCommand>, String> {
     let mut out = Vec::new();
+    if let Some(p) = &s.posture {
+        out.push(CtlCommand::parse(&["posture", p]).map_err(|e| format!("--posture {p}: {e}"))?);
+    }
     if let Some(n) = s.drop {
         out.push(CtlCommand::Drop(n));
     }

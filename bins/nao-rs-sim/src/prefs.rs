@@ -12,8 +12,8 @@
 
 pub use nao_wire::protocol::prefs::BODY_ID_LEN;
 use nao_wire::protocol::prefs::{
-    crc32, Prefs, OFFSET_BODY_ID, OFFSET_CRC, OFFSET_FOOT_PRESSURE, OFFSET_IMU, OFFSET_SERIALS,
-    OFFSET_ZEROS, PREFS_LAYOUT_VERSION, PREFS_MAGIC, SERIAL_LEN,
+    crc32, Prefs, PressureCalibration, OFFSET_BODY_ID, OFFSET_CRC, OFFSET_FOOT_PRESSURE,
+    OFFSET_IMU, OFFSET_SERIALS, OFFSET_ZEROS, PREFS_LAYOUT_VERSION, PREFS_MAGIC, SERIAL_LEN,
 };
 use nao_wire::protocol::tables::PREFS_LEN;
 use nao_wire::JOINTS;
@@ -86,6 +86,27 @@ pub fn build(body_id: &str, zeros: &[u16; JOINTS]) -> Box<[u8; PREFS_LEN]> {
     b
 }
 
+/// The foot pressure calibration of the default block, `[left,
+/// right][sensor]`.
+pub fn default_foot_calibration() -> [[PressureCalibration; 4]; 2] {
+    std::array::from_fn(|f| {
+        std::array::from_fn(|s| PressureCalibration {
+            gain: FOOT_CAL[(f * 4 + s) * 2],
+            offset: FOOT_CAL[(f * 4 + s) * 2 + 1],
+        })
+    })
+}
+
+/// The foot pressure calibration stored in `block`; the default one for a
+/// block the protocol core refuses (the runtime's start-up then stops
+/// anyway).
+pub fn foot_calibration(block: &[u8; PREFS_LEN]) -> [[PressureCalibration; 4]; 2] {
+    match Prefs::parse(block) {
+        Ok(p) => p.foot_pressure,
+        Err(_) => default_foot_calibration(),
+    }
+}
+
 /// Writes the CRC-32 of bytes `0..4631` at offset 4631.
 pub fn seal(block: &mut [u8; PREFS_LEN]) {
     let crc = crc32(&block[..OFFSET_CRC]);
@@ -131,6 +152,8 @@ mod tests {
         // The CRC of the recordings' block (startup-v10.rec, last 4 bytes).
         let b = build(DEFAULT_BODY_ID, &DEFAULT_ZEROS);
         assert_eq!(&b[4631..], &[0x77, 0x8f, 0xa9, 0x11]);
+        assert_eq!(foot_calibration(&b), default_foot_calibration());
+        assert_eq!(default_foot_calibration()[1][3].offset, -3.75);
     }
 
     #[test]

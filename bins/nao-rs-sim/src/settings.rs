@@ -115,6 +115,7 @@ impl BoardSettings {
             None => (prefs::build(body_id, &zeros), None),
         };
         cfg.zeros = prefs::zeros(&block);
+        cfg.foot_calibration = prefs::foot_calibration(&block);
         Ok((cfg, block, warning))
     }
 }
@@ -155,6 +156,7 @@ mod tests {
         assert_eq!(cfg.boards[3].version, 10);
         assert_eq!(cfg.boards[14].from, 2);
         assert!(cfg.boards[13].never);
+        assert_eq!(cfg.foot_calibration, prefs::default_foot_calibration());
     }
 
     #[test]

@@ -144,6 +144,12 @@ impl Spawned {
         trace::read(&self.trace)
     }
 
+    /// Every complete trace line so far with the body's state (posture,
+    /// bumpers, joint faults).
+    pub fn records(&self) -> io::Result<Vec<trace::TraceRecord>> {
+        trace::read_records(&self.trace)
+    }
+
     /// A live follower of the trace from its start.
     pub fn tail(&self) -> Tail {
         Tail::new(&self.trace)

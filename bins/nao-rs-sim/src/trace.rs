@@ -18,9 +18,18 @@
 //! - `all_off`: every stiffness slot is 0 (also true for a frame without
 //!   STIFFNESS, such as the two start-up frames);
 //! - `stiffness_slots`: how many stiffness slots the frame has (25 in a
-//!   cycle frame, 0 in the start-up frames).
+//!   cycle frame, 0 in the start-up frames);
+//! - `posture`, `bumpers`, `imu_shake_mrad_s`, `joint_faults`: what the
+//!   body's answer to this frame reports (set by `--posture`, `ctl posture`,
+//!   `ctl bumper`, `ctl imu-shake`, `ctl joint-fault`), so a test judges each
+//!   frame by the state the runtime saw: `bumpers` `[left foot, right foot]`
+//!   (bit 0 left contact, bit 1 right contact); `joint_faults` one object per
+//!   faulted joint (`joint`, `reversed`, `offset_counts`, `stuck`,
+//!   `high_current_ma`).
 //!
-//! Readers: [`read`] (the whole file) and [`Tail`] (follow it live).
+//! Readers: [`read`] (the whole file) and [`Tail`] (follow it live) give
+//! [`TraceLine`]s (the stiffness facts); [`read_records`] and
+//! [`Tail::wait_for_record`] the whole [`TraceRecord`].
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -29,9 +38,12 @@ use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::body::Posture;
 use crate::device::FrameSeen;
+use nao_wire::protocol::tables::JOINT_NAMES;
 
 /// One line of the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,6 +74,57 @@ impl TraceLine {
     }
 }
 
+/// A faulted joint in a trace line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceJointFault {
+    /// The joint's LoLA name.
+    pub joint: String,
+    /// The motor moves opposite to the command.
+    pub reversed: bool,
+    /// Reported position = true position + this, counts.
+    pub offset_counts: i16,
+    /// The joint does not move.
+    pub stuck: bool,
+    /// The current it draws while stiff, mA.
+    pub high_current_ma: Option<u16>,
+}
+
+/// One whole line of the trace: the frame's [`TraceLine`] and the body's
+/// state its answer reported. Lines of an older simulator (no state) read
+/// as standing, nothing held, no fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// The frame's facts.
+    #[serde(flatten)]
+    pub frame: TraceLine,
+    /// The posture.
+    #[serde(default)]
+    pub posture: Posture,
+    /// The toe bumpers held, `[left foot, right foot]`.
+    #[serde(default)]
+    pub bumpers: [u8; 2],
+    /// The gyroscope's shake amplitude, mrad/s.
+    #[serde(default)]
+    pub imu_shake_mrad_s: u16,
+    /// The faulted joints.
+    #[serde(default)]
+    pub joint_faults: Vec<TraceJointFault>,
+}
+
+impl TraceRecord {
+    /// Any toe bumper is held.
+    pub fn bumper_held(&self) -> bool {
+        self.bumpers != [0, 0]
+    }
+
+    /// The fault of joint `name` (LoLA name, case-insensitive), if any.
+    pub fn joint_fault(&self, name: &str) -> Option<&TraceJointFault> {
+        self.joint_faults
+            .iter()
+            .find(|f| f.joint.eq_ignore_ascii_case(name))
+    }
+}
+
 /// Writes the trace: one line per frame, flushed at once.
 pub struct TraceWriter {
     file: File,
@@ -88,23 +151,48 @@ impl TraceWriter {
     pub fn write(&mut self, f: &FrameSeen) -> io::Result<()> {
         self.line.clear();
         let s = &f.stiffness;
-        let _ = writeln!(
+        let b = &f.state;
+        let _ = write!(
             self.line,
-            "{{\"t_ns\":{},\"peer_pid\":{},\"seq\":{},\"max_stiffness\":{},\"max_stiffness_all\":{},\"max_stiffness_accepted\":{},\"all_off\":{},\"stiffness_slots\":{}}}",
-            f.t_ns, f.peer_pid, f.seq, s.max_all, s.max_all, s.max_accepted, s.all_off(), s.slots
+            "{{\"t_ns\":{},\"peer_pid\":{},\"seq\":{},\"max_stiffness\":{},\"max_stiffness_all\":{},\"max_stiffness_accepted\":{},\"all_off\":{},\"stiffness_slots\":{},\"posture\":\"{}\",\"bumpers\":[{},{}],\"imu_shake_mrad_s\":{},\"joint_faults\":[",
+            f.t_ns, f.peer_pid, f.seq, s.max_all, s.max_all, s.max_accepted, s.all_off(), s.slots,
+            b.posture.name(), b.bumpers[0], b.bumpers[1], b.imu_shake_mrad_s
         );
+        let mut first = true;
+        for (j, jf) in b.joint_faults.iter().enumerate() {
+            if jf.is_none() {
+                continue;
+            }
+            let name = JOINT_NAMES.get(j).copied().unwrap_or("?");
+            let _ = write!(
+                self.line,
+                "{}{{\"joint\":\"{}\",\"reversed\":{},\"offset_counts\":{},\"stuck\":{},\"high_current_ma\":{}}}",
+                if first { "" } else { "," },
+                name,
+                jf.reversed,
+                jf.offset_counts,
+                jf.stuck,
+                jf.high_current_ma.map_or("null".to_string(), |m| m.to_string())
+            );
+            first = false;
+        }
+        self.line.push_str("]}\n");
         self.file.write_all(self.line.as_bytes())?;
         self.file.flush()
     }
 }
 
-fn parse_lines(text: &str, first_line: usize, path: &Path) -> io::Result<Vec<TraceLine>> {
+fn parse_lines<T: DeserializeOwned>(
+    text: &str,
+    first_line: usize,
+    path: &Path,
+) -> io::Result<Vec<T>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let t: TraceLine = serde_json::from_str(line).map_err(|e| {
+        let t: T = serde_json::from_str(line).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
@@ -122,7 +210,16 @@ fn parse_lines(text: &str, first_line: usize, path: &Path) -> io::Result<Vec<Tra
 /// Every complete line of the trace at `path` (a last line still being
 /// written is left out).
 pub fn read(path: impl AsRef<Path>) -> io::Result<Vec<TraceLine>> {
-    let path = path.as_ref();
+    read_as(path.as_ref())
+}
+
+/// Every complete line of the trace at `path` as a whole record (with the
+/// body's state).
+pub fn read_records(path: impl AsRef<Path>) -> io::Result<Vec<TraceRecord>> {
+    read_as(path.as_ref())
+}
+
+fn read_as<T: DeserializeOwned>(path: &Path) -> io::Result<Vec<T>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -143,7 +240,7 @@ pub struct Tail {
     pos: u64,
     partial: String,
     lines_seen: usize,
-    queue: VecDeque<TraceLine>,
+    queue: VecDeque<TraceRecord>,
 }
 
 impl Tail {
@@ -196,6 +293,11 @@ impl Tail {
     /// The lines completed since the last poll (none if the file does not
     /// exist yet).
     pub fn poll(&mut self) -> io::Result<Vec<TraceLine>> {
+        Ok(self.poll_records()?.into_iter().map(|r| r.frame).collect())
+    }
+
+    /// The whole records completed since the last poll.
+    pub fn poll_records(&mut self) -> io::Result<Vec<TraceRecord>> {
         self.fill()?;
         Ok(self.queue.drain(..).collect())
     }
@@ -208,6 +310,18 @@ impl Tail {
         timeout: Duration,
         mut pred: impl FnMut(&TraceLine) -> bool,
     ) -> io::Result<Option<TraceLine>> {
+        Ok(self
+            .wait_for_record(timeout, |r| pred(&r.frame))?
+            .map(|r| r.frame))
+    }
+
+    /// [`Tail::wait_for`] judging the whole record (posture, bumpers, joint
+    /// faults).
+    pub fn wait_for_record(
+        &mut self,
+        timeout: Duration,
+        mut pred: impl FnMut(&TraceRecord) -> bool,
+    ) -> io::Result<Option<TraceRecord>> {
         let deadline = Instant::now() + timeout;
         loop {
             self.fill()?;
@@ -237,7 +351,8 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::body::StiffnessSummary;
+    use crate::body::{JointFaultKind, StiffnessSummary};
+    use crate::device::BodyState;
 
     fn seen(seq: u16, max: u16) -> FrameSeen {
         FrameSeen {
@@ -249,7 +364,71 @@ mod tests {
                 max_all: max,
                 max_accepted: max,
             },
+            state: BodyState::default(),
         }
+    }
+
+    #[test]
+    fn trace_records_carry_posture_bumpers_shake_and_joint_faults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = TraceWriter::create(&path).unwrap();
+        w.write(&seen(2, 0)).unwrap();
+        let mut f = seen(3, 200);
+        f.state.posture = Posture::LyingBack;
+        f.state.bumpers = [3, 0];
+        f.state.imu_shake_mrad_s = 300;
+        f.state.joint_faults[2].apply(JointFaultKind::Reversed);
+        f.state.joint_faults[2].apply(JointFaultKind::Offset(-65));
+        f.state.joint_faults[10].apply(JointFaultKind::HighCurrent(2000));
+        f.state.joint_faults[24].apply(JointFaultKind::Stuck);
+        w.write(&f).unwrap();
+        let r = read_records(&path).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].posture, r[0].bumper_held(), r[0].joint_faults.len()),
+            (Posture::Standing, false, 0)
+        );
+        assert_eq!(r[1].frame.max_stiffness, 200);
+        assert_eq!(r[1].posture, Posture::LyingBack);
+        assert!(r[1].bumper_held());
+        assert_eq!(r[1].imu_shake_mrad_s, 300);
+        assert_eq!(
+            r[1].joint_fault("lshoulderpitch"),
+            Some(&TraceJointFault {
+                joint: "LShoulderPitch".into(),
+                reversed: true,
+                offset_counts: -65,
+                stuck: false,
+                high_current_ma: None
+            })
+        );
+        assert_eq!(
+            r[1].joint_fault("LKneePitch").unwrap().high_current_ma,
+            Some(2000)
+        );
+        assert!(r[1].joint_fault("RHand").unwrap().stuck);
+        // The frame facts read as before, and the tail follows records.
+        assert_eq!(read(&path).unwrap()[1], r[1].frame);
+        let mut tail = Tail::new(&path);
+        let hit = tail
+            .wait_for_record(Duration::from_millis(50), |r| {
+                r.posture == Posture::LyingBack
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(hit.frame.seq, 3);
+    }
+
+    #[test]
+    fn trace_lines_of_an_older_simulator_read_as_standing_without_faults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "{\"t_ns\":1,\"peer_pid\":1,\"seq\":1,\"max_stiffness\":0,\"max_stiffness_all\":0,\"max_stiffness_accepted\":0,\"all_off\":true,\"stiffness_slots\":0}\n").unwrap();
+        let r = read_records(&path).unwrap();
+        assert_eq!(r[0].posture, Posture::Standing);
+        assert_eq!(r[0].bumpers, [0, 0]);
+        assert!(r[0].joint_faults.is_empty());
     }
 
     #[test]

@@ -91,7 +91,8 @@ fn startup_is_answered_like_the_recordings_and_cycles_run_without_failure() {
         "every board answers version 10"
     );
     assert_eq!(last.sensors.chest_client_state, 0x24);
-    assert!((9790..=9830).contains(&last.sensors.imu.accelerometer[2]));
+    // LoLA's sign: gravity as a vector, upright z about -9.81 m/s^2.
+    assert!((-9830..=-9790).contains(&last.sensors.imu.accelerometer[2]));
     assert_eq!(
         last.sensors.position_count[3], 2222,
         "the body rests at its zero"
@@ -423,4 +424,167 @@ fn sigterm_removes_the_sockets_and_exits_0() {
     let status = child.wait().unwrap();
     assert!(status.success());
     assert!(!socket.exists() && !dir.path().join("s.sock.ctl").exists());
+}
+
+/// Total foot load in kg with the simulator's default calibration.
+fn foot_kg(p: &[[u16; 4]; 2]) -> f32 {
+    let cal = nao_rs_sim::prefs::default_foot_calibration();
+    (0..8)
+        .map(|i| f32::from(p[i / 4][i % 4]) * cal[i / 4][i % 4].gain + cal[i / 4][i % 4].offset)
+        .sum()
+}
+
+/// `nao-rs-sim ctl` through the binary: prints `ok`.
+fn ctl_ok(sim: &Spawned, args: &[&str]) {
+    let out = ctl(sim, args);
+    assert!(
+        out.status.success(),
+        "ctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
+
+#[test]
+fn postures_bumpers_and_shaking_set_by_ctl_appear_in_the_answers_and_the_trace() {
+    let sim = sim(&["--posture", "lying-back", "--inject", "bumper right"]);
+    let mut rt = Runtime::start(&sim);
+    let s = rt.cycles(3, None).last().unwrap().sensors;
+    let [x, y, z] = s.imu.accelerometer;
+    assert!((-9830..=-9790).contains(&x), "on the back: x about -g, {x}");
+    assert!(y.abs() < 3000 && z.abs() < 3000, "{y} {z}");
+    assert!(foot_kg(&s.foot_pressure).abs() < 0.4, "lying: no weight");
+    assert_eq!(s.bumpers, [0, 3], "--inject bumper right");
+
+    let mut step = |args: &[&str]| {
+        ctl_ok(&sim, args);
+        rt.cycles(3, None).last().unwrap().sensors
+    };
+    let s = step(&["posture", "lying-front"]);
+    assert!(
+        (9790..=9830).contains(&s.imu.accelerometer[0]),
+        "on the front: x about +g"
+    );
+    let s = step(&["posture", "standing"]);
+    assert!((-9830..=-9790).contains(&s.imu.accelerometer[2]));
+    assert!((foot_kg(&s.foot_pressure) - 5.3).abs() < 0.4, "body weight");
+    let s = step(&["posture", "sitting"]);
+    assert!(
+        (foot_kg(&s.foot_pressure) - 1.0).abs() < 0.4,
+        "sitting: some"
+    );
+    assert!(s.imu.accelerometer[0].abs() < 3000, "about upright");
+    let s = step(&["bumper", "left"]);
+    assert_eq!(s.bumpers, [3, 0]);
+    let s = step(&["bumper", "none"]);
+    assert_eq!(s.bumpers, [0, 0]);
+    assert!(s.imu.gyroscope.iter().all(|g| g.abs() <= 3), "at rest");
+    let s = step(&["imu-shake", "300"]);
+    assert!(s.imu.gyroscope.iter().all(|g| g.abs() >= 297), "shaken");
+    let s = step(&["imu-shake", "0"]);
+    assert!(s.imu.gyroscope.iter().all(|g| g.abs() <= 3), "still again");
+
+    // The trace shows every change, in order, on the frames whose answers
+    // reported it.
+    use nao_rs_sim::body::Posture;
+    let records = sim.records().unwrap();
+    let mut seen: Vec<(Posture, [u8; 2])> = Vec::new();
+    for r in &records {
+        if seen.last() != Some(&(r.posture, r.bumpers)) {
+            seen.push((r.posture, r.bumpers));
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            (Posture::LyingBack, [0, 3]),
+            (Posture::LyingFront, [0, 3]),
+            (Posture::Standing, [0, 3]),
+            (Posture::Sitting, [0, 3]),
+            (Posture::Sitting, [3, 0]),
+            (Posture::Sitting, [0, 0]),
+        ]
+    );
+    assert!(records.iter().any(|r| r.imu_shake_mrad_s == 300));
+    assert_eq!(records.last().unwrap().imu_shake_mrad_s, 0);
+
+    // Refused values name themselves and the fix.
+    let out = ctl(&sim, &["posture", "upside-down"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("upside-down") && err.contains("lying-back"),
+        "{err}"
+    );
+}
+
+#[test]
+fn joint_faults_set_by_ctl_change_what_the_joints_do_and_report() {
+    use nao_wire::Joint;
+    let z = nao_rs_sim::prefs::DEFAULT_ZEROS;
+    let (sim, mut rt) = running(2);
+    let (lsp, rsp, knee) = (
+        Joint::LShoulderPitch.index(),
+        Joint::RShoulderPitch.index(),
+        Joint::LKneePitch.index(),
+    );
+    // Offset: reported = true + 0.1 rad (65 counts), also at rest.
+    ctl_ok(&sim, &["joint-fault", "LKneePitch", "offset:0.1"]);
+    let s = rt.cycles(3, None).last().unwrap().sensors;
+    assert_eq!(s.position_count[knee], z[knee] + 65);
+    ctl_ok(&sim, &["joint-fault", "LKneePitch", "clear"]);
+    let s = rt.cycles(3, None).last().unwrap().sensors;
+    assert_eq!(s.position_count[knee], z[knee]);
+
+    // Reversed and stuck: both shoulders commanded to +0.1 rad, stiff.
+    ctl_ok(&sim, &["joint-fault", "LShoulderPitch", "reversed"]);
+    ctl_ok(&sim, &["joint-fault", "RShoulderPitch", "stuck"]);
+    let mut cmd = Command::default();
+    for j in [lsp, rsp] {
+        cmd.position[j] = 0.1;
+        cmd.stiffness[j] = 1.0;
+    }
+    let s = rt.cycles(40, Some(&cmd)).last().unwrap().sensors;
+    assert_eq!(s.position_count[lsp], z[lsp] - 65, "moved the other way");
+    assert_eq!(s.position_count[rsp], z[rsp], "did not move");
+    assert!(s.current_ma[rsp] > 500, "stalled: {}", s.current_ma[rsp]);
+
+    // High current: while stiff only.
+    ctl_ok(&sim, &["joint-fault", "LKneePitch", "high-current:2000"]);
+    let mut cmd = Command::default();
+    cmd.stiffness[knee] = 0.2;
+    let s = rt.cycles(4, Some(&cmd)).last().unwrap().sensors;
+    assert_eq!(s.current_ma[knee], 2000);
+    let s = rt
+        .cycles(4, Some(&Command::default()))
+        .last()
+        .unwrap()
+        .sensors;
+    assert_eq!(s.current_ma[knee], 0, "limp");
+
+    let status = sim.status().unwrap();
+    let names: Vec<&str> = status["faults"]["joints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["joint"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["LShoulderPitch", "LKneePitch", "RShoulderPitch"]);
+    let last = sim.records().unwrap().pop().unwrap();
+    assert!(last.joint_fault("LShoulderPitch").unwrap().reversed);
+    assert!(last.joint_fault("RShoulderPitch").unwrap().stuck);
+    assert_eq!(
+        last.joint_fault("LKneePitch").unwrap().high_current_ma,
+        Some(2000)
+    );
+
+    // clear ends every joint fault.
+    ctl_ok(&sim, &["clear"]);
+    assert_eq!(
+        sim.status().unwrap()["faults"]["joints"],
+        serde_json::json!([])
+    );
+    let out = ctl(&sim, &["joint-fault", "LKneePitch", "offset:9"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("offset:9"));
 }

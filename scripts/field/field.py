@@ -573,7 +573,12 @@ class Field:
                         "NAO_RS_TEAM_KEY": str(r.key),
                     },
                 )
-        self.info(f"5 robots up in {time.monotonic() - t:.1f} s (sim, guard, runtime{', beacon' if self.with_app else ''})")
+            # The page knows every robot (its first beacon arrived) before any check.
+            bodies = {r.body for r in self.robots}
+            if not wait(lambda: bodies <= set(self.browser.cards()), 10, 0.05):
+                raise RigError(f"the page shows cards for {sorted(set(self.browser.cards()) & bodies)} only, 10 s after the "
+                               f"beacons started; see {self.run_dir}/app.log and robotN/beacon.log")
+        self.info(f"5 robots up in {time.monotonic() - t:.1f} s (sim, guard, runtime{', beacon, card on the page' if self.with_app else ''})")
 
     # -- actions: through the page, or (--without-app) the driver's own datagrams
     def send_stops(self, addrs):
@@ -660,9 +665,9 @@ class Field:
     # ---- the checks ------------------------------------------------------------
     def check_armed(self):
         name = "1 armed"
-        t = self.arm_and_wake(self.robots)
-        t_last = max(t.values())
-        firsts = [ms(r.trace.first_stiff_after(t[r.i])[0] - t[r.i]) for r in self.robots]
+        self.arm_and_wake(self.robots)
+        t_last = max(r.wakes[-1] for r in self.robots)
+        firsts = [ms(r.trace.first_stiff_after(r.wakes[-1])[0] - r.wakes[-1]) for r in self.robots]
         pages = [r.status() for r in self.robots]
         bad = [f"{r.name}: {s.get('state')}, motion {s.get('motion')}" for r, s in zip(self.robots, pages)
                if s.get("state") != "armed"]
@@ -670,15 +675,27 @@ class Field:
             return self.fail(name, "pages after the re-arm and wake: " + "; ".join(bad))
         if not self.with_app:
             return self.fail(name, f"robots armed and stiff ({min(firsts):.0f}-{max(firsts):.0f} ms after each wake); page not checked (--without-app)")
-        shown = wait(lambda: sum(1 for c in self.browser.cards().values() if c["state"] == "armed") == N_ROBOTS, ARMED_SHOWN_S + 3, 0.02)
+        armed_at = {}
+
+        def all_armed():
+            now = mono()
+            for b, c in self.browser.cards().items():
+                if c["state"] == "armed":
+                    armed_at.setdefault(b, now)
+            return len(armed_at) == N_ROBOTS
+
+        shown = wait(all_armed, ARMED_SHOWN_S + 3, 0.02)
         dt = (mono() - t_last) / 1e9
+        each = ", ".join(f"r{r.i} {(armed_at[r.body] - r.wakes[-1]) / 1e9:.2f}" if r.body in armed_at else f"r{r.i} never"
+                         for r in self.robots)
         if not shown or dt > ARMED_SHOWN_S:
             cards = self.browser.cards()
             return self.fail(name, f"the page shows {sum(1 for c in cards.values() if c['state'] == 'armed')} of 5 armed "
                              f"{dt:.2f} s after the last wake (bound {ARMED_SHOWN_S} s): "
-                             + ", ".join(f"{b[-3:]}={c['state']}" for b, c in sorted(cards.items())))
-        self.ok(name, f"the page shows 5 robots armed {dt:.2f} s after the last wake; each stiff "
-                f"{min(firsts):.0f}-{max(firsts):.0f} ms after its wake, pages armed (motion "
+                             + ", ".join(f"{b[-3:]}={c['state']}" for b, c in sorted(cards.items()))
+                             + f"; each card armed after its robot's wake: {each} s")
+        self.ok(name, f"the page shows 5 robots armed {dt:.2f} s after the last wake (each card after its robot's wake: "
+                f"{each} s); each robot stiff {min(firsts):.0f}-{max(firsts):.0f} ms after its wake, pages armed (motion "
                 + "/".join(sorted({s.get('motion', '?') for s in pages})) + ")")
 
     def check_stop_one(self):

@@ -1058,12 +1058,16 @@ class Field:
                 if last is not None and t < last:
                     continue  # inside a window already judged
                 n += 1
-                off = r.trace.first_all_off_after(t)
-                if off is None:
-                    problems.append(f"{r.name}: no all-off frame after the trip at t_ns {t}")
-                    continue
                 nxt = min([w for w in r.wakes if w > t], default=None)
-                end = nxt if nxt is not None else frames[-1][0] + 1
+                end = nxt if nxt is not None else (frames[-1][0] + 1 if frames else t + 1)
+                off = r.trace.first_all_off_after(t)
+                if off is None or off[0] > end:
+                    # No all-off frame before the next wake: only no frame at all is right.
+                    stiff = r.trace.stiff_between(t, end)
+                    if stiff:
+                        problems.append(f"{r.name}: stiff frames after the trip at t_ns {t} and no all-off one")
+                    last = end
+                    continue
                 stiff = r.trace.stiff_between(off[0], end)
                 if stiff:
                     problems.append(f"{r.name}: {len(stiff)} stiff frames after the trip at t_ns {t}, before any wake "

@@ -147,14 +147,13 @@ ns_add() {
 }
 BR=${PREFIX}br
 ns_add "$BR"
-ip -n "$BR" link add br0 type bridge
-ip -n "$BR" link set br0 up
+ip -n "$BR" link add br0 type bridge && ip -n "$BR" link set br0 up || die "cannot make the bridge br0 in $BR"
 port() { # namespace port-name address
     ns_add "$1"
-    ip -n "$BR" link add "$2" type veth peer name eth0 netns "$1"
-    ip -n "$BR" link set "$2" master br0 up
-    ip -n "$1" addr add "$3/24" broadcast 10.77.0.255 dev eth0
-    ip -n "$1" link set eth0 up
+    { ip -n "$BR" link add "$2" type veth peer name eth0 netns "$1" &&
+        ip -n "$BR" link set "$2" master br0 up &&
+        ip -n "$1" addr add "$3/24" broadcast 10.77.0.255 dev eth0 &&
+        ip -n "$1" link set eth0 up; } || die "cannot connect $1 ($3) to the bridge"
 }
 port "${PREFIX}op" op 10.77.0.2
 for i in 1 2 3 4 5; do port "${PREFIX}r$i" "r$i" "10.77.0.1$i"; done

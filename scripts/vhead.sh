@@ -161,8 +161,8 @@ ensure_kernel() {
 
 # ---- binaries --------------------------------------------------------------
 build_bins() {
-    log "building the release binaries (nao-rs, nao-rs-guard, naoctl, nao-rs-sim)"
-    cargo build --release -q --bin nao-rs --bin nao-rs-guard --bin naoctl --bin nao-rs-sim \
+    log "building the release binaries (nao-rs, nao-rs-guard, naoctl, nao-rs-sim, cargo-nao-rs)"
+    cargo build --release -q --bin nao-rs --bin nao-rs-guard --bin naoctl --bin nao-rs-sim --bin cargo-nao-rs \
         || die "cargo build --release failed"
 }
 
@@ -263,7 +263,7 @@ build_systemd_image() {
     for a in $("$root"/vhead/bin/busybox --list); do
         [ -e "$root/vhead/bin/$a" ] || ln -s busybox "$root/vhead/bin/$a"
     done
-    for b in nao-rs nao-rs-guard naoctl nao-rs-sim; do
+    for b in nao-rs nao-rs-guard naoctl nao-rs-sim cargo-nao-rs; do
         copy_with_libs "$root" "$ROOT/target/release/$b" "/usr/local/bin/$b"
         strip "$root/usr/local/bin/$b"
     done
@@ -293,6 +293,7 @@ GR
     : >"$root"/etc/machine-id
     echo vhead >"$root"/etc/hostname
     # The units and files of config/, installed as docs/deploy.md says.
+    install -D -m 0644 "$ROOT"/config/systemd/nao-rs-stop.socket "$root"/etc/systemd/system/nao-rs-stop.socket
     install -D -m 0644 "$ROOT"/config/systemd/nao-rs-guard.service "$root"/etc/systemd/system/nao-rs-guard.service
     install -D -m 0644 "$ROOT"/config/systemd/nao-rs.service "$root"/etc/systemd/system/nao-rs.service
     install -D -m 0644 "$ROOT"/config/tmpfiles.d/nao-rs.conf "$root"/etc/tmpfiles.d/nao-rs.conf
@@ -310,6 +311,9 @@ GR
     for u in nao-rs-guard nao-rs vhead-board vhead-checks; do
         ln -sf ../$u.service "$root"/etc/systemd/system/multi-user.target.wants/$u.service
     done
+    # systemctl enable nao-rs-stop.socket (WantedBy=sockets.target).
+    mkdir -p "$root"/etc/systemd/system/sockets.target.wants
+    ln -sf ../nao-rs-stop.socket "$root"/etc/systemd/system/sockets.target.wants/nao-rs-stop.socket
     ln -sf /lib/systemd/system/multi-user.target "$root"/etc/systemd/system/default.target
     # No login prompts on the consoles.
     ln -sf /dev/null "$root"/etc/systemd/system/serial-getty@ttyS0.service
@@ -358,6 +362,12 @@ boot() {
     # Lines "VHEAD-RESULT ok|FAIL N name: detail" and "VHEAD-INFO ...".
     local results=$out/console.log
     [ -f "$out/files/results.txt" ] && results=$out/files/results.txt
+    # A machine that reports no check at all (its checks' watchdog ended
+    # it first) failed, whatever else it says.
+    if ! tr -d '\r' <"$results" 2>/dev/null | grep -q '^VHEAD-RESULT '; then
+        echo "FAIL $variant rig: the VM reported no check (see $out/console.log and $out/files/journal.txt)"
+        FAIL=$((FAIL + 1))
+    fi
     while IFS= read -r line; do
         set -- $line
         local verdict=$2

@@ -7,12 +7,15 @@
 //!
 //! It starts the runtime, prints the robot's identity at once, nods the head
 //! for 3 s at low stiffness, trips the switch through the API (as a program
-//! does on a fall) and stops. A fresh page starts tripped: re-arm it with
-//! `NAO_RS_DEATHSWITCH=/tmp/ds naoctl rearm` to see the head move.
+//! does on a fall) and stops. Every start is limp until a person's wake: a
+//! fresh page starts tripped, so re-arm it with
+//! `NAO_RS_DEATHSWITCH=/tmp/ds naoctl rearm`, then wake it with
+//! `NAO_RS_DEATHSWITCH=/tmp/ds nao-rs wake` (the program serves the wake
+//! socket next to the page) to see the head move.
 
 use std::sync::Arc;
 
-use nao_actors::runtime::{Blackboard, Config, Runtime};
+use nao_actors::runtime::{wake, Blackboard, Config, Runtime};
 use nao_wire::link::sim::SimLink;
 use nao_wire::{Command, Joint};
 
@@ -21,7 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .unwrap_or_else(|| "sim:/tmp/sim.sock".into());
     let link = SimLink::from_link_arg(&arg).ok_or("give the link as sim:PATH")?;
-    let page = deathswitch::Page::open(&deathswitch::default_path())?;
+    let page_path = deathswitch::default_path();
+    let page = deathswitch::Page::open(&page_path)?;
+    // The wake socket next to the page, bound before the runtime starts.
+    let wake_socket = wake::WakeListener::bind(&wake::socket_path(&page_path))?;
     let board: Arc<dyn Blackboard> = Arc::new(page);
     let config = Config {
         cycle_priority: None,
@@ -36,6 +42,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         runtime.identity().body_id(),
         runtime.identity().chest_version
     );
+    let _wake = wake_socket.start(
+        runtime.handle().wake_signal().clone(),
+        runtime.logger().clone(),
+    )?;
 
     let mut command = Command::default();
     // HeadPitch, the only stiff joint.

@@ -122,6 +122,8 @@ fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
     let mut lola = LolaConfig::from_identity(rt.identity(), Some("P0000073A07S8AF00019"), quiet());
     lola.socket = path.clone();
     let handle = rt.handle();
+    // Every start is limp: the test is the person who wakes it.
+    handle.wake().unwrap();
     let server = std::thread::spawn(move || serve_runtime(io, lola));
     let mut s = connect(&path);
 
@@ -150,7 +152,7 @@ fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
     }
 
     // Wake: the client's stiffness comes back.
-    handle.wake();
+    handle.wake().unwrap();
     drive(&mut s, 100, &head_yaw_stiff, &|f| f.stiffness[0] == 0.5);
 
     // Silence: after 25 cycles the controller-lost ramp lowers it.

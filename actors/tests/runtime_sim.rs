@@ -90,6 +90,8 @@ fn start_stiff(
         seen.clone(),
     )
     .unwrap();
+    // Every start is limp: the test is the person who wakes it.
+    rt.handle().wake().unwrap();
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     (rt, io, seen)
 }
@@ -128,6 +130,7 @@ fn runtime_returns_identity_at_once_and_cycles() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
     let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
+    rt.handle().wake().unwrap();
     assert!(!rt.identity().body_id().is_empty());
     assert_eq!(
         board.driver_pid.load(std::sync::atomic::Ordering::SeqCst),
@@ -141,6 +144,39 @@ fn runtime_returns_identity_at_once_and_cycles() {
     let (_, summary) = rt.stop();
     assert!(summary.cycles > 3);
     assert!(!summary.panicked);
+}
+
+/// Every start is limp, whatever the page says: a runtime started on an
+/// armed switch sends no stiffness, whatever the program commands, and
+/// publishes "limp, waiting for a wake" in the page; a wake in the page's
+/// generation lets the commands through; a wake while tripped is refused.
+#[test]
+fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
+    let sim = sim();
+    let board = Arc::new(MemoryBoard::armed());
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
+    let mut n = 0;
+    drive(&mut io, |f| {
+        assert!(
+            f.stiffness_sent.iter().all(|&s| s == 0) && f.switch.limp && !f.switch.tripped,
+            "stiff before any wake: {:?}",
+            f.stiffness_sent
+        );
+        n += 1;
+        n == 200
+    });
+    assert_eq!(
+        board.motion(),
+        nao_actors::runtime::Motion::LimpWaitingForWake
+    );
+    assert_eq!(rt.handle().wake(), Ok(0), "armed in generation 0");
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    assert_eq!(board.motion(), nao_actors::runtime::Motion::Awake);
+    io.trip();
+    drive(&mut io, |f| f.switch.tripped);
+    assert_eq!(board.motion(), nao_actors::runtime::Motion::LimpTripped);
+    assert!(rt.handle().wake().is_err(), "no wake while tripped");
+    drop(rt);
 }
 
 /// A stiff runtime; `fault` done to it (through the sim, the board or the
@@ -201,6 +237,7 @@ fn stopping_trips_shutdown_and_the_last_frame_is_all_off() {
     let sim = sim();
     let board = Arc::new(MemoryBoard::armed());
     let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
+    rt.handle().wake().unwrap();
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     let (_, summary) = rt.stop();
     assert_eq!(board.reason(), Some(Reason::Shutdown));
@@ -349,4 +386,40 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     s.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
     assert!(wait_until(|| board.is_tripped()));
     drop(rt);
+}
+
+/// The status file is the runtime's own, however it is hosted: a program
+/// linking the library gets it written (here at `Config::status_file`),
+/// whole, at 10 Hz, with the motion state and every joint's stiffness.
+#[test]
+fn the_library_runtime_writes_the_status_file_itself() {
+    use nao_actors::runtime::status_file::StatusFile;
+    let sim = sim();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("status.json");
+    let board = Arc::new(MemoryBoard::armed());
+    let cfg = Config {
+        status_file: Some(path.clone()),
+        ..config()
+    };
+    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board, cfg).unwrap();
+    assert!(wait_until(
+        || StatusFile::read(&path).is_some_and(|s| s.cycle > 5)
+    ));
+    let s = StatusFile::read(&path).unwrap();
+    assert_eq!(s.motion, "limp-waiting-for-wake");
+    assert_eq!(s.stiffness.len(), 25);
+    rt.handle().wake().unwrap();
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    assert!(wait_until(|| StatusFile::read(&path)
+        .is_some_and(
+            |s| s.motion == "awake" && s.stiffness.iter().all(|&x| x == 500)
+        )));
+    let (_, summary) = rt.stop();
+    let last = StatusFile::read(&path).unwrap();
+    assert_eq!(
+        last.cycle, summary.cycles,
+        "the last status is written at the end"
+    );
+    assert!(last.tripped && last.motion == "limp-tripped");
 }

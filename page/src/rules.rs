@@ -60,3 +60,54 @@ pub fn decide(s: &Snapshot, now_ns: u64, settings: &Settings) -> Verdict {
     }
     Verdict::Fine
 }
+
+/// Guard rule 5, the start-up bound: a registered runtime (its identity
+/// verified by the guard) that has not beaten within this long of the
+/// guard first seeing its registration is taken over
+/// (`guard-start-up-timeout`): its pidfd is sent SIGKILL and the guard
+/// sends all-off frames. 6 s: the runtime's busy retry gives up after 5 s
+/// (`OPEN_TIMEOUT_NS` in `actors/src/runtime/mod.rs`, when the board stays
+/// busy it exits, and its pidfd says so at once) plus 1 s for the rest of
+/// its start-up (the chest board's handshake, its threads), so a runtime
+/// that is slow but alive is never killed in its start-up, and one that
+/// froze is killed within 6 s.
+pub const START_UP_BOUND_NS: u64 = 6_000_000_000;
+
+/// Guard rule 6, the hand-over bound: after the guard let the chest board
+/// go to a restarted runtime (the hand-over), the board goes without frames
+/// for at most this long. A runtime handed the board that has not beaten
+/// within it is taken over (`guard-start-up-timeout`; the switch is
+/// usually tripped already, and the first reason stays): SIGKILL through
+/// its pidfd and the guard's all-off frames again. 1 s: the runtime retries
+/// the busy board every 50 ms (`OPEN_RETRY_NS`), so it has the free board
+/// within 50 ms of the hand-over, plus its link start and handshake.
+pub const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
+
+/// How a registered runtime came to the guard's watch, which fixes how long
+/// it may go from then to its first beat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstBeat {
+    /// The guard found it registered (its start-up, or the guard's own
+    /// start): [`START_UP_BOUND_NS`].
+    StartUp,
+    /// The guard handed it the chest board: [`HAND_OVER_BOUND_NS`].
+    HandOver,
+}
+
+impl FirstBeat {
+    /// The bound, ns.
+    pub fn bound_ns(self) -> u64 {
+        match self {
+            FirstBeat::StartUp => START_UP_BOUND_NS,
+            FirstBeat::HandOver => HAND_OVER_BOUND_NS,
+        }
+    }
+}
+
+/// Guard rules 5 and 6: a runtime the guard has watched since `since_ns`
+/// (monotonic ns: when it saw the registration, or handed the board over)
+/// without a beat is overdue at `now_ns` once more than the bound has
+/// passed. A `since_ns` after `now_ns` is not overdue.
+pub fn first_beat_overdue(kind: FirstBeat, since_ns: u64, now_ns: u64) -> bool {
+    now_ns.saturating_sub(since_ns) > kind.bound_ns()
+}

@@ -193,3 +193,75 @@ fn a_confirmation_from_before_the_trip_does_not_count() {
     page.write_heartbeat(11, s.tripped_at_ns + MS, true);
     assert_eq!(decide(&page.snapshot(), late, &settings), Verdict::Fine);
 }
+
+/// Guard rules 5 and 6, the first-beat bounds: one row per case, time
+/// passed in.
+#[test]
+fn first_beat_bounds_table_start_up_6_s_hand_over_1_s() {
+    use deathswitch::rules::{
+        first_beat_overdue, FirstBeat, HAND_OVER_BOUND_NS, START_UP_BOUND_NS,
+    };
+    const S: u64 = 1_000 * MS;
+    assert_eq!(START_UP_BOUND_NS, 6 * S);
+    assert_eq!(HAND_OVER_BOUND_NS, S);
+    let since = 100 * S;
+    let rows: &[(&str, FirstBeat, u64, bool)] = &[
+        (
+            "start-up: just registered",
+            FirstBeat::StartUp,
+            since,
+            false,
+        ),
+        (
+            "start-up: 5 s, the busy retry still runs",
+            FirstBeat::StartUp,
+            since + 5 * S,
+            false,
+        ),
+        (
+            "start-up: exactly at the bound",
+            FirstBeat::StartUp,
+            since + 6 * S,
+            false,
+        ),
+        (
+            "start-up: past the bound",
+            FirstBeat::StartUp,
+            since + 6 * S + 1,
+            true,
+        ),
+        (
+            "hand-over: 50 ms, the runtime's retry",
+            FirstBeat::HandOver,
+            since + 50 * MS,
+            false,
+        ),
+        (
+            "hand-over: exactly at the bound",
+            FirstBeat::HandOver,
+            since + S,
+            false,
+        ),
+        (
+            "hand-over: past the bound",
+            FirstBeat::HandOver,
+            since + S + 1,
+            true,
+        ),
+        (
+            "since in the future: not overdue",
+            FirstBeat::StartUp,
+            since - S,
+            false,
+        ),
+        (
+            "since in the future: not overdue (hand-over)",
+            FirstBeat::HandOver,
+            0,
+            false,
+        ),
+    ];
+    for &(case, kind, now, want) in rows {
+        assert_eq!(first_beat_overdue(kind, since, now), want, "{case}");
+    }
+}

@@ -43,6 +43,11 @@ prop() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 new_main() { p=$(main_pid nao-rs); alive "$p" && [ "$p" != "$1" ]; }
 board_up() { grep -l ffff /sys/bus/usb/devices/*/idVendor >/dev/null 2>&1; }
 runtime_up() { alive "$(main_pid nao-rs)" && driver_is "$(main_pid nao-rs)" && frames_past 30; }
+reason_is() { status_json | grep -q "\"reason\":\"$1\""; }
+# The inode of the UDP socket(s) bound to port 7701 (hex 1E15), from /proc/net.
+stop_inodes() { awk '$2 ~ /:1E15$/ {print $10}' /proc/net/udp /proc/net/udp6 2>/dev/null; }
+# True when process $1 holds socket inode $2.
+holds() { for f in /proc/"$1"/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = "socket:[$2]" ] && return 0; done; return 1; }
 finish() {
     info "kernel $(uname -r); uptime $(cut -d' ' -f1 /proc/uptime) s; systemd $(systemctl --version | head -n 1)"
     systemctl --no-pager status nao-rs nao-rs-guard vhead-board >$OUT/systemctl-status.txt 2>&1
@@ -148,6 +153,34 @@ else
     result FAIL S6 "scheduling: the main threads are not what the units promise (guard 1/40, runtime 1/30):$det"
 fi
 
+# S9 the stop socket (nao-rs-stop.socket) is bound by systemd before either
+# service starts (the journal's "Listening on" before both first "Started").
+listen=$(journalctl -b -o short-monotonic --no-pager 2>/dev/null | grep -m1 'Listening on nao-rs-stop.socket\|Listening on nao-rs UDP stop port' | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+sock_state=$(prop nao-rs-stop.socket ActiveState)
+if [ -n "$listen" ] && [ -n "$first_g" ] && [ -n "$first_rt" ] &&
+    awk "BEGIN {exit !($listen <= $first_g && $listen <= $first_rt)}" && [ "$sock_state" = active ]; then
+    result ok S9 "stop socket: nao-rs-stop.socket listening at $listen s, before the guard ($first_g s) and the runtime ($first_rt s); $sock_state"
+else
+    result FAIL S9 "stop socket: listening at '$listen' s, guard '$first_g' s, runtime '$first_rt' s, state '$sock_state'"
+fi
+
+# S10 both services are served by it: one socket on 7701, held by systemd
+# (pid 1), the guard and the runtime (/proc/PID/fd), each saying so.
+inos=$(stop_inodes | tr '\n' ' ')
+ino=$(stop_inodes | head -n 1)
+g=$(main_pid nao-rs-guard)
+r=$(main_pid nao-rs)
+who=
+for p in 1 "$g" "$r"; do holds "$p" "$ino" && who="$who $p"; done
+g_says=$(journalctl -b -u nao-rs-guard --no-pager -o cat 2>/dev/null | grep -c "listening on systemd's socket")
+r_says=$(journalctl -b -u nao-rs --no-pager -o cat 2>/dev/null | grep -c "listening on systemd's socket")
+if [ "$(echo $inos | wc -w)" = 1 ] && [ "$who" = " 1 $g $r" ] && [ "$g_says" -gt 0 ] && [ "$r_says" -gt 0 ]; then
+    result ok S10 "one socket on UDP 7701 (inode $ino), held by systemd, the guard (pid $g) and the runtime (pid $r); both log \"listening on systemd's socket\""
+else
+    result FAIL S10 "sockets on 7701: '$inos'; holders of $ino:$who (systemd 1, guard $g, runtime $r); logs: guard $g_says, runtime $r_says"
+fi
+info "stop socket: $(grep -h ':1E15 ' /proc/net/udp /proc/net/udp6 2>/dev/null | tr -s ' ' | head -n 2 | tr '\n' ';')"
+
 # Stand up: re-arm, wake, stiff frames (the state in which a fault matters).
 # Under emulation a start-up can end with boards rejected (their handshake
 # answers came too late): that runtime keeps them limp for good, so after
@@ -211,5 +244,35 @@ if stand_up; then
     fi
 else
     result FAIL S8 "systemctl stop: re-arm and wake brought no stiff frames"
+fi
+# S11 a stop sent while the guard is SIGSTOPped and the runtime restarting
+# (killed; systemd restarts it 1 s later) is not lost: it queues in
+# systemd's socket and trips the switch as soon as the new runtime reads.
+systemctl start nao-rs
+if wait_for 60 runtime_up && naoctl rearm --yes >/dev/null 2>&1 && ! tripped; then
+    gp=$(main_pid nao-rs-guard)
+    old=$(main_pid nao-rs)
+    kill -STOP "$gp"
+    systemctl kill -s SIGKILL nao-rs
+    t_send=$(now_ms)
+    cargo-nao-rs stop 127.0.0.1 >/dev/null 2>&1
+    sleep 0.3
+    early=$(status_json | grep -o '"reason":[^,]*')
+    if wait_for 30 new_main "$old" && wait_for 30 reason_is udp; then
+        t_trip=$(now_ms)
+        new=$(main_pid nao-rs)
+        start_us=$(prop nao-rs ExecMainStartTimestampMonotonic)
+        kill -CONT "$gp"
+        if echo "$early" | grep -q '"udp"'; then
+            result FAIL S11 "stop while no one reads: tripped udp before the restart ($early): someone else read it"
+        else
+            result ok S11 "stop while the guard is stopped and the runtime restarting: unread 0.3 s later ($early), tripped udp $((t_trip - t_send)) ms after the send, $((t_trip - start_us / 1000)) ms after the restarted runtime (pid $old -> $new) started"
+        fi
+    else
+        kill -CONT "$gp"
+        result FAIL S11 "stop while the guard is stopped and the runtime restarting: not tripped udp within 30 s ($(status_json); MainPID $old -> $(main_pid nao-rs))"
+    fi
+else
+    result FAIL S11 "stop while the guard is stopped: the restarted runtime did not come up armed ($(status_json))"
 fi
 finish

@@ -123,6 +123,12 @@ impl Inputs {
             Item::Silence => self.command = None,
             Item::Trip(_) => self.trip(),
             Item::Rearm => self.armed = true,
+            // The recorded commands are the ones the runtime's wake latch
+            // let through, so a recording made by `nao-rs record` replays
+            // byte for byte without running the latch; running it for a
+            // hand-written recording with `wake` lines is the one-gate
+            // change (issue 19).
+            Item::Wake => {}
             Item::Cycle { .. } | Item::Call(_) => return false,
         }
         true

@@ -36,7 +36,7 @@ pub mod server;
 pub use actuator::{Actuation, DecodeError};
 pub use bridge::Bridge;
 pub use frame::{LolaSensorFrame, RobotConfig, FRAME_LEN, SENSOR_KEYS};
-pub use runtime_body::{serve_runtime, RuntimeBody};
+pub use runtime_body::{serve_runtime, serve_runtime_on, RuntimeBody};
 pub use server::{LolaServer, Stats};
 
 /// LoLA's socket path.

@@ -73,9 +73,15 @@ impl Body for RuntimeBody {
 /// `config.socket` for the runtime behind `io` until the runtime stops.
 /// Run it on its own normal-priority thread.
 pub fn serve_runtime(io: ProgramIo, config: LolaConfig) -> Result<(), LolaError> {
-    let mut server = LolaServer::bind(config)?;
+    let server = LolaServer::bind(config)?;
+    serve_runtime_on(server, io);
+    Ok(())
+}
+
+/// [`serve_runtime`] on a socket bound before (`nao-rs run` binds it before
+/// the runtime starts, so a held path is an error before any frame).
+pub fn serve_runtime_on(mut server: LolaServer, io: ProgramIo) {
     let mut body = RuntimeBody::new(io);
     let never = AtomicBool::new(false);
     server.serve(&mut body, &never);
-    Ok(())
 }

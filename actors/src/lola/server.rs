@@ -22,7 +22,6 @@
 //! cycle is the controller again, not a monitor.
 
 use std::io::{ErrorKind, Read};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -117,44 +116,27 @@ pub struct LolaServer {
     ring_was_full: bool,
 }
 
-fn bind(path: &PathBuf) -> Result<UnixListener, LolaError> {
-    match UnixListener::bind(path) {
-        Ok(l) => Ok(l),
-        Err(e) if e.kind() == ErrorKind::AddrInUse => {
-            let meta = std::fs::symlink_metadata(path)
-                .map_err(|e| LolaError(format!("LoLA socket {}: {e}", path.display())))?;
-            if !meta.file_type().is_socket() {
-                return Err(LolaError(format!(
-                    "LoLA socket {}: exists and is not a socket; remove it or choose another path with --lola-socket",
-                    path.display()
-                )));
-            }
-            if UnixStream::connect(path).is_ok() {
-                return Err(LolaError(format!(
-                    "LoLA socket {}: another program serves it (Aldebaran's LoLA or another nao-rs); stop that program first, or choose another path with --lola-socket",
-                    path.display()
-                )));
-            }
-            std::fs::remove_file(path).map_err(|e| {
-                LolaError(format!(
-                    "LoLA socket {}: stale socket file cannot be removed: {e}; remove it by hand",
-                    path.display()
-                ))
-            })?;
-            UnixListener::bind(path)
-                .map_err(|e| LolaError(format!("LoLA socket {}: bind: {e}", path.display())))
-        }
-        Err(e) => Err(LolaError(format!(
-            "LoLA socket {}: bind: {e} (check that the directory exists and is writable)",
-            path.display()
-        ))),
-    }
+fn bind(path: &std::path::Path) -> Result<UnixListener, LolaError> {
+    // Mode 0660 whatever the umask, with no window in which another user
+    // can connect: bound in a private directory, renamed into place
+    // (`crate::runtime::socket_file`). A path someone else holds is an
+    // error that names it and the fix.
+    crate::runtime::socket_file::bind_with_mode(
+        path,
+        crate::runtime::socket_file::Kind::Stream,
+        "LoLA socket",
+        "choose another path with --lola-socket",
+        |p| UnixListener::bind(p),
+    )
+    .map_err(|e| LolaError(e.to_string()))
 }
 
 impl LolaServer {
-    /// Binds the socket at `config.socket`. A stale socket file (nobody
-    /// accepts on it) is replaced; a live one, or a file that is not a
-    /// socket, is an error that names the path and the fix.
+    /// Binds the socket at `config.socket`, mode 0660 whatever the umask
+    /// (group `hal` when it exists). A stale socket file of this user
+    /// (nobody accepts on it) is replaced; one another program serves, a
+    /// socket file of another user, or a file that is not a socket is an
+    /// error that names the path and the fix.
     pub fn bind(config: LolaConfig) -> Result<Self, LolaError> {
         let path = config.socket.clone();
         let listener = bind(&path)?;
@@ -184,6 +166,12 @@ impl LolaServer {
     /// The socket path.
     pub fn path(&self) -> &std::path::Path {
         &self.path
+    }
+
+    /// The settings (the robot's identity in the sensor frame may be set
+    /// once the runtime started, after the socket was bound).
+    pub fn config_mut(&mut self) -> &mut LolaConfig {
+        &mut self.config
     }
 
     /// The counters.

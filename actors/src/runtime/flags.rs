@@ -17,6 +17,7 @@ pub fn text(flag: SafetyFlags) -> &'static str {
         SafetyFlags::INVALID_ANSWERS => "safety: invalid answers",
         SafetyFlags::BOARDS_REJECTED => "safety: boards rejected",
         SafetyFlags::UDP_PORT_NOT_OWNED => "safety: UDP port not owned",
+        SafetyFlags::GUARD_DEAD => "safety: the guard named in the page is not alive",
         _ => "safety: flags",
     }
 }
@@ -42,12 +43,14 @@ impl FlagObserver {
         self.flags
     }
 
-    /// Takes one cycle's output and whether the UDP port is owned; returns
-    /// the new flags and the bits that changed.
+    /// Takes one cycle's output and the flags observed outside the cycle
+    /// (`udp-port-not-owned` from the UDP listener, `guard-dead` from the
+    /// runtime's non-real-time side; other bits are ignored); returns the
+    /// new flags and the bits that changed.
     pub fn observe(
         &mut self,
         out: &CycleOutput,
-        udp_not_owned: bool,
+        outside: SafetyFlags,
     ) -> (SafetyFlags, SafetyFlags) {
         if matches!(out.failure, Some(ExchangeFailure::Answer(_))) {
             self.last_invalid_k = Some(out.k);
@@ -72,7 +75,7 @@ impl FlagObserver {
                 .is_some_and(|k| out.k.saturating_sub(k) < INVALID_ANSWER_HOLD_CYCLES),
         );
         f.set(SafetyFlags::BOARDS_REJECTED, out.rejected_boards != 0);
-        f.set(SafetyFlags::UDP_PORT_NOT_OWNED, udp_not_owned);
+        f |= outside & (SafetyFlags::UDP_PORT_NOT_OWNED | SafetyFlags::GUARD_DEAD);
         let changed = f ^ self.flags;
         self.flags = f;
         (f, changed)
@@ -110,17 +113,17 @@ mod tests {
         let mut obs = FlagObserver::new();
         let mut o = out(0);
         o.levels.controller = 998;
-        let (f, changed) = obs.observe(&o, false);
+        let (f, changed) = obs.observe(&o, SafetyFlags::empty());
         assert_eq!(f, SafetyFlags::CONTROLLER_LOST);
         assert_eq!(changed, SafetyFlags::CONTROLLER_LOST);
-        let (f, changed) = obs.observe(&out(1), false);
+        let (f, changed) = obs.observe(&out(1), SafetyFlags::empty());
         assert!(f.is_empty());
         assert_eq!(
             changed,
             SafetyFlags::CONTROLLER_LOST,
             "the clear is a change too"
         );
-        let (_, changed) = obs.observe(&out(2), false);
+        let (_, changed) = obs.observe(&out(2), SafetyFlags::empty());
         assert!(changed.is_empty(), "no change: nothing to log");
     }
 
@@ -131,15 +134,15 @@ mod tests {
         o.failure = Some(ExchangeFailure::Answer(FrameError::TooShort { len: 0 }));
         o.failed_exchanges = 1;
         assert!(obs
-            .observe(&o, false)
+            .observe(&o, SafetyFlags::empty())
             .0
             .contains(SafetyFlags::INVALID_ANSWERS));
         assert!(obs
-            .observe(&out(10 + 82), false)
+            .observe(&out(10 + 82), SafetyFlags::empty())
             .0
             .contains(SafetyFlags::INVALID_ANSWERS));
         assert!(!obs
-            .observe(&out(10 + 83), false)
+            .observe(&out(10 + 83), SafetyFlags::empty())
             .0
             .contains(SafetyFlags::INVALID_ANSWERS));
     }
@@ -149,10 +152,17 @@ mod tests {
         let mut obs = FlagObserver::new();
         let mut o = out(0);
         o.rejected_boards = 1;
-        let (f, _) = obs.observe(&o, true);
+        let (f, _) = obs.observe(&o, SafetyFlags::UDP_PORT_NOT_OWNED);
         assert_eq!(
             f,
             SafetyFlags::BOARDS_REJECTED | SafetyFlags::UDP_PORT_NOT_OWNED
         );
+        // Only the outside bits pass from outside.
+        let (f, changed) = obs.observe(
+            &out(1),
+            SafetyFlags::GUARD_DEAD | SafetyFlags::CONTROLLER_LOST,
+        );
+        assert_eq!(f, SafetyFlags::GUARD_DEAD);
+        assert!(changed.contains(SafetyFlags::GUARD_DEAD));
     }
 }

@@ -14,7 +14,11 @@
 //!   frame, USB exchange, answer), then the heartbeat, the trips from the
 //!   answer, the safety status, the sensors;
 //! - `nao-rs-udp` (SCHED_FIFO 20): the UDP stop ([`udp`]);
-//! - `nao-rs-log` (normal): writes the events the others queue ([`crate::kit::log`]).
+//! - `nao-rs-log` (normal): writes the events the others queue ([`crate::kit::log`]);
+//! - `nao-rs-status` (normal): the runtime's non-real-time side: the
+//!   status file ([`status_file`], `status.json` next to the page, 10 Hz)
+//!   and, once a second, whether the guard named in the page is alive
+//!   (flag `guard-dead`).
 //!
 //! Stopping ([`Handle::request_stop`], a signal in `nao-rs run`, a panic)
 //! trips the switch (`shutdown`, or `fault` for a panic) before the last
@@ -24,6 +28,7 @@ pub mod controller;
 pub mod flags;
 pub mod latch;
 pub mod program;
+pub mod socket_file;
 pub mod status_file;
 pub mod switch;
 pub mod udp;
@@ -31,6 +36,7 @@ pub mod wake;
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -45,7 +51,8 @@ use crate::kit::{monotonic_ns, ActorSpec, Tick, Ticker};
 
 pub use flags::SafetyFlags;
 pub use program::{ProgramIo, SensorFrame, SwitchState};
-pub use switch::{Blackboard, MemoryBoard, PageHealth, Reason};
+pub use switch::{Blackboard, MemoryBoard, Motion, PageHealth, Reason};
+pub use wake::WakeRefused;
 
 /// The runtime's cycle period: 12 ms.
 pub const PERIOD_NS: u64 = 12_000_000;
@@ -57,6 +64,10 @@ pub const UDP_PRIORITY: u8 = 20;
 pub const OPEN_RETRY_NS: u64 = 50_000_000;
 /// ... for this long.
 pub const OPEN_TIMEOUT_NS: u64 = 5_000_000_000;
+/// The status file is rewritten this often (10 Hz).
+pub const STATUS_PERIOD_NS: u64 = 100_000_000;
+/// The guard named in the page is checked this often.
+pub const GUARD_CHECK_PERIOD_NS: u64 = 1_000_000_000;
 
 /// How the runtime runs.
 #[derive(Debug, Clone)]
@@ -71,6 +82,9 @@ pub struct Config {
     pub udp_port: Option<u16>,
     /// The UDP listener's SCHED_FIFO priority (20).
     pub udp_priority: Option<u8>,
+    /// The UDP stop's hand-over socket file (`udp::handover_path` of the
+    /// page); `None`: next to the default page (`$NAO_RS_DEATHSWITCH`).
+    pub udp_handover: Option<std::path::PathBuf>,
     /// The accepted motor board configuration versions (`[10]`).
     pub accepted: Vec<u8>,
     /// Busy-board retry period, ns (50 ms).
@@ -85,6 +99,9 @@ pub struct Config {
     pub max_cycles: Option<u64>,
     /// Where log lines go (default: stderr).
     pub logger: Option<slog::Logger>,
+    /// The status file ([`status_file`]); `None`: `$NAO_RS_STATUS`, else
+    /// `status.json` next to the page (none for a switch without a file).
+    pub status_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -95,12 +112,14 @@ impl Default for Config {
             cycle_cpu: None,
             udp_port: Some(udp::DEFAULT_PORT),
             udp_priority: Some(UDP_PRIORITY),
+            udp_handover: None,
             accepted: DEFAULT_ACCEPTED.to_vec(),
             open_retry_ns: OPEN_RETRY_NS,
             open_timeout_ns: OPEN_TIMEOUT_NS,
             command_capacity: 4,
             max_cycles: None,
             logger: None,
+            status_file: None,
         }
     }
 }
@@ -159,6 +178,9 @@ pub struct Status {
     /// 1 while the wake latch held every stiffness at 0 in the last frame
     /// (tripped, or re-armed and not yet woken).
     pub limp: AtomicU32,
+    /// The motion state of the last frame ([`Motion::code`]), as published
+    /// in the page.
+    pub motion: AtomicU32,
     /// Allocations made by the cycle thread from its first cycle on, as
     /// counted by [`crate::kit::alloc::CountingAlloc`] (0 without it; see
     /// [`crate::kit::alloc::installed`]). Goal: 0.
@@ -173,6 +195,7 @@ pub struct Handle {
     stop: Arc<AtomicBool>,
     running: Arc<AtomicBool>,
     status: Arc<Status>,
+    latest: Arc<program::Latest>,
 }
 
 impl Handle {
@@ -181,13 +204,24 @@ impl Handle {
         self.board.trip(Reason::Api);
     }
 
-    /// A person's wake (what `nao-rs wake` sends): after a trip the robot
-    /// stays limp until a wake that comes after the re-arm; a wake while
-    /// tripped is used up and does nothing. For a person's action only
-    /// (a button in the program's user interface), never for a controller's
-    /// own decision.
-    pub fn wake(&self) {
-        self.wake.wake();
+    /// A person's wake (what `nao-rs wake` sends): every start is limp,
+    /// and after a trip the robot stays limp until a wake in the armed
+    /// epoch after the re-arm. Reads the page's wake generation now and
+    /// hands it to the cycle; while the switch is tripped (or the page
+    /// lost) there is none, and the wake is refused. The wake still
+    /// counts only if the page is armed in that generation when the cycle
+    /// reads it. For a person's action only (a button in the program's
+    /// user interface), never for a controller's own decision.
+    pub fn wake(&self) -> Result<u64, WakeRefused> {
+        match self.board.wake_generation() {
+            Some(g) => {
+                self.wake.wake(g);
+                Ok(g)
+            }
+            None => Err(WakeRefused {
+                reason: self.board.reason(),
+            }),
+        }
     }
 
     /// The wake signal the wake socket sets ([`wake::WakeListener`]).
@@ -225,6 +259,11 @@ impl Handle {
         &self.status
     }
 
+    /// The last cycle's sensors and state (a copy).
+    pub fn latest_sensors(&self) -> SensorFrame {
+        self.latest.read()
+    }
+
     /// The page.
     pub fn board(&self) -> &Arc<dyn Blackboard> {
         &self.board
@@ -249,6 +288,9 @@ pub struct CycleInputs<'a> {
     /// The page's trip count as read for this frame (the protocol core's
     /// [`CycleInput::trip_count`]).
     pub trip_count: u64,
+    /// A person's wake taken before this frame: its generation (whether
+    /// the latch counted it or not).
+    pub wake: Option<u64>,
 }
 
 /// Something the cycle calls before each frame with the inputs and the link
@@ -299,6 +341,7 @@ pub struct Runtime<L: Link + 'static = Box<dyn Link>> {
     handle: Handle,
     cycle: Option<crate::kit::Actor<(L, RunSummary)>>,
     udp: Option<udp::UdpListener>,
+    monitor: Option<status_file::Monitor>,
     log: Option<LogActor>,
     logbook: Logbook,
 }
@@ -326,10 +369,21 @@ impl<L: Link + 'static> Runtime<L> {
             .unwrap_or_else(crate::kit::log::stderr_logger);
         let logbook = Logbook::new(logger.clone());
         board.register_driver(std::process::id());
-        // The latch starts from the switch as found now, before the
-        // start-up: a trip during the start-up is a change it sees.
-        let latch =
-            latch::WakeLatch::new(board.is_tripped(), board.trip_count(), board.rearm_stamp());
+        // Every start is limp: the latch starts from the switch as found
+        // now, before the start-up (a trip during the start-up is a change
+        // it sees), and waits for a person's wake either way.
+        let generation = board.wake_generation();
+        let latch = latch::WakeLatch::new(
+            generation.is_none(),
+            generation.unwrap_or_else(|| board.trip_count()),
+        );
+        board.set_motion(if generation.is_none() {
+            Motion::LimpTripped
+        } else {
+            Motion::LimpWaitingForWake
+        });
+        slog::info!(logger, "every start is limp: waiting for a person's wake (`nao-rs wake`)";
+            "tripped" => generation.is_none());
         hook.before_startup(&mut link, &config.accepted, !board.is_tripped());
         let identity = open_with_retry(&mut link, &config)?;
         slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),
@@ -339,14 +393,15 @@ impl<L: Link + 'static> Runtime<L> {
         let stop = Arc::new(AtomicBool::new(false));
         let running = Arc::new(AtomicBool::new(true));
         let status = Arc::new(Status::default());
+        let latest = Arc::new(program::Latest::default());
         let handle = Handle {
             board: board.clone(),
             wake: Arc::new(wake::WakeSignal::default()),
             stop,
             running,
             status,
+            latest: latest.clone(),
         };
-        let latest = Arc::new(program::Latest::default());
         let (cmd_tx, cmd_rx) = crate::kit::ring::<Command>(config.command_capacity);
 
         let log = logbook.spawn().map_err(StartError::Thread)?;
@@ -356,22 +411,18 @@ impl<L: Link + 'static> Runtime<L> {
                 let b2 = board.clone();
                 let mut sink = logbook.sink("udp", 64);
                 let (b3, h3) = (board.clone(), handle.clone());
+                let handover = config
+                    .udp_handover
+                    .clone()
+                    .unwrap_or_else(|| udp::handover_path(&deathswitch::default_path(), port));
                 let l = udp::UdpListener::start_named(
                     "nao-rs-udp",
                     port,
+                    handover,
                     handle.stop.clone(),
                     config.udp_priority,
-                    move || b2.trip(Reason::Udp),
-                    move |e| match e {
-                        udp::UdpEvent::Bound => {
-                            sink.emit(Level::Info, "UDP stop port bound", port as i64)
-                        }
-                        udp::UdpEvent::BindFailed(errno) => sink.emit(
-                            Level::Warning,
-                            "UDP stop port bind failed (errno)",
-                            errno as i64,
-                        ),
-                    },
+                    move |r| b2.trip(r),
+                    move |e| udp::log_event(&mut sink, e, port),
                     move || {
                         b3.trip(Reason::Fault);
                         h3.request_stop();
@@ -381,8 +432,21 @@ impl<L: Link + 'static> Runtime<L> {
                 Some(l)
             }
         };
+        let guard_dead = Arc::new(AtomicBool::new(false));
+        let status_path = config
+            .status_file
+            .clone()
+            .or_else(|| status_file::default_path(board.page_path()));
+        let monitor = status_file::Monitor::start(
+            handle.clone(),
+            status_path,
+            guard_dead.clone(),
+            logger.clone(),
+        )
+        .map_err(StartError::Thread)?;
         let mut actor = CycleActor {
             cycle: Cycle::from_identity(&identity, &config.accepted),
+            guard_dead,
             board: board.clone(),
             commands: cmd_rx,
             latest: latest.clone(),
@@ -423,6 +487,7 @@ impl<L: Link + 'static> Runtime<L> {
                 handle,
                 cycle: Some(cycle),
                 udp,
+                monitor: Some(monitor),
                 log: Some(log),
                 logbook,
             },
@@ -477,6 +542,10 @@ impl<L: Link + 'static> Runtime<L> {
     fn finish(&mut self) {
         if let Some(u) = self.udp.take() {
             u.stop();
+        }
+        // The last status (the cycle has ended) is written as it stops.
+        if let Some(m) = self.monitor.take() {
+            m.stop();
         }
         if let Some(l) = self.log.take() {
             l.stop();
@@ -533,6 +602,9 @@ struct CycleActor {
     latest: Arc<program::Latest>,
     handle: Handle,
     udp: Option<Arc<udp::UdpShared>>,
+    /// Set by the non-real-time side while the guard named in the page is
+    /// not alive.
+    guard_dead: Arc<AtomicBool>,
     events: EventSink,
     flags: flags::FlagObserver,
     latch: latch::WakeLatch,
@@ -621,6 +693,9 @@ impl CycleActor {
         hook: &mut H,
         tick: &Tick,
     ) -> CycleOutput {
+        // A person's wake, taken before the page is read: it counts only
+        // if the page is armed in its generation at this read, after it.
+        let wake = self.handle.wake.take();
         // The death switch check before every frame: the page's integrity
         // (one stat), then the switch.
         if self.board.check() == PageHealth::Lost {
@@ -634,13 +709,18 @@ impl CycleActor {
             self.page_lost = true;
             self.board.trip(Reason::PageLost);
         }
+        // The count, the switch, the count again (below).
+        let count_before = self.board.trip_count();
         let page_tripped = self.board.is_tripped();
         if self.page_lost && !page_tripped {
             // A person re-armed the (repaired or new) page.
             self.page_lost = false;
         }
-        // The switch's trip count as read for this frame.
+        // The switch's trip count as read for this frame; a count that
+        // moved around the switch's read is a trip on its way (the latch
+        // holds the joints limp for it).
         let trip_count = self.board.trip_count();
+        let count_moved = count_before != trip_count;
         let tripped = self.page_lost || page_tripped;
         let reason = if tripped {
             self.board.reason().or(Some(Reason::PageLost))
@@ -649,12 +729,12 @@ impl CycleActor {
         };
         // The wake latch, below every controller: after any trip, limp
         // until a person's wake after the re-arm.
+        let answer_trip = std::mem::take(&mut self.answer_trip);
         let change = self.latch.observe(&latch::LatchInput {
             trip_count,
-            rearm_stamp: self.board.rearm_stamp(),
-            tripped,
-            answer_trip: std::mem::take(&mut self.answer_trip),
-            wake_ns: self.handle.wake.take(),
+            tripped: tripped || count_moved,
+            answer_trip,
+            wake,
         });
         self.log_latch(change, tick.cycle);
         let mut command = None;
@@ -672,6 +752,7 @@ impl CycleActor {
                 tripped,
                 reason,
                 trip_count,
+                wake,
             },
         );
         let input = CycleInput {
@@ -684,6 +765,15 @@ impl CycleActor {
         // The heartbeat after the frame: confirmation, time, cycle.
         self.board
             .write_heartbeat(out.k, self.board.now_ns(), out.all_off);
+        // The motion state this frame was built in, for every reader.
+        let motion = if tripped || answer_trip {
+            Motion::LimpTripped
+        } else if self.latch.is_limp() {
+            Motion::LimpWaitingForWake
+        } else {
+            Motion::Awake
+        };
+        self.board.set_motion(motion);
         if let Some(r) = out.trips.reason() {
             self.board.trip(r);
             self.answer_trip = true;
@@ -712,7 +802,14 @@ impl CycleActor {
             .udp
             .as_ref()
             .is_some_and(|u| u.not_owned.load(Ordering::Relaxed));
-        let (f, changed) = self.flags.observe(&out, udp_not_owned);
+        let mut outside = SafetyFlags::empty();
+        outside.set(SafetyFlags::UDP_PORT_NOT_OWNED, udp_not_owned);
+        // Relaxed: a status flag of the non-real-time side.
+        outside.set(
+            SafetyFlags::GUARD_DEAD,
+            self.guard_dead.load(Ordering::Relaxed),
+        );
+        let (f, changed) = self.flags.observe(&out, outside);
         if !changed.is_empty() {
             self.board.set_safety_flags(f.bits());
             for bit in changed.iter() {
@@ -721,7 +818,7 @@ impl CycleActor {
                     .emit(Level::Warning, what, i64::from(f.contains(bit)));
             }
         }
-        self.publish(&out, tick, tripped, reason, f);
+        self.publish(&out, tick, tripped, reason, f, motion);
         out
     }
 
@@ -741,9 +838,10 @@ impl CycleActor {
                 Level::Warning,
                 "wake ignored: the switch is tripped; re-arm (`naoctl rearm`), then wake (cycle)",
             ),
-            latch::Change::WakeBeforeRearm => (
+            latch::Change::WakeStale => (
                 Level::Warning,
-                "wake ignored: not after the re-arm; re-arm, then wake (cycle)",
+                "wake ignored: its generation is not the page's now (sent before a trip or a \
+                 re-arm, or for another page); wake again (cycle)",
             ),
         };
         self.events.emit(level, what, cycle as i64);
@@ -756,6 +854,7 @@ impl CycleActor {
         tripped: bool,
         reason: Option<Reason>,
         f: SafetyFlags,
+        motion: Motion,
     ) {
         let s = &out.sensors;
         let fr = &mut self.frame;
@@ -797,5 +896,6 @@ impl CycleActor {
         st.tripped.store(u32::from(tripped), Ordering::Relaxed);
         st.limp
             .store(u32::from(self.latch.is_limp()), Ordering::Relaxed);
+        st.motion.store(motion.code(), Ordering::Relaxed);
     }
 }

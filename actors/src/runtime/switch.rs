@@ -5,7 +5,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-pub use deathswitch::Reason;
+pub use deathswitch::process::Identity;
+pub use deathswitch::{Motion, Reason};
 
 /// The page's integrity as one check saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +31,21 @@ pub trait Blackboard: Send + Sync + 'static {
     /// replaced page starts again at 1): the cycle's wake latch treats any
     /// change as a trip, so no trip is missed between two reads.
     fn trip_count(&self) -> u64;
-    /// The page's last re-arm time (ns since the Unix epoch; it changes at
-    /// every re-arm). A wake counts only when stamped at or after it. A
-    /// re-arm means a trip came before it: the wake latch treats a change
-    /// as a trip too, which covers a page repaired by another process
-    /// (its trip count starts again at 1, maybe the value seen before) and
-    /// re-armed between two reads.
-    fn rearm_stamp(&self) -> u64;
+    /// The page's wake generation now: its trip count while armed,
+    /// `None` while tripped or lost. Read count, switch, count; a count
+    /// that moved in between (a trip on its way) is read again, so an
+    /// armed switch is never paired with the count of a trip that came
+    /// after it. What [`super::Handle::wake`] sends.
+    fn wake_generation(&self) -> Option<u64> {
+        for _ in 0..8 {
+            let before = self.trip_count();
+            let tripped = self.is_tripped();
+            if self.trip_count() == before {
+                return (!tripped).then_some(before);
+            }
+        }
+        None
+    }
     /// One integrity check (one `fstat`/`stat`), once a cycle.
     fn check(&self) -> PageHealth;
     /// The heartbeat after a frame, in this order (`docs/page.md`): the
@@ -46,6 +55,19 @@ pub trait Blackboard: Send + Sync + 'static {
     fn register_driver(&self, pid: u32);
     /// Publishes the safety status bits.
     fn set_safety_flags(&self, flags: u32);
+    /// Publishes the runtime's motion state (every frame; one atomic
+    /// store, no allocation).
+    fn set_motion(&self, motion: Motion);
+    /// The guard named in the page (`guard_pid`, `guard_start`), if any:
+    /// the runtime's non-real-time side flags it when it is not alive.
+    fn guard_identity(&self) -> Option<Identity> {
+        None
+    }
+    /// The page file's path, if the switch is one (the status file goes
+    /// next to it).
+    fn page_path(&self) -> Option<&std::path::Path> {
+        None
+    }
     /// The page's clock (monotonic ns) that heartbeats are stamped with.
     fn now_ns(&self) -> u64 {
         crate::kit::monotonic_ns()
@@ -88,9 +110,10 @@ pub struct MemoryBoard {
     pub beats: AtomicU64,
     /// Armed -> tripped transitions.
     pub trips: AtomicU64,
-    /// The last re-arm's time (ns since the Unix epoch, strictly
-    /// increasing), as the page's `armed_at_unix_ns`.
-    pub rearms: AtomicU64,
+    /// The published motion state (its code).
+    pub motion: AtomicU32,
+    /// The guard named (pid, start time; pid 0: none).
+    pub guard: std::sync::Mutex<Option<Identity>>,
 }
 
 impl MemoryBoard {
@@ -101,11 +124,12 @@ impl MemoryBoard {
 
     /// Re-arms (what only `naoctl rearm` does on a real page).
     pub fn rearm(&self) {
-        let now = deathswitch::unix_now_ns();
-        let _ = self
-            .rearms
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| Some(now.max(t + 1)));
         self.reason.store(0, Ordering::SeqCst);
+    }
+
+    /// The motion state published last.
+    pub fn motion(&self) -> Motion {
+        Motion::from_code(self.motion.load(Ordering::SeqCst)).unwrap_or(Motion::None)
     }
 
     /// Makes the next checks report the page as lost.
@@ -133,9 +157,6 @@ impl Blackboard for MemoryBoard {
     fn trip_count(&self) -> u64 {
         self.trips.load(Ordering::SeqCst)
     }
-    fn rearm_stamp(&self) -> u64 {
-        self.rearms.load(Ordering::SeqCst)
-    }
     fn check(&self) -> PageHealth {
         if self.lost.load(Ordering::SeqCst) {
             PageHealth::Lost
@@ -158,6 +179,12 @@ impl Blackboard for MemoryBoard {
     fn set_safety_flags(&self, flags: u32) {
         self.flags.store(flags, Ordering::Relaxed);
     }
+    fn set_motion(&self, motion: Motion) {
+        self.motion.store(motion.code(), Ordering::SeqCst);
+    }
+    fn guard_identity(&self) -> Option<Identity> {
+        *self.guard.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Blackboard for deathswitch::Page {
@@ -173,9 +200,6 @@ impl Blackboard for deathswitch::Page {
     fn trip_count(&self) -> u64 {
         deathswitch::Page::trip_count(self)
     }
-    fn rearm_stamp(&self) -> u64 {
-        self.snapshot().armed_at_unix_ns
-    }
     fn check(&self) -> PageHealth {
         match deathswitch::Page::check(self) {
             deathswitch::Integrity::Intact => PageHealth::Intact,
@@ -190,6 +214,19 @@ impl Blackboard for deathswitch::Page {
     }
     fn set_safety_flags(&self, flags: u32) {
         deathswitch::Page::set_safety_flags(self, flags)
+    }
+    fn set_motion(&self, motion: Motion) {
+        deathswitch::Page::set_motion(self, motion)
+    }
+    fn guard_identity(&self) -> Option<Identity> {
+        let s = self.snapshot();
+        s.guard_pid.map(|pid| Identity {
+            pid,
+            start: s.guard_start,
+        })
+    }
+    fn page_path(&self) -> Option<&std::path::Path> {
+        Some(deathswitch::Page::path(self))
     }
     fn now_ns(&self) -> u64 {
         deathswitch::now_ns()

@@ -16,9 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use deathswitch::stop::{PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX};
-
-mod broadcast;
+use deathswitch::stop::PORT as DEFAULT_PORT;
 
 /// nao-rs tools for a developer's computer.
 #[derive(Parser, Debug)]
@@ -65,7 +63,7 @@ fn strip_cargo_arg(mut args: Vec<String>) -> Vec<String> {
 /// address every interface's subnet broadcast.
 fn targets(a: &StopArgs) -> Result<Vec<SocketAddr>, String> {
     if a.address.is_none() && a.broadcast {
-        let all = broadcast::subnet_broadcasts(&broadcast::interfaces()?);
+        let all = nao_rs_beacon::broadcast_addresses()?;
         if all.is_empty() {
             return Err(
                 "no network interface that is up can broadcast (only loopback, \
@@ -107,12 +105,12 @@ fn resolve(a: &StopArgs) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("robot address {host:?} resolves to no address"))
 }
 
-/// Sends the stop `count` times to every target; returns how many rounds
-/// reached at least one target.
+/// Sends the stop `count` times to every target
+/// (`nao_rs_beacon::send_stop`, as the app's STOP does); returns how many
+/// datagrams the kernel took.
 fn stop(a: StopArgs) -> Result<u32, String> {
     let all = targets(&a)?;
-    let target = all[0];
-    let local = if target.is_ipv4() {
+    let local = if all[0].is_ipv4() {
         "0.0.0.0:0"
     } else {
         "[::]:0"
@@ -122,34 +120,20 @@ fn stop(a: StopArgs) -> Result<u32, String> {
         sock.set_broadcast(true)
             .map_err(|e| format!("cannot enable broadcast on the UDP socket: {e}"))?;
     }
-    let mut sent = 0;
-    let mut last_err = None;
-    for i in 0..a.count {
-        if i > 0 {
-            std::thread::sleep(Duration::from_millis(a.interval_ms));
-        }
-        let mut any = false;
-        for t in &all {
-            match sock.send_to(STOP_PREFIX, t) {
-                Ok(_) => any = true,
-                Err(e) => last_err = Some((*t, e)),
-            }
-        }
-        sent += u32::from(any);
-    }
-    if let Some((t, e)) = &last_err {
+    let r = nao_rs_beacon::send_stop(&sock, &all, a.count, Duration::from_millis(a.interval_ms));
+    if let Some((t, e)) = &r.last_error {
         eprintln!("cargo nao-rs stop: sending to {t} failed: {e}");
     }
-    if sent == 0 {
-        let e = last_err.map(|(_, e)| e.to_string()).unwrap_or_default();
+    if r.sent == 0 {
+        let e = r.last_error.map(|(_, e)| e).unwrap_or_default();
         let hint = if a.broadcast {
             ""
         } else {
             " (for a broadcast address add --broadcast)"
         };
-        return Err(format!("sending the stop to {target} failed: {e}{hint}"));
+        return Err(format!("sending the stop to {} failed: {e}{hint}", all[0]));
     }
-    Ok(sent)
+    Ok(r.sent)
 }
 
 fn main() -> ExitCode {
@@ -164,7 +148,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|| "every subnet's broadcast address".into());
             match stop(a) {
                 Ok(n) => {
-                    println!("sent NAO-RS STOP {n} of {count} times to {addr} port {port}");
+                    println!("sent NAO-RS STOP {n} times ({count} rounds) to {addr} port {port}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

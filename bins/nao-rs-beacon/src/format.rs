@@ -63,51 +63,9 @@ pub enum Switch {
     Tripped,
 }
 
-/// The runtime's motion state (page layout 3's `motion` word; the names
-/// are `deathswitch::Motion::name()`'s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Motion {
-    /// No runtime said anything since the page was made whole.
-    None,
-    /// Limp because the switch is tripped.
-    LimpTripped,
-    /// Re-armed, limp until woken.
-    LimpWaitingForWake,
-    /// Re-armed and woken: the controller moves the body.
-    Awake,
-    /// The bring-up check runs.
-    BringUp,
-}
-
-impl Motion {
-    /// Every state, in the page's code order (0..=4).
-    pub const ALL: [Motion; 5] = [
-        Motion::None,
-        Motion::LimpTripped,
-        Motion::LimpWaitingForWake,
-        Motion::Awake,
-        Motion::BringUp,
-    ];
-
-    /// The name on the wire (`"limp-waiting-for-wake"`), the same as
-    /// `deathswitch::Motion::name()`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Motion::None => "none",
-            Motion::LimpTripped => "limp-tripped",
-            Motion::LimpWaitingForWake => "limp-waiting-for-wake",
-            Motion::Awake => "awake",
-            Motion::BringUp => "bring-up",
-        }
-    }
-
-    /// The state called `name`, if any: the robot side converts
-    /// `deathswitch::Motion` with `Motion::from_name(m.name())`.
-    pub fn from_name(name: &str) -> Option<Motion> {
-        Motion::ALL.into_iter().find(|m| m.name() == name)
-    }
-}
+/// The runtime's motion state: the page's own type, carried by its name
+/// (`deathswitch::Motion::name`, e.g. `"limp-waiting-for-wake"`).
+pub use deathswitch::Motion;
 
 /// The page's integrity: `"ok"`, or the name of the damage
 /// (`deathswitch::damage::Damage::name()`, e.g. `"no-magic"`).
@@ -197,6 +155,7 @@ pub struct Beacon {
     /// The guard.
     pub guard: Guard,
     /// The runtime's motion state.
+    #[serde(with = "motion_name")]
     pub motion: Motion,
     /// The safety flags raised, by name (at most 8).
     pub flags: Vec<String>,
@@ -607,6 +566,21 @@ fn fix_stiffness(x: f32) -> f32 {
     }
 }
 
+mod motion_name {
+    //! [`super::Motion`] in JSON: its name.
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &super::Motion, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<super::Motion, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        super::Motion::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown motion {name:?}")))
+    }
+}
+
 /// A `u64` as 16 lower-case hex digits in JSON.
 mod hex_u64 {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
@@ -861,8 +835,14 @@ pub(crate) mod tests {
         );
         for m in Motion::ALL {
             assert_eq!(Motion::from_name(m.name()), Some(m));
-            let json = serde_json::to_string(&m).unwrap();
-            assert_eq!(json, format!("\"{}\"", m.name()));
+            let mut b = sample();
+            b.motion = m;
+            let json = String::from_utf8(encode(&b)).unwrap();
+            assert!(
+                json.contains(&format!("\"motion\":\"{}\"", m.name())),
+                "{json}"
+            );
+            assert_eq!(decode(json.as_bytes()).unwrap().motion, m);
         }
         assert_eq!(Motion::from_name("Awake"), None);
     }

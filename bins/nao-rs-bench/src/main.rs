@@ -40,6 +40,9 @@ pub struct Args {
     /// Write report.md, samples.csv and the SVG plots into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Trials of the guard's start-up deadline (6 s each); default 3 (--quick: 1).
+    #[arg(long)]
+    pub start_up_trials: Option<u32>,
     /// A short run for tests: 5 trials, 300 cycles per cycle phase, short ramps.
     #[arg(long)]
     pub quick: bool,
@@ -63,6 +66,7 @@ struct Plan {
     lost_hold: Duration,
     lost_after: Duration,
     replay_runs: u32,
+    start_up_trials: u32,
 }
 
 impl Plan {
@@ -80,6 +84,7 @@ impl Plan {
             lost_hold: Duration::from_millis(if a.quick { 1000 } else { 6800 }),
             lost_after: Duration::from_millis(if a.quick { 500 } else { 3000 }),
             replay_runs: if a.quick { 2 } else { 10 },
+            start_up_trials: a.start_up_trials.unwrap_or(if a.quick { 1 } else { 3 }),
         }
     }
 }
@@ -118,6 +123,7 @@ struct Figures {
     stop_frame: Figure,
     kill_frame: Figure,
     segv_frame: Figure,
+    start_up_frame: Figure,
     udp_flood: Figure,
     period_quiet: Figure,
     late_quiet: Figure,
@@ -153,6 +159,7 @@ impl Figures {
             stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; seed 62 + 9 ms"))),
             kill_frame: f("guard_sigkill_frame", "external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's pidfd); seed 62 + 9 ms".into())),
             segv_frame: f("guard_sigsegv_frame", "runtime crash (SIGSEGV) -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "as SIGKILL (the runtime's pidfd)".into())),
+            start_up_frame: f("guard_start_up_frame", "runtime registered, frozen before its first beat -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(deathswitch::rules::START_UP_BOUND_NS + 14 * MS, "the 6 s start-up bound + 2 ms poll + one 12 ms cycle".into())),
             udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "50 ms".into())),
             period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
             late_quiet: f("lateness_quiet", "cycle lateness at the board, quiet", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
@@ -185,6 +192,7 @@ impl Figures {
             &self.stop_frame,
             &self.kill_frame,
             &self.segv_frame,
+            &self.start_up_frame,
             &self.udp_flood,
             &self.period_quiet,
             &self.late_quiet,
@@ -423,6 +431,22 @@ fn run(a: &Args) -> Result<bool, String> {
                 Err(e) => failed(fig, &e),
             }
         }
+    }
+    if plan.start_up_trials > 0 {
+        say(
+            t_start,
+            &format!(
+                "start-up deadline trials: {} (6 s each)",
+                plan.start_up_trials
+            ),
+        );
+        for _ in 0..plan.start_up_trials {
+            match trials::start_up_trial(&mut rig) {
+                Ok(ns) => figs.start_up_frame.samples.push(ns),
+                Err(e) => failed(&mut figs.start_up_frame, &e),
+            }
+        }
+        rig.start_runtime()?;
     }
     say(t_start, "UDP flood trials");
     for _ in 0..plan.guard_trials.clamp(1, 10) {

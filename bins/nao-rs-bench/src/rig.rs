@@ -360,6 +360,27 @@ impl Rig {
     /// Starts `nao-rs run --controller stand` on the sim and waits (10 s at
     /// most) for its first cycle frame in the trace.
     pub fn start_runtime(&mut self) -> Result<(), String> {
+        let pid = self.spawn_runtime()?;
+        let from = self.frames.len();
+        let got = self.wait_frame(from, Duration::from_secs(10), |f| {
+            f.peer_pid == pid && f.is_cycle_frame()
+        })?;
+        if got.is_none() {
+            let log = self
+                .runtime
+                .as_ref()
+                .map(Proc::log_tail)
+                .unwrap_or_default();
+            return Err(format!(
+                "`nao-rs run` (pid {pid}) sent no cycle frame within 10 s:\n{log}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts `nao-rs run --controller stand` on the sim; its pid. Does not
+    /// wait for anything.
+    pub fn spawn_runtime(&mut self) -> Result<i32, String> {
         self.runtime = None;
         let mut cmd = Command::new(&self.bins.nao_rs);
         cmd.arg("run")
@@ -380,21 +401,12 @@ impl Rig {
         let pid = rt.pid();
         self.runtime = Some(rt);
         self.runtime_starts += 1;
-        let from = self.frames.len();
-        let got = self.wait_frame(from, Duration::from_secs(10), |f| {
-            f.peer_pid == pid && f.is_cycle_frame()
-        })?;
-        if got.is_none() {
-            let log = self
-                .runtime
-                .as_ref()
-                .map(Proc::log_tail)
-                .unwrap_or_default();
-            return Err(format!(
-                "`nao-rs run` (pid {pid}) sent no cycle frame within 10 s:\n{log}"
-            ));
-        }
-        Ok(())
+        Ok(pid)
+    }
+
+    /// The sim's board socket.
+    pub fn sim_socket(&self) -> PathBuf {
+        self.dir().join("sim.sock")
     }
 
     /// Reads the new trace lines into [`Rig::frames`].

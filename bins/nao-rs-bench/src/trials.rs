@@ -100,7 +100,10 @@ pub fn make_stiff(rig: &mut Rig, full: bool) -> Result<(), String> {
     for _ in 0..60 {
         rig.poll()?;
         let from = rig.frames.len();
-        let _ = nao_actors::runtime::wake::send(&wake);
+        // A wake carries the page's wake generation (as `nao-rs wake`).
+        if let Some(g) = rig.page.snapshot().wake_generation() {
+            let _ = nao_actors::runtime::wake::send(&wake, g);
+        }
         let hit = rig.wait_frame(from, Duration::from_millis(50), |f| {
             f.peer_pid == pid && f.is_cycle_frame() && f.max_stiffness > 0
         })?;
@@ -257,6 +260,90 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
         reason,
         guard_frame_ns: f.t_ns,
     })
+}
+
+/// Waits up to `timeout` for `f` to hold, polling every millisecond.
+fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let end = now_ns() + timeout.as_nanos() as u64;
+    while !f() {
+        if now_ns() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// The start-up deadline (guard rule 5): a runtime that registered and
+/// froze before its first beat, from its registration (seen in the page)
+/// to the guard's first all-off frame, ns. The guard is made idle first
+/// (the running runtime killed, the take-over released by a re-arm); the
+/// bench holds the chest board while `nao-rs run` starts, so it registers
+/// and retries the busy board, and is frozen (SIGSTOP) right after its
+/// registration; then the bench lets the board go. The guard must trip
+/// `guard-start-up-timeout` and kill it; a new runtime is started after
+/// the last trial (hand-over).
+pub fn start_up_trial(rig: &mut Rig) -> Result<u64, String> {
+    use nao_wire::Link;
+    if rig.runtime_pid() != 0 {
+        let rt = rig.runtime().ok_or("no runtime")?;
+        rt.signal(Signal::SIGKILL)?;
+        let reaped = rt.reap(Duration::from_secs(2));
+        rig.drop_runtime();
+        if !reaped {
+            return Err("the running runtime did not end on SIGKILL within 2 s".into());
+        }
+        if !wait_until(Duration::from_secs(2), || rig.page.snapshot().guard_holding) {
+            return Err("the guard did not take over from the killed runtime".into());
+        }
+    }
+    rig.page.rearm();
+    if !wait_until(Duration::from_secs(2), || {
+        !rig.page.snapshot().guard_holding
+    }) {
+        return Err("the guard did not release the board at the re-arm".into());
+    }
+    let mut board = nao_wire::link::sim::SimLink::new(rig.sim_socket());
+    nao_wire::protocol::startup::link_up(&mut board)
+        .map_err(|e| format!("the bench cannot take the board: {e}"))?;
+    let pid = rig.spawn_runtime()?;
+    let registered = wait_until(Duration::from_secs(10), || {
+        rig.page.snapshot().driver_pid == Some(pid as u32)
+    });
+    let t_reg = now_ns();
+    rig.runtime().ok_or("no runtime")?.signal(Signal::SIGSTOP)?;
+    board.close();
+    if !registered {
+        return Err(format!(
+            "`nao-rs run` (pid {pid}) did not register within 10 s"
+        ));
+    }
+    if rig.page.snapshot().last_cycle.is_some() {
+        return Err("the runtime beat before it was frozen (it had the board?)".into());
+    }
+    rig.poll()?;
+    let from = rig.frames.len();
+    let gpid = rig.guard_pid();
+    let f = rig
+        .wait_frame(from, Duration::from_secs(10), |f| {
+            f.peer_pid == gpid && f.t_ns >= t_reg && f.all_off
+        })?
+        .ok_or_else(|| format!("no all-off frame from the guard (pid {gpid}) within 10 s"))?;
+    let reason = rig.page.snapshot().reason;
+    let reaped = rig
+        .runtime()
+        .is_some_and(|rt| rt.reap(Duration::from_secs(2)));
+    rig.drop_runtime();
+    if reason != Some(Reason::GuardStartUpTimeout) {
+        return Err(format!(
+            "tripped with {:?}, expected guard-start-up-timeout",
+            reason.map(Reason::name)
+        ));
+    }
+    if !reaped {
+        return Err("the guard did not kill the frozen runtime within 2 s".into());
+    }
+    Ok(f.t_ns.saturating_sub(t_reg))
 }
 
 /// One stop from 127.0.0.2 in the middle of 200,000 datagrams from

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 23] = [
+const KEYS: [&str; 24] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",
@@ -20,6 +20,7 @@ const KEYS: [&str; 23] = [
     "guard_sigstop_frame",
     "guard_sigkill_frame",
     "guard_sigsegv_frame",
+    "guard_start_up_frame",
     "udp_flood_trip",
     "period_quiet",
     "lateness_quiet",

@@ -1,14 +1,15 @@
 //! The guard's logic as a pure state machine: no I/O, no clock, no
 //! allocation. The process shell (`crate::poller`) reads the page, asks
-//! `deathswitch::rules::decide` for the verdict, probes the driver's pid and
-//! feeds the result in as an [`Observation`]; the [`Actions`] that come back
-//! say what to do, and the shell does it in this order:
-//! trip, kill, clear the heartbeat, clear the driver fields, take or let go
-//! of the board, send the all-off frame and write the guard's heartbeat.
+//! `deathswitch::rules::decide` for the verdict, verifies the identity of
+//! the runtime the page names and feeds the result in as an
+//! [`Observation`]; the [`Actions`] that come back say what to do, and the
+//! shell does it in this order: trip, kill, clear the heartbeat, clear the
+//! driver fields, take or let go of the board, send the all-off frame and
+//! write the guard's heartbeat.
 //!
 //! See `docs/guard.md`, and "The guard's rules" in `docs/page.md`.
 
-use deathswitch::rules::Verdict;
+use deathswitch::rules::{first_beat_overdue, FirstBeat, Verdict};
 use deathswitch::{Reason, Snapshot};
 
 /// What the runtime's pidfd (held by the shell since the registration)
@@ -26,10 +27,64 @@ pub enum PidfdState {
     Exited(u32),
 }
 
+/// The runtime the page names (`driver_pid`, `driver_start`), other than
+/// the one the guard holds by its pidfd, as the shell verified it
+/// ([`identity_verified`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Candidate {
+    /// The page names no other process (or the shell could not look this
+    /// poll; it looks again next poll).
+    #[default]
+    None,
+    /// `driver_pid` is the process that registered: its start time equals
+    /// `driver_start`, before and after the shell opened a pidfd of it.
+    /// `restart`: it started after the guard's last take-over
+    /// ([`started_after`]), as a restarted runtime does.
+    Verified {
+        /// The pid.
+        pid: u32,
+        /// Started after the guard's last take-over.
+        restart: bool,
+    },
+    /// `driver_pid` names no such process: gone, a reused pid (another
+    /// start time), no start time stored, or 0, 1 or the guard itself.
+    /// Never signalled, never handed the board; cleared from the page.
+    Refused(u32),
+}
+
+/// The identity check (pure): may the process `pid`, whose start time the
+/// page gives as `page_start`, be taken for the runtime that registered?
+/// `before` and `after` are its start time now as read right before and
+/// right after the shell opened a pidfd of it (`None`: no such process).
+/// Both must equal a known `page_start`: then the pid belonged to that
+/// process all along, and the pidfd names it, not a process that took the
+/// pid later. Never 0, 1 or the guard (`own_pid`).
+pub fn identity_verified(
+    pid: u32,
+    own_pid: u32,
+    page_start: u64,
+    before: Option<u64>,
+    after: Option<u64>,
+) -> bool {
+    kill_target_ok(pid, own_pid)
+        && page_start != 0
+        && before == Some(page_start)
+        && after == Some(page_start)
+}
+
+/// Whether a process that started at `start` (clock ticks since boot,
+/// `/proc/PID/stat` field 22) started at or after `since` (the same clock:
+/// the guard's take-over). Both are whole ticks (10 ms), so a process
+/// started in the take-over's own tick counts as after it; one started a
+/// tick or more before does not. Unknown (`since` None): no.
+pub fn started_after(start: u64, since: Option<u64>) -> bool {
+    since.is_some_and(|t| start >= t)
+}
+
 /// What the guard sees in one poll: the page's fields it needs, the verdict
 /// of `deathswitch::rules::decide` on the snapshot as judged
-/// ([`GuardCore::judged`]), the page driver's liveness and the runtime's
-/// pidfd.
+/// ([`GuardCore::judged`]), the runtime's pidfd, the verified candidate and
+/// the time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observation {
     /// The switch is armed (a person re-armed it).
@@ -42,19 +97,21 @@ pub struct Observation {
     pub beaten: bool,
     /// `rules::decide(judged snapshot, now, settings)` for this poll.
     pub verdict: Verdict,
-    /// `kill(driver_pid, 0)` succeeded or failed with EPERM (a process of
-    /// another user counts as alive). Probed only while holding; false
-    /// when there is no driver_pid.
-    pub driver_alive: bool,
     /// The runtime's pidfd.
     pub runtime: PidfdState,
+    /// The page's driver as verified, when it is not the held runtime.
+    pub candidate: Candidate,
+    /// This poll's time, monotonic ns.
+    pub now_ns: u64,
 }
 
 /// Where the guard stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// No runtime has beaten since boot, since the last release or since
-    /// the last hand-over: nothing sends frames, nothing to watch.
+    /// the last hand-over: nothing sends frames. A registered runtime is
+    /// held by its pidfd and must beat within its bound
+    /// (`deathswitch::rules::first_beat_overdue`).
     Idle,
     /// A runtime beats; every poll is judged by `rules::decide` and its pidfd.
     Watching,
@@ -72,20 +129,23 @@ pub enum State {
 pub struct Actions {
     /// 1. Trip the switch with this reason (take-over).
     pub trip: Option<Reason>,
-    /// 2. Send SIGKILL to this process (take-over): through its pidfd when
-    ///    it is the held runtime. Never 0, 1 or the guard.
+    /// 2. Send SIGKILL to this process (take-over): only the runtime held
+    ///    by its pidfd (or, without pidfds, by its verified identity).
+    ///    Never 0, 1 or the guard.
     pub kill: Option<u32>,
     /// 3. Clear the heartbeat fields, keeping `driver_pid` (hand-over).
     pub clear_heartbeat: bool,
     /// 5. Hold the chest board (level: open it if closed, send all-off
     ///    frames every cycle); false: let it go (close it if open).
     pub hold_board: bool,
-    /// 4. Clear `driver_pid` and the heartbeat fields (release), before the
-    ///    board is let go.
-    pub clear_driver: bool,
+    /// 4. Clear `driver_pid` and the heartbeat fields while `driver_pid`
+    ///    still is this pid (compare-and-swap; release, an exited runtime, a
+    ///    refused candidate), before the board is let go.
+    pub clear_driver: Option<u32>,
     /// Close the held pidfd (the runtime exited, or was released).
     pub forget: bool,
-    /// Open a pidfd of this pid: the runtime registered (after `forget`).
+    /// Hold this verified candidate by its pidfd: the runtime registered
+    /// (after `forget`).
     pub adopt: Option<u32>,
 }
 
@@ -98,13 +158,25 @@ pub enum Transition {
     Watch,
     /// Take-over with this reason (of the runtime that was watched).
     TakeOver(Reason, Option<u32>),
-    /// A new runtime registered: the board is handed over to it.
+    /// A restarted runtime registered: the board is handed over to it.
     HandOver(u32),
     /// A re-arm with no runtime running: the board is released.
     Release,
     /// The heartbeat disappeared while watching, and no runtime is held
     /// by its pidfd (page cleared or replaced).
     Unwatch,
+    /// The page named a process that is not the runtime that registered
+    /// (gone, a reused pid, or not restarted while the guard holds the
+    /// board): cleared, never signalled.
+    Refused(u32),
+}
+
+/// A held runtime that has not beaten yet: since when, and which bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Awaiting {
+    pid: u32,
+    since_ns: u64,
+    kind: FirstBeat,
 }
 
 /// The guard's state machine. `judged` then `step`, once a poll.
@@ -121,6 +193,8 @@ pub struct GuardCore {
     /// When the guard first saw the switch tripped (monotonic ns); `None`
     /// while armed.
     seen_trip_ns: Option<u64>,
+    /// The held runtime's first beat is awaited (rules 5 and 6).
+    awaiting: Option<Awaiting>,
 }
 
 /// Whether `pid` may be sent SIGKILL by the guard `own_pid`: never 0 (the
@@ -140,6 +214,7 @@ impl GuardCore {
             seen_beat: None,
             beat_lost_ns: None,
             seen_trip_ns: None,
+            awaiting: None,
         }
     }
 
@@ -151,6 +226,12 @@ impl GuardCore {
     /// True while the guard holds (or tries to hold) the chest board.
     pub fn holding(&self) -> bool {
         matches!(self.state, State::Holding { .. })
+    }
+
+    /// The held runtime whose first beat is awaited, the bound it has and
+    /// since when (monotonic ns).
+    pub fn awaiting(&self) -> Option<(u32, FirstBeat, u64)> {
+        self.awaiting.map(|a| (a.pid, a.kind, a.since_ns))
     }
 
     /// The page as the guard judges it: the page's own heartbeat when it
@@ -201,9 +282,16 @@ impl GuardCore {
 
     /// One poll: what to do, and what changed.
     pub fn step(&mut self, obs: &Observation) -> (Actions, Transition) {
+        // Never 0, 1 or the guard itself, whatever the shell said.
+        let mut obs = *obs;
+        if let Candidate::Verified { pid, .. } = obs.candidate {
+            if !kill_target_ok(pid, self.own_pid) {
+                obs.candidate = Candidate::Refused(pid);
+            }
+        }
         match self.state {
-            State::Idle | State::Watching => self.step_watching(obs),
-            State::Holding { killed } => self.step_holding(obs, killed),
+            State::Idle | State::Watching => self.step_watching(&obs),
+            State::Holding { killed } => self.step_holding(&obs, killed),
         }
     }
 
@@ -216,6 +304,7 @@ impl GuardCore {
         self.state = State::Holding { killed: from };
         self.seen_beat = None;
         self.beat_lost_ns = None;
+        self.awaiting = None;
         let actions = Actions {
             trip: Some(reason),
             kill: kill.filter(|&p| kill_target_ok(p, self.own_pid)),
@@ -227,66 +316,132 @@ impl GuardCore {
 
     fn step_watching(&mut self, obs: &Observation) -> (Actions, Transition) {
         let was = self.state;
-        // The runtime exited (any cause): take over at once, nothing to kill.
+        // A page that names a process that is not the runtime (while no
+        // runtime is held): cleared, whatever else this poll does.
+        let refused = match obs.candidate {
+            Candidate::Refused(pid) if obs.runtime == PidfdState::Unknown => Some(pid),
+            _ => None,
+        };
+        // The runtime exited (any cause): take over at once, nothing to
+        // kill; its pid is cleared from the page.
         if let PidfdState::Exited(pid) = obs.runtime {
             let (mut a, t) = self.take_over(Reason::GuardRuntimeExited, Some(pid), None);
             a.forget = true;
+            a.clear_driver = Some(pid);
+            return (a, t);
+        }
+        // The page holds the beat of a runtime that is gone (its pid is
+        // dead or another process's now; no guard saw it end): the same,
+        // found later. Nobody is signalled.
+        if let (Some(pid), true) = (refused, obs.beaten) {
+            let (mut a, t) = self.take_over(Reason::GuardRuntimeExited, None, None);
+            a.clear_driver = Some(pid);
             return (a, t);
         }
         if let Verdict::TakeOver(reason) = obs.verdict {
-            // The runtime as the pidfd knows it; the page's driver_pid only
-            // when the guard holds no pidfd (a kernel without pidfds).
-            let target = match obs.runtime {
-                PidfdState::Alive(pid) => Some(pid),
-                _ => obs.driver_pid,
+            // Only the runtime the guard holds by its pidfd, or the one
+            // the shell verified this poll (a guard that starts beside a
+            // hung runtime), is signalled; never a pid read from the page.
+            let (target, adopt) = match (obs.runtime, obs.candidate) {
+                (PidfdState::Alive(pid), _) => (Some(pid), None),
+                (PidfdState::Unknown, Candidate::Verified { pid, .. }) => (Some(pid), Some(pid)),
+                _ => (None, None),
             };
-            return self.take_over(reason, target, target);
+            let (mut a, t) = self.take_over(reason, target, target);
+            a.clear_driver = refused;
+            a.adopt = adopt;
+            return (a, t);
+        }
+        // Rules 5 and 6: the held runtime's first beat is overdue.
+        if let (Some(w), PidfdState::Alive(pid), false) = (self.awaiting, obs.runtime, obs.beaten) {
+            if w.pid == pid && first_beat_overdue(w.kind, w.since_ns, obs.now_ns) {
+                return self.take_over(Reason::GuardStartUpTimeout, Some(pid), Some(pid));
+            }
         }
         self.state = if obs.beaten {
+            self.awaiting = None;
             State::Watching
         } else {
             State::Idle
         };
-        let mut actions = Actions::default();
-        // Registration: a runtime beats under a pid the guard holds no
-        // pidfd of yet. A held runtime keeps its identity whatever the page
+        let mut actions = Actions {
+            clear_driver: refused,
+            ..Actions::default()
+        };
+        // Registration: the page names a verified runtime and the guard
+        // holds none. A held runtime keeps its identity whatever the page
         // says later (the page may be damaged; the pidfd is not).
-        if obs.runtime == PidfdState::Unknown && obs.beaten {
-            actions.adopt = obs.driver_pid.filter(|&p| kill_target_ok(p, self.own_pid));
+        if let (PidfdState::Unknown, Candidate::Verified { pid, .. }) = (obs.runtime, obs.candidate)
+        {
+            actions.adopt = Some(pid);
+            self.awaiting = (!obs.beaten).then_some(Awaiting {
+                pid,
+                since_ns: obs.now_ns,
+                kind: FirstBeat::StartUp,
+            });
         }
-        let t = match (was, self.state) {
-            (State::Idle, State::Watching) => Transition::Watch,
-            (State::Watching, State::Idle) => Transition::Unwatch,
+        let t = match (was, self.state, refused) {
+            (_, _, Some(pid)) => Transition::Refused(pid),
+            (State::Idle, State::Watching, _) => Transition::Watch,
+            (State::Watching, State::Idle, _) => Transition::Unwatch,
             _ => Transition::None,
         };
         (actions, t)
     }
 
     fn step_holding(&mut self, obs: &Observation, killed: Option<u32>) -> (Actions, Transition) {
-        // The killed runtime's pidfd has done its work.
-        let forget = matches!(obs.runtime, PidfdState::Exited(_));
-        // Hand-over: a new, live process registered as the driver.
-        if let Some(pid) = obs.driver_pid {
-            if Some(pid) != killed && pid != self.own_pid && obs.driver_alive {
+        // The killed runtime's pidfd has done its work; its pid goes from
+        // the page.
+        let exited = match obs.runtime {
+            PidfdState::Exited(pid) => Some(pid),
+            _ => None,
+        };
+        // Hand-over: a verified runtime that started after the take-over
+        // (a restart) registered. Any other process the page names never
+        // takes the board from the guard: a gone or reused pid is cleared,
+        // a live process that was running before the take-over (init, the
+        // simulator) or is no runtime (the shell says `None`) is ignored.
+        match obs.candidate {
+            Candidate::Verified { pid, restart: true }
+                if Some(pid) != killed && pid != self.own_pid =>
+            {
                 self.state = State::Idle;
                 self.seen_beat = None;
                 self.beat_lost_ns = None;
+                self.awaiting = Some(Awaiting {
+                    pid,
+                    since_ns: obs.now_ns,
+                    kind: FirstBeat::HandOver,
+                });
                 let actions = Actions {
                     clear_heartbeat: true,
                     forget: obs.runtime != PidfdState::Unknown,
-                    adopt: kill_target_ok(pid, self.own_pid).then_some(pid),
+                    adopt: Some(pid),
                     ..Actions::default()
                 };
                 return (actions, Transition::HandOver(pid));
             }
+            Candidate::Refused(pid) if Some(pid) != killed => {
+                return (
+                    Actions {
+                        hold_board: true,
+                        forget: exited.is_some(),
+                        clear_driver: Some(pid),
+                        ..Actions::default()
+                    },
+                    Transition::Refused(pid),
+                );
+            }
+            _ => {}
         }
         // Release: re-armed, and no new runtime registered.
         if obs.armed {
             self.state = State::Idle;
             self.seen_beat = None;
             self.beat_lost_ns = None;
+            self.awaiting = None;
             let actions = Actions {
-                clear_driver: true,
+                clear_driver: Some(obs.driver_pid.unwrap_or(0)),
                 forget: obs.runtime != PidfdState::Unknown,
                 ..Actions::default()
             };
@@ -295,7 +450,8 @@ impl GuardCore {
         (
             Actions {
                 hold_board: true,
-                forget,
+                forget: exited.is_some(),
+                clear_driver: exited,
                 ..Actions::default()
             },
             Transition::None,
@@ -323,8 +479,12 @@ mod tests {
             driver_pid: pid,
             beaten,
             verdict,
-            driver_alive: alive,
             runtime: PidfdState::Unknown,
+            candidate: match (alive, pid) {
+                (true, Some(pid)) => Candidate::Verified { pid, restart: true },
+                _ => Candidate::None,
+            },
+            now_ns: 0,
         }
     }
     fn with_pidfd(o: Observation, runtime: PidfdState) -> Observation {
@@ -349,12 +509,9 @@ mod tests {
     fn holding_after(reason: Reason) -> GuardCore {
         let mut g = GuardCore::new(GUARD);
         g.step(&fine(Some(RT), true));
-        g.step(&obs(
-            false,
-            Some(RT),
-            true,
-            Verdict::TakeOver(reason),
-            false,
+        g.step(&alive(
+            obs(false, Some(RT), true, Verdict::TakeOver(reason), false),
+            RT,
         ));
         assert_eq!(g.state(), State::Holding { killed: Some(RT) });
         g
@@ -364,7 +521,7 @@ mod tests {
         kill: None,
         clear_heartbeat: false,
         hold_board: true,
-        clear_driver: false,
+        clear_driver: None,
         forget: false,
         adopt: None,
     };
@@ -372,14 +529,20 @@ mod tests {
     #[test]
     fn idle_while_no_runtime_has_beaten() {
         let mut g = GuardCore::new(GUARD);
-        for o in [
-            fine(None, false),
-            fine(Some(RT), false),
-            obs(false, Some(RT), false, Verdict::Fine, true),
-        ] {
-            assert_eq!(g.step(&o), (Actions::default(), Transition::None));
-            assert_eq!(g.state(), State::Idle);
-        }
+        assert_eq!(
+            g.step(&fine(None, false)),
+            (Actions::default(), Transition::None)
+        );
+        // A verified registration is held by its pidfd before its first
+        // beat (the start-up bound runs), still idle.
+        let adopt = Actions {
+            adopt: Some(RT),
+            ..Actions::default()
+        };
+        assert_eq!(g.step(&fine(Some(RT), false)), (adopt, Transition::None));
+        let o = alive(obs(false, Some(RT), false, Verdict::Fine, false), RT);
+        assert_eq!(g.step(&o), (Actions::default(), Transition::None));
+        assert_eq!(g.state(), State::Idle);
     }
 
     #[test]
@@ -403,7 +566,7 @@ mod tests {
     fn heartbeat_lost_takes_over_trip_kill_open_in_order() {
         let mut g = GuardCore::new(GUARD);
         g.step(&fine(Some(RT), true));
-        let (a, t) = g.step(&beat_lost(Some(RT), true));
+        let (a, t) = g.step(&alive(beat_lost(Some(RT), true), RT));
         assert_eq!(
             a,
             Actions {
@@ -459,7 +622,7 @@ mod tests {
             }
         );
         assert!(
-            a.trip.is_none() && !a.hold_board && !a.clear_driver,
+            a.trip.is_none() && !a.hold_board && a.clear_driver.is_none(),
             "the switch stays tripped, no re-arm"
         );
         assert_eq!(t, Transition::HandOver(NEW_RT));
@@ -487,14 +650,15 @@ mod tests {
     }
 
     #[test]
-    fn hand_over_needs_a_live_process_eperm_counts_as_alive() {
+    fn hand_over_needs_a_verified_runtime() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
-        // New pid, but dead (ESRCH): keep the board.
+        // New pid the shell could not verify (yet): keep the board.
         assert_eq!(
             g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, false)),
             (HOLD, Transition::None)
         );
-        // The shell reports EPERM as alive: hand over.
+        // Verified (its start time, the page mapped, a restart; its pidfd
+        // open, also for another user's process): hand over.
         assert_eq!(
             g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, true))
                 .1,
@@ -509,7 +673,7 @@ mod tests {
         assert_eq!(
             a,
             Actions {
-                clear_driver: true,
+                clear_driver: Some(RT),
                 ..Actions::default()
             }
         );
@@ -659,18 +823,26 @@ mod tests {
         snap: &Snapshot,
         now_ns: u64,
         runtime: PidfdState,
-        driver_alive: bool,
+        verified: bool,
     ) -> (Actions, Transition) {
         let j = g.judged(snap, runtime, now_ns);
         let verdict =
             deathswitch::rules::decide(&j, now_ns, &deathswitch::rules::Settings::default());
+        let candidate = match (verified, runtime, snap.driver_pid) {
+            (true, PidfdState::Unknown, Some(pid)) => Candidate::Verified {
+                pid,
+                restart: false,
+            },
+            _ => Candidate::None,
+        };
         g.step(&Observation {
             armed: snap.armed,
             driver_pid: snap.driver_pid,
             beaten: j.last_cycle.is_some(),
             verdict,
-            driver_alive,
             runtime,
+            candidate,
+            now_ns,
         })
     }
 
@@ -690,6 +862,7 @@ mod tests {
                     trip: Some(Reason::GuardRuntimeExited),
                     hold_board: true,
                     forget: true,
+                    clear_driver: Some(RT),
                     ..Actions::default()
                 },
                 "beaten {beaten}"
@@ -811,7 +984,7 @@ mod tests {
                 &beating(Some(RT), 1, 0),
                 0,
                 PidfdState::Unknown,
-                false,
+                true,
             );
             assert_eq!(first.0.adopt, Some(RT));
             poll(
@@ -919,5 +1092,241 @@ mod tests {
         assert_eq!(a.trip, None, "lost again at 75: 60 ms from there");
         let (a, _) = poll(&mut g, &repaired, 136 * MS, PidfdState::Alive(RT), false);
         assert_eq!(a.trip, Some(Reason::GuardHeartbeatLost));
+    }
+
+    fn at(mut o: Observation, ms: u64) -> Observation {
+        o.now_ns = ms * MS;
+        o
+    }
+    fn cand(mut o: Observation, candidate: Candidate) -> Observation {
+        o.candidate = candidate;
+        o
+    }
+
+    /// Rule 5, the start-up bound, as a table with time passed in: a
+    /// verified registration is held by its pidfd; without a first beat
+    /// within 6 s it is taken over (`guard-start-up-timeout`, SIGKILL
+    /// through the pidfd, all-off frames), armed or tripped.
+    #[test]
+    fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
+        for armed in [true, false] {
+            let mut g = GuardCore::new(GUARD);
+            let registered = obs(armed, Some(RT), false, Verdict::Fine, true);
+            let (a, _) = g.step(&at(registered, 1000));
+            assert_eq!(a.adopt, Some(RT));
+            assert_eq!(g.awaiting(), Some((RT, FirstBeat::StartUp, 1000 * MS)));
+            let held = alive(obs(armed, Some(RT), false, Verdict::Fine, false), RT);
+            for ms in [1002, 3000, 6000, 7000] {
+                assert_eq!(
+                    g.step(&at(held, ms)),
+                    (Actions::default(), Transition::None),
+                    "armed {armed} at {ms} ms"
+                );
+                assert_eq!(g.state(), State::Idle);
+            }
+            let (a, t) = g.step(&at(held, 7001));
+            assert_eq!(
+                (a.trip, a.kill, a.hold_board),
+                (Some(Reason::GuardStartUpTimeout), Some(RT), true),
+                "armed {armed}"
+            );
+            assert_eq!(
+                t,
+                Transition::TakeOver(Reason::GuardStartUpTimeout, Some(RT))
+            );
+            assert_eq!(g.awaiting(), None);
+        }
+        // A first beat within the bound: watched, the bound is over.
+        let mut g = GuardCore::new(GUARD);
+        g.step(&at(fine(Some(RT), false), 0));
+        let beating = alive(fine(Some(RT), true), RT);
+        assert_eq!(g.step(&at(beating, 5999)).1, Transition::Watch);
+        assert_eq!(g.awaiting(), None);
+        assert_eq!(g.step(&at(beating, 9000)).0, Actions::default());
+    }
+
+    /// Rule 6, the hand-over bound: a runtime handed the board that has
+    /// not beaten within 1 s is taken over again; one that beats is not.
+    #[test]
+    fn a_runtime_handed_the_board_that_never_beats_is_taken_back_after_the_hand_over_bound() {
+        let mut g = holding_after(Reason::GuardRuntimeExited);
+        let registered = obs(false, Some(NEW_RT), false, Verdict::Fine, true);
+        let (a, t) = g.step(&at(registered, 10_000));
+        assert_eq!(t, Transition::HandOver(NEW_RT));
+        assert!(a.clear_heartbeat && !a.hold_board);
+        assert_eq!(a.adopt, Some(NEW_RT));
+        assert_eq!(
+            g.awaiting(),
+            Some((NEW_RT, FirstBeat::HandOver, 10_000 * MS))
+        );
+        let frozen = alive(
+            obs(false, Some(NEW_RT), false, Verdict::Fine, false),
+            NEW_RT,
+        );
+        for ms in [10_002, 10_500, 11_000] {
+            assert_eq!(g.step(&at(frozen, ms)).1, Transition::None, "{ms} ms");
+            assert!(!g.holding());
+        }
+        let (a, t) = g.step(&at(frozen, 11_001));
+        assert_eq!(
+            (a.trip, a.kill, a.hold_board),
+            (Some(Reason::GuardStartUpTimeout), Some(NEW_RT), true)
+        );
+        assert_eq!(
+            t,
+            Transition::TakeOver(Reason::GuardStartUpTimeout, Some(NEW_RT))
+        );
+        assert_eq!(
+            g.state(),
+            State::Holding {
+                killed: Some(NEW_RT)
+            }
+        );
+
+        // One that beats within the bound is watched by the beat rules.
+        let mut g = holding_after(Reason::GuardRuntimeExited);
+        g.step(&at(registered, 0));
+        let beating = alive(obs(false, Some(NEW_RT), true, Verdict::Fine, true), NEW_RT);
+        assert_eq!(g.step(&at(beating, 300)).1, Transition::Watch);
+        assert_eq!(g.step(&at(beating, 5000)).0, Actions::default());
+    }
+
+    /// Only a verified runtime started after the take-over is handed the
+    /// board: a live pid stored in `driver_pid` (init, the simulator, any
+    /// process that was running already, a reused pid) is cleared and the
+    /// guard keeps the board.
+    #[test]
+    fn a_live_pid_stored_while_holding_is_refused_and_the_board_kept() {
+        let held = |c: Candidate| {
+            let mut o = obs(false, Some(4242), true, Verdict::Fine, false);
+            o.candidate = c;
+            o
+        };
+        // Gone or reused: cleared.
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        let (a, t) = g.step(&held(Candidate::Refused(4242)));
+        assert_eq!(
+            a,
+            Actions {
+                clear_driver: Some(4242),
+                ..HOLD
+            }
+        );
+        assert_eq!(t, Transition::Refused(4242));
+        assert!(g.holding());
+        // A live process that was running before the take-over: ignored.
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        let old = Candidate::Verified {
+            pid: 4242,
+            restart: false,
+        };
+        assert_eq!(g.step(&held(old)), (HOLD, Transition::None));
+        // Pid 1 and the guard itself, even "verified" and "restarted".
+        for pid in [1, GUARD] {
+            let mut g = holding_after(Reason::GuardHeartbeatLost);
+            let mut o = obs(false, Some(pid), true, Verdict::Fine, false);
+            o.candidate = Candidate::Verified { pid, restart: true };
+            let (a, _) = g.step(&o);
+            assert!(a.hold_board && a.adopt.is_none(), "{pid}");
+            assert!(g.holding());
+        }
+        // Nothing the shell could verify (no start time in the page): kept.
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        assert_eq!(g.step(&held(Candidate::None)), (HOLD, Transition::None));
+    }
+
+    /// A pid the guard finds in the page that is not the process that
+    /// registered (a reused pid: another start time) is cleared and never
+    /// signalled; a stale heartbeat it left is taken over without a kill.
+    #[test]
+    fn a_reused_pid_found_in_the_page_is_cleared_never_signalled() {
+        let mut g = GuardCore::new(GUARD);
+        let (a, t) = g.step(&cand(fine(Some(RT), false), Candidate::Refused(RT)));
+        assert_eq!(
+            a,
+            Actions {
+                clear_driver: Some(RT),
+                ..Actions::default()
+            }
+        );
+        assert_eq!(t, Transition::Refused(RT));
+        assert_eq!(g.awaiting(), None);
+        // With the gone runtime's beat in the page, fresh or stale: take
+        // over as from an exited runtime, kill nobody.
+        for o in [beat_lost(Some(RT), false), fine(Some(RT), true)] {
+            let mut g = GuardCore::new(GUARD);
+            let (a, t) = g.step(&cand(o, Candidate::Refused(RT)));
+            assert_eq!(
+                (a.trip, a.kill, a.clear_driver, a.adopt, a.hold_board),
+                (Some(Reason::GuardRuntimeExited), None, Some(RT), None, true)
+            );
+            assert_eq!(t, Transition::TakeOver(Reason::GuardRuntimeExited, None));
+        }
+        // A verified runtime found hung at the guard's start: held and killed.
+        let mut g = GuardCore::new(GUARD);
+        let verified = Candidate::Verified {
+            pid: RT,
+            restart: false,
+        };
+        let (a, _) = g.step(&cand(beat_lost(Some(RT), false), verified));
+        assert_eq!((a.kill, a.adopt), (Some(RT), Some(RT)));
+    }
+
+    #[test]
+    fn identity_check_table() {
+        const START: u64 = 5000;
+        /// (case, pid, page start, start before, start after, verified)
+        type Row = (&'static str, u32, u64, Option<u64>, Option<u64>, bool);
+        let rows: &[Row] = &[
+            (
+                "the process that registered",
+                RT,
+                START,
+                Some(START),
+                Some(START),
+                true,
+            ),
+            (
+                "a reused pid: another start time",
+                RT,
+                START,
+                Some(START + 7),
+                Some(START + 7),
+                false,
+            ),
+            (
+                "reused between the two looks",
+                RT,
+                START,
+                Some(START),
+                Some(START + 7),
+                false,
+            ),
+            ("gone", RT, START, None, None, false),
+            ("gone after the pidfd", RT, START, Some(START), None, false),
+            ("no start time in the page", RT, 0, Some(0), Some(0), false),
+            ("init", 1, START, Some(START), Some(START), false),
+            (
+                "the guard itself",
+                GUARD,
+                START,
+                Some(START),
+                Some(START),
+                false,
+            ),
+            ("pid 0", 0, START, Some(START), Some(START), false),
+        ];
+        for &(case, pid, page, before, after, want) in rows {
+            assert_eq!(
+                identity_verified(pid, GUARD, page, before, after),
+                want,
+                "{case}"
+            );
+        }
+        // Restarted: started in or after the take-over's tick.
+        assert!(started_after(100, Some(100)));
+        assert!(started_after(101, Some(100)));
+        assert!(!started_after(99, Some(100)));
+        assert!(!started_after(u64::MAX, None), "no take-over yet");
     }
 }

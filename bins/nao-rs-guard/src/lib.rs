@@ -6,9 +6,12 @@
 
 pub mod board;
 pub mod core;
+pub mod fds;
 pub mod link;
+pub mod lock;
 pub mod log;
 pub mod poller;
 pub mod process;
 pub mod rt;
+pub mod signals;
 pub mod udp;

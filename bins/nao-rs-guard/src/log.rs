@@ -19,6 +19,9 @@ pub enum LinkFault {
     NoDevice,
     /// Another process holds interface 0.
     Busy,
+    /// The guard is out of file descriptors (EMFILE): not even its reserve
+    /// could be taken back after the attempt.
+    NoFds,
     /// Anything else.
     Other,
 }
@@ -47,6 +50,8 @@ pub enum KillOutcome {
     NotPermitted,
     /// Another errno.
     Failed(i32),
+    /// Not signalled: not the runtime verified at its registration.
+    NotVerified,
 }
 
 /// One thing worth a log line.
@@ -113,6 +118,13 @@ pub enum GuardEvent {
         /// The runtime's pid.
         pid: u32,
     },
+    /// The page named a process that is not the runtime that registered
+    /// (gone, a reused pid, or a process not restarted since the take-over
+    /// while the guard holds the board): cleared from the page.
+    Refused {
+        /// The pid in the page.
+        pid: u32,
+    },
     /// `pidfd_open` failed (not ESRCH): the guard watches by pid alone.
     PidfdFailed {
         /// The runtime's pid.
@@ -131,6 +143,7 @@ fn take_over_text(reason: Reason) -> &'static str {
         Reason::GuardHeartbeatLost => "TAKE-OVER guard-heartbeat-lost (runtime pid)",
         Reason::GuardNoConfirmation => "TAKE-OVER guard-no-confirmation (runtime pid)",
         Reason::GuardRuntimeExited => "TAKE-OVER guard-runtime-exited (runtime pid)",
+        Reason::GuardStartUpTimeout => "TAKE-OVER guard-start-up-timeout: no first beat within the start-up or hand-over bound (runtime pid)",
         _ => "TAKE-OVER (runtime pid)",
     }
 }
@@ -146,6 +159,10 @@ fn fault_text(open: bool, f: LinkFault) -> &'static str {
         }
         (true, LinkFault::Busy) => "opening the chest board failed: busy; retrying every 2 ms",
         (true, LinkFault::Other) => "opening the chest board failed; retrying every 2 ms",
+        (true, LinkFault::NoFds) => {
+            "opening the chest board failed: out of file descriptors (EMFILE; raise LimitNOFILE); retrying every 2 ms"
+        }
+        (false, LinkFault::NoFds) => "all-off frame exchange failed: out of file descriptors (EMFILE)",
         (false, LinkFault::Timeout) => "all-off frame exchange failed: timeout",
         (false, LinkFault::Pipe) => "all-off frame exchange failed: stall",
         (false, LinkFault::NoDevice) => "all-off frame exchange failed: no device",
@@ -174,6 +191,7 @@ pub fn emit(sink: &mut EventSink, e: GuardEvent) {
                 Some(KillOutcome::Gone) => sink.emit(Warning, "take-over: the runtime was gone already (pid)", pid_value(pid)),
                 Some(KillOutcome::NotPermitted) => sink.emit(Error, "take-over: SIGKILL not permitted (EPERM) (pid)", pid_value(pid)),
                 Some(KillOutcome::Failed(errno)) => sink.emit(Error, "take-over: SIGKILL failed (errno)", i64::from(errno)),
+                Some(KillOutcome::NotVerified) => sink.emit(Warning, "take-over: nobody signalled: no runtime verified at its registration (page pid)", pid_value(pid)),
             }
             if let Some(ms) = beat_age_ms {
                 sink.emit(Info, "take-over: age of the runtime's last beat (ms)", ms as i64);
@@ -182,7 +200,8 @@ pub fn emit(sink: &mut EventSink, e: GuardEvent) {
         GuardEvent::BoardOpened => sink.emit(Info, "chest board opened: sending all-off every 12 ms", 0),
         GuardEvent::BoardOpenFailed(f) => sink.emit(Warning, fault_text(true, f), 0),
         GuardEvent::FrameFailed(f) => sink.emit(Warning, fault_text(false, f), 0),
-        GuardEvent::HandedOver { pid } => sink.emit(Info, "a restarted runtime registered: chest board handed over, switch stays tripped (pid)", i64::from(pid)),
+        GuardEvent::HandedOver { pid } => sink.emit(Info, "a restarted runtime registered: chest board handed over, switch stays tripped; it must beat within the hand-over bound, 1 s (pid)", i64::from(pid)),
+        GuardEvent::Refused { pid } => sink.emit(Warning, "the page names a process that is not the runtime that registered (gone, a reused pid, or not restarted since the take-over): cleared, never signalled (pid)", i64::from(pid)),
         GuardEvent::Released => sink.emit(Info, "re-armed with no runtime running: chest board released, driver fields cleared", 0),
         GuardEvent::PageRepaired => sink.emit(Error, "PageRepaired: the page had lost its magic; made whole, tripped page-lost", 0),
         GuardEvent::PageReplaced => sink.emit(Error, "PageReplaced: the page file was replaced or deleted; now mapped to the page at the path, tripped page-lost", 0),

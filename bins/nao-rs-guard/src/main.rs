@@ -14,7 +14,7 @@ use nao_rs_guard::board::WireBoard;
 use nao_rs_guard::log::{emit, stderr_logbook, GuardEvent, RING_CAPACITY};
 use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
 use nao_rs_guard::rt::GUARD_PRIORITY;
-use nao_rs_guard::{link, udp};
+use nao_rs_guard::{fds, link, lock, signals, udp};
 
 /// nao-rs-guard: the second layer of the death switch.
 #[derive(Parser, Debug)]
@@ -48,7 +48,14 @@ fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
 }
 
 fn main() -> ExitCode {
+    // First: no signal but TERM and INT ends the guard (docs/guard.md).
+    let unignored = signals::ignore_all_but_term_and_int();
+    // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
+    udp::inherit_from_systemd();
     let args = Args::parse();
+    if !unignored.is_empty() {
+        eprintln!("nao-rs-guard: could not ignore signals {unignored:?}");
+    }
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
@@ -66,8 +73,13 @@ fn run(args: Args) -> Result<(), String> {
         ));
     }
     let page_path = args.page.clone().unwrap_or_else(deathswitch::default_path);
-    let page = Arc::new(Page::open(&page_path).map_err(|e| format!("cannot open the page: {e}"))?);
     let link = link::from_arg(&args.link)?;
+    // One guard per page, before the page is touched; then what a
+    // take-over needs (descriptors), or no start.
+    let _lock = lock::GuardLock::take(&page_path)?;
+    fds::raise_nofile();
+    let page = Arc::new(Page::open(&page_path).map_err(|e| format!("cannot open the page: {e}"))?);
+    let reserve = fds::FdReserve::take(fds::RESERVE).map_err(fds::too_low)?;
     let settings = Settings {
         beat_timeout_ns: args.beat_timeout_ms * 1_000_000,
         confirmation_window_ns: args.confirm_window_ms * 1_000_000,
@@ -96,10 +108,11 @@ fn run(args: Args) -> Result<(), String> {
         let p2 = page.clone();
         let t = udp::spawn(
             args.udp_port,
+            nao_actors::runtime::udp::handover_path(&page_path, args.udp_port),
             udp_log,
             udp_stops,
             stop.clone(),
-            move || p.trip(Reason::Udp),
+            move |r| p.trip(r),
             move || {
                 p2.trip(Reason::Fault);
                 emit(&mut panic_log, GuardEvent::UdpPanicked);
@@ -118,7 +131,8 @@ fn run(args: Args) -> Result<(), String> {
 
     // The poll loop: an actor of the kit at SCHED_FIFO 40, on a 2 ms
     // absolute-deadline ticker.
-    let mut poller = Poller::new(WireBoard::new(link), settings, pid, loop_log);
+    let mut poller =
+        Poller::new(WireBoard::new(link), settings, pid, loop_log).with_reserve(reserve);
     let loop_page = page.clone();
     let actor = kit::spawn(
         kit::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),

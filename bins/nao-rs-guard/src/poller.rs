@@ -13,16 +13,45 @@ use deathswitch::{Integrity, Page};
 use nao_actors::kit::Schedule;
 
 use crate::board::Board;
-use crate::core::{GuardCore, Observation, PidfdState, Transition};
+use crate::core::{
+    kill_target_ok, started_after, Candidate, GuardCore, Observation, PidfdState, Transition,
+};
+use crate::fds::FdReserve;
 use nao_actors::kit::log::EventSink;
 
 use crate::log::{emit, GuardEvent, KillOutcome, LinkFault};
-use crate::process::{self, Pidfd};
+use crate::process::{self, Check, Pidfd};
+use deathswitch::process::Identity;
+
+/// The page's driver as last verified: its pid and start time as the page
+/// gave them, the verdict, and the pidfd opened for it (until adopted).
+#[derive(Debug)]
+struct Checked {
+    pid: u32,
+    start: u64,
+    candidate: Candidate,
+    fd: Option<Pidfd>,
+    /// When it was verified (monotonic ns).
+    at_ns: u64,
+}
+
+/// How often a process the page names that is not a runtime (it does not
+/// map the page) is looked at again.
+const RECHECK_NS: u64 = 100_000_000;
 
 /// The runtime's cycle, which the guard's all-off frames keep: 12 ms.
 pub const FRAME_PERIOD_NS: u64 = nao_actors::runtime::PERIOD_NS;
 /// The guard's poll period: 2 ms.
 pub const POLL_PERIOD_NS: u64 = 2_000_000;
+
+// The bounds of guard rules 5 and 6 cover the runtime's busy retry
+// (`deathswitch::rules::START_UP_BOUND_NS`, `HAND_OVER_BOUND_NS`): a
+// runtime still retrying the board is never taken for a hung one.
+const _: () = assert!(
+    deathswitch::rules::START_UP_BOUND_NS >= nao_actors::runtime::OPEN_TIMEOUT_NS + 1_000_000_000
+);
+const _: () =
+    assert!(deathswitch::rules::HAND_OVER_BOUND_NS >= 10 * nao_actors::runtime::OPEN_RETRY_NS);
 
 /// How long a take-over waits for the killed runtime to exit before it
 /// opens the board (one poll period; the open is retried every poll anyway).
@@ -37,10 +66,17 @@ pub struct Poller<B: Board> {
     /// The runtime as registered: its pidfd, or its pid alone when the
     /// kernel has no pidfds.
     runtime: Option<Pidfd>,
-    /// A registered runtime the guard could not open a pidfd of (ENOSYS).
-    runtime_pid_only: Option<u32>,
-    /// The pidfd found the registered pid gone at `pidfd_open`.
-    exited_at_open: Option<u32>,
+    /// A registered runtime the guard could not open a pidfd of (ENOSYS):
+    /// its verified identity, checked again right before a kill.
+    runtime_pid_only: Option<Identity>,
+    /// The page's driver as last verified (not the held runtime).
+    checked: Option<Checked>,
+    /// The guard's last take-over, in clock ticks since boot (the unit of a
+    /// process's start time): only a runtime started since is handed the
+    /// board.
+    took_over_ticks: Option<u64>,
+    /// Descriptors kept for opening the board and pidfds.
+    reserve: Option<FdReserve>,
     board: B,
     settings: Settings,
     own_pid: u32,
@@ -61,7 +97,9 @@ impl<B: Board> Poller<B> {
             frames: None,
             runtime: None,
             runtime_pid_only: None,
-            exited_at_open: None,
+            checked: None,
+            took_over_ticks: None,
+            reserve: None,
             board,
             settings,
             own_pid,
@@ -72,6 +110,30 @@ impl<B: Board> Poller<B> {
             log,
             frames_sent: 0,
         }
+    }
+
+    /// Keeps `reserve` for the board and pidfds: let go right before each
+    /// is opened, taken back right after.
+    pub fn with_reserve(mut self, reserve: FdReserve) -> Poller<B> {
+        self.reserve = Some(reserve);
+        self
+    }
+
+    fn release_reserve(&mut self) -> usize {
+        self.reserve.as_mut().map_or(0, FdReserve::release)
+    }
+
+    /// Takes the reserve back.
+    fn refill_reserve(&mut self) {
+        if let Some(r) = self.reserve.as_mut() {
+            r.refill();
+        }
+    }
+
+    /// Why opening the board fails now, when it does: the link's fault, or
+    /// `NoFds` when the guard is out of descriptors (for tests and logs).
+    pub fn open_failing(&self) -> Option<LinkFault> {
+        self.open_failing
     }
 
     /// The state machine (for tests and the status line).
@@ -92,13 +154,10 @@ impl<B: Board> Poller<B> {
 
     /// What the pidfd says now.
     fn runtime_status(&self) -> PidfdState {
-        if let Some(pid) = self.exited_at_open {
-            return PidfdState::Exited(pid);
-        }
         match (&self.runtime, self.runtime_pid_only) {
             (Some(fd), _) if fd.exited() => PidfdState::Exited(fd.pid()),
             (Some(fd), _) => PidfdState::Alive(fd.pid()),
-            (None, Some(pid)) => PidfdState::Alive(pid),
+            (None, Some(id)) => PidfdState::Alive(id.pid),
             (None, None) => PidfdState::Unknown,
         }
     }
@@ -114,43 +173,54 @@ impl<B: Board> Poller<B> {
         let runtime = self.runtime_status();
         let judged = self.core.judged(&snap, runtime, now_ns);
         let verdict = decide(&judged, now_ns, &self.settings);
-        // The liveness probe is a syscall: only while holding (hand-over).
-        let driver_alive = self.core.holding() && snap.driver_pid.is_some_and(process::alive);
+        let candidate = self.candidate(page, &snap, runtime, now_ns);
         let obs = Observation {
             armed: snap.armed,
             driver_pid: snap.driver_pid,
             beaten: judged.last_cycle.is_some(),
             verdict,
-            driver_alive,
             runtime,
+            candidate,
+            now_ns,
         };
         let (actions, transition) = self.core.step(&obs);
-        if let Transition::TakeOver(..) = transition {
-            // Continue the heartbeat's cycle numbers where the runtime left.
-            self.guard_cycle = judged.last_cycle.unwrap_or(0);
+        if let (Candidate::Refused(pid), Transition::TakeOver(..)) = (candidate, transition) {
+            emit(&mut self.log, GuardEvent::Refused { pid });
         }
 
-        // 1. trip, 2. kill: through the pidfd when it is the registered
-        //    runtime (never a reused pid), by pid only without pidfds.
+        // 1. trip; the pidfds: forget the old, hold the new.
         if let Some(reason) = actions.trip {
             page.trip(reason);
-        }
-        let kill = actions.kill.map(|pid| match &self.runtime {
-            Some(fd) if fd.pid() == pid => fd.kill(),
-            _ => process::kill9(pid),
-        });
-        if let (Some(fd), Some(KillOutcome::Sent)) = (&self.runtime, kill) {
-            // At most one poll's time, once per take-over: open the board
-            // the moment the kernel has released it.
-            fd.wait_exit(KILL_WAIT_MS);
         }
         if actions.forget {
             self.runtime = None;
             self.runtime_pid_only = None;
-            self.exited_at_open = None;
+            self.refill_reserve();
         }
         if let Some(pid) = actions.adopt {
             self.adopt(pid);
+        }
+        if let Transition::TakeOver(..) = transition {
+            // Continue the heartbeat's cycle numbers where the runtime left.
+            self.guard_cycle = judged.last_cycle.unwrap_or(0);
+            // Only a runtime started from now on is handed the board.
+            self.took_over_ticks = Some(process::boot_ticks_now());
+            self.checked = None;
+        }
+        // 2. kill: through the pidfd of the runtime verified at its
+        //    registration (never a reused pid); without pidfds by pid,
+        //    only while its identity still matches.
+        let kill = actions
+            .kill
+            .map(|pid| match (&self.runtime, self.runtime_pid_only) {
+                (Some(fd), _) if fd.pid() == pid => fd.kill(),
+                (None, Some(id)) if id.pid == pid && id.is_alive() => process::kill9(pid),
+                _ => KillOutcome::NotVerified,
+            });
+        if let (Some(fd), Some(KillOutcome::Sent)) = (&self.runtime, kill) {
+            // At most one poll's time, once per take-over: open the board
+            // the moment the kernel has released it.
+            fd.wait_exit(KILL_WAIT_MS);
         }
         if let Transition::TakeOver(reason, pid) = transition {
             let beat_age_ms = snap
@@ -171,24 +241,37 @@ impl<B: Board> Poller<B> {
         if actions.clear_heartbeat {
             page.clear_heartbeat();
         }
-        // Release: clear the driver fields, before the board is let go (no
-        // runtime can beat before that). A compare-and-swap on driver_pid:
-        // a runtime that registered since this poll's snapshot keeps its
-        // registration (the next poll hands the board over to it).
-        if actions.clear_driver {
-            page.clear_driver_if(snap.driver_pid.unwrap_or(0));
+        // Release, an exited runtime, a refused pid: clear the driver
+        // fields, before the board is let go (no runtime can beat before
+        // that). A compare-and-swap on driver_pid: a runtime that
+        // registered since this poll's snapshot keeps its registration
+        // (the next poll verifies it).
+        if let Some(pid) = actions.clear_driver {
+            page.clear_driver_if(pid);
         }
         // The board.
         if actions.hold_board {
             if !self.board.is_open() {
-                match self.board.open() {
+                // The reserve makes room for the link's descriptors.
+                self.release_reserve();
+                let opened = self.board.open();
+                self.refill_reserve();
+                match opened {
                     Ok(()) => {
                         self.frames = None;
                         self.open_failing = None;
                         emit(&mut self.log, GuardEvent::BoardOpened);
                     }
                     Err(e) => {
-                        let f = LinkFault::from(&e);
+                        // The reserve could not be taken back, or not one
+                        // descriptor more opened: the process is out of
+                        // descriptors (EMFILE), whatever the link made of it.
+                        let out = self.reserve.as_ref().is_some_and(FdReserve::exhausted);
+                        let f = if out {
+                            LinkFault::NoFds
+                        } else {
+                            LinkFault::from(&e)
+                        };
                         if self.open_failing != Some(f) {
                             emit(&mut self.log, GuardEvent::BoardOpenFailed(f));
                             self.open_failing = Some(f);
@@ -215,6 +298,7 @@ impl<B: Board> Poller<B> {
             }
         } else if self.board.is_open() {
             self.board.close();
+            self.refill_reserve();
         }
         // Publish the guard (and whether it holds the board) on change.
         let holding = self.core.holding();
@@ -235,30 +319,99 @@ impl<B: Board> Poller<B> {
             Transition::TakeOver(..) => {} // logged at the kill
             Transition::HandOver(pid) => emit(&mut self.log, GuardEvent::HandedOver { pid }),
             Transition::Release => emit(&mut self.log, GuardEvent::Released),
+            Transition::Refused(pid) => emit(&mut self.log, GuardEvent::Refused { pid }),
         }
     }
 
-    /// The registration: open the runtime's pidfd (once, not per poll).
+    /// The page's driver, verified once per (pid, start time) it shows,
+    /// when the guard may act on it: while it holds no running runtime,
+    /// and while it holds the board (hand-over). A held runtime is never
+    /// replaced from the page (the page may be damaged; the pidfd is not),
+    /// so then nothing is read.
+    fn candidate(
+        &mut self,
+        page: &Page,
+        snap: &deathswitch::Snapshot,
+        runtime: PidfdState,
+        now_ns: u64,
+    ) -> Candidate {
+        let held = match runtime {
+            PidfdState::Alive(p) | PidfdState::Exited(p) => Some(p),
+            PidfdState::Unknown => None,
+        };
+        let pid = match snap.driver_pid {
+            Some(p) if Some(p) != held => p,
+            _ => {
+                self.checked = None;
+                return Candidate::None;
+            }
+        };
+        if matches!(runtime, PidfdState::Alive(_)) && !self.core.holding() {
+            return Candidate::None;
+        }
+        // No start time stored: nothing can be verified, nothing is read
+        // (raw bytes, or a runtime that could not read its own /proc).
+        if snap.driver_start == 0 && kill_target_ok(pid, self.own_pid) {
+            return Candidate::None;
+        }
+        if let Some(c) = &self.checked {
+            // A process that is not a runtime is looked at again every
+            // 100 ms (it may map the page by then); anything else once.
+            let fresh =
+                c.candidate != Candidate::None || now_ns.saturating_sub(c.at_ns) < RECHECK_NS;
+            if c.pid == pid && c.start == snap.driver_start && fresh {
+                return c.candidate;
+            }
+        }
+        self.checked = None;
+        self.release_reserve();
+        let page_file = process::file_id(page.path());
+        let check = process::verify(pid, self.own_pid, snap.driver_start, page_file);
+        self.refill_reserve();
+        let (candidate, fd) = match check {
+            Check::Verified(fd) => (
+                Candidate::Verified {
+                    pid,
+                    restart: started_after(snap.driver_start, self.took_over_ticks),
+                },
+                fd,
+            ),
+            Check::Refused => (Candidate::Refused(pid), None),
+            Check::NotRuntime => (Candidate::None, None),
+            // Asked again next poll.
+            Check::Unknown => return Candidate::None,
+        };
+        self.checked = Some(Checked {
+            pid,
+            start: snap.driver_start,
+            candidate,
+            fd,
+            at_ns: now_ns,
+        });
+        candidate
+    }
+
+    /// The registration: hold the verified runtime by the pidfd opened
+    /// when it was verified (once, not per poll).
     fn adopt(&mut self, pid: u32) {
         self.runtime = None;
         self.runtime_pid_only = None;
-        self.exited_at_open = None;
-        match Pidfd::open(pid) {
-            Ok(fd) => {
+        let Some(c) = self.checked.take().filter(|c| c.pid == pid) else {
+            return;
+        };
+        match c.fd {
+            Some(fd) => {
+                // Gone already? Then the next poll sees its pidfd readable
+                // and takes over.
                 self.runtime = Some(fd);
                 emit(&mut self.log, GuardEvent::Registered { pid });
             }
-            // Gone already: it exited; the next poll takes over.
-            Err(nix::errno::Errno::ESRCH) => self.exited_at_open = Some(pid),
-            Err(e) => {
-                self.runtime_pid_only = Some(pid);
-                emit(
-                    &mut self.log,
-                    GuardEvent::PidfdFailed {
-                        pid,
-                        errno: e as i32,
-                    },
-                );
+            None => {
+                self.runtime_pid_only = Some(Identity {
+                    pid,
+                    start: c.start,
+                });
+                emit(&mut self.log, GuardEvent::PidfdFailed { pid, errno: 0 });
             }
         }
     }

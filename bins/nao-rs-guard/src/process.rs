@@ -111,6 +111,158 @@ pub fn kill9(pid: u32) -> KillOutcome {
     }
 }
 
+/// What the shell found out about the process the page names.
+#[derive(Debug)]
+pub enum Check {
+    /// The process that registered (start time as in the page, before and
+    /// after the pidfd was opened); its pidfd, `None` without pidfds.
+    Verified(Option<Pidfd>),
+    /// Not that process: gone, a reused pid, or a pid never to be signalled.
+    Refused,
+    /// That process, but not a runtime: it does not map the page (init,
+    /// the simulator, any program whose pid someone stored). Never
+    /// signalled, never handed the board; left in the page.
+    NotRuntime,
+    /// Cannot tell now (no start time in the page, or its `/proc` entry
+    /// could not be read though the pid exists: out of descriptors); asked
+    /// again next poll. Never signalled, never handed the board.
+    Unknown,
+}
+
+/// Verifies that `pid` is the process whose start time the page gives as
+/// `page_start` (the pure rule: [`crate::core::identity_verified`]) and a
+/// runtime: it maps the page file `page_file` (device, inode; `None`: the
+/// page's path cannot be read, not checked), as every holder of a
+/// `deathswitch::Page` does. Opens its pidfd. Reads `/proc/PID/stat`
+/// twice and `/proc/PID/maps` once and opens a pidfd: once per
+/// registration, never per poll. Allocation-free.
+pub fn verify(pid: u32, own_pid: u32, page_start: u64, page_file: Option<(u64, u64)>) -> Check {
+    use crate::core::{identity_verified, kill_target_ok};
+    if !kill_target_ok(pid, own_pid) {
+        return Check::Refused;
+    }
+    if page_start == 0 {
+        return Check::Unknown;
+    }
+    let unreadable = |start: Option<u64>| start.is_none() && alive(pid);
+    let before = deathswitch::process::start_time(pid);
+    if unreadable(before) {
+        return Check::Unknown;
+    }
+    if before != Some(page_start) {
+        return Check::Refused;
+    }
+    let fd = match Pidfd::open(pid) {
+        Ok(fd) => Some(fd),
+        Err(Errno::ESRCH) => return Check::Refused,
+        // No pidfds (ENOSYS), or no descriptor: by its identity alone.
+        Err(_) => None,
+    };
+    // A process whose maps this guard may not read (another user's,
+    // without CAP_SYS_PTRACE) is taken on its identity alone.
+    let maps = page_file.and_then(|(dev, ino)| maps_file(pid, dev, ino));
+    let after = deathswitch::process::start_time(pid);
+    if identity_verified(pid, own_pid, page_start, before, after) {
+        if maps == Some(false) {
+            return Check::NotRuntime;
+        }
+        Check::Verified(fd)
+    } else if unreadable(after) {
+        Check::Unknown
+    } else {
+        Check::Refused
+    }
+}
+
+/// The device and inode of the file at `path` (the page), `None` when it
+/// cannot be read.
+pub fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether one line of `/proc/PID/maps` maps the file with device
+/// `major:minor` and inode `ino` (fields 4 and 5: `MM:mm` in hex, the
+/// inode in decimal). Pure.
+pub fn maps_line_is(line: &[u8], major: u64, minor: u64, ino: u64) -> bool {
+    let mut fields = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty());
+    let (Some(dev), Some(inode)) = (fields.nth(3), fields.next()) else {
+        return false;
+    };
+    let parse = |b: &[u8], radix| {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| u64::from_str_radix(t, radix).ok())
+    };
+    let Some(colon) = dev.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    parse(&dev[..colon], 16) == Some(major)
+        && parse(&dev[colon + 1..], 16) == Some(minor)
+        && parse(inode, 10) == Some(ino)
+}
+
+/// Whether process `pid` maps the file `(dev, ino)`: `/proc/PID/maps`,
+/// read with a stack buffer. `None` when it cannot be read (gone, or not
+/// permitted). Allocation-free.
+pub fn maps_file(pid: u32, dev: u64, ino: u64) -> Option<bool> {
+    use std::io::{Read, Write};
+    let (major, minor) = (u64::from(libc::major(dev)), u64::from(libc::minor(dev)));
+    let mut path = [0u8; 32];
+    let n = {
+        let mut w = &mut path[..];
+        write!(w, "/proc/{pid}/maps").ok()?;
+        32 - w.len()
+    };
+    let mut f = std::fs::File::open(std::str::from_utf8(&path[..n]).ok()?).ok()?;
+    let mut buf = [0u8; 8192];
+    let mut len = 0;
+    loop {
+        let k = match f.read(&mut buf[len..]) {
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        len += k;
+        // Every whole line so far; the rest moves to the front.
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&b| b == b'\n') {
+            if maps_line_is(&buf[start..start + nl], major, minor, ino) {
+                return Some(true);
+            }
+            start += nl + 1;
+        }
+        if k == 0 {
+            return Some(len > start && maps_line_is(&buf[start..len], major, minor, ino));
+        }
+        if start == 0 && len == buf.len() {
+            // A line longer than the buffer (a very long path): skip it.
+            len = 0;
+            continue;
+        }
+        buf.copy_within(start..len, 0);
+        len -= start;
+    }
+}
+
+/// CLOCK_BOOTTIME now in clock ticks (`sysconf(_SC_CLK_TCK)`, 100 a
+/// second): the clock and the unit of a process's start time
+/// (`/proc/PID/stat` field 22), rounded down like it.
+pub fn boot_ticks_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the struct we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    // SAFETY: sysconf takes a name and returns a value; no memory.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    ns / (1_000_000_000 / hz)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +331,81 @@ mod tests {
         assert_eq!(kill9(pid), KillOutcome::Gone);
         assert!(matches!(kill9(0), KillOutcome::Failed(_)));
         assert!(matches!(kill9(1), KillOutcome::Failed(_)));
+    }
+
+    #[test]
+    fn verify_takes_a_live_process_with_its_start_time_and_refuses_a_reused_pid() {
+        let mut child = sleeper();
+        let pid = child.id();
+        let start = deathswitch::process::start_time(pid).unwrap();
+        let me = std::process::id();
+        assert!(matches!(
+            verify(pid, me, start, None),
+            Check::Verified(Some(_))
+        ));
+        // The pid with another start time: a reused pid.
+        assert!(matches!(verify(pid, me, start + 1, None), Check::Refused));
+        // No start time in the page: cannot tell, never signalled.
+        assert!(matches!(verify(pid, me, 0, None), Check::Unknown));
+        // Never 0, 1 or the guard itself.
+        assert!(matches!(verify(1, me, 1, None), Check::Refused));
+        let own = deathswitch::process::start_time(me).unwrap();
+        assert!(matches!(verify(me, me, own, None), Check::Refused));
+        // The right process, but it does not map the page: not a runtime.
+        let dir = tempfile::tempdir().unwrap();
+        let page = deathswitch::Page::open(&dir.path().join("deathswitch")).unwrap();
+        let id = file_id(page.path());
+        assert!(matches!(verify(pid, me, start, id), Check::NotRuntime));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            matches!(verify(pid, me, start, None), Check::Refused),
+            "gone"
+        );
+    }
+
+    #[test]
+    fn a_process_started_now_started_after_a_take_over_a_moment_ago() {
+        let before = boot_ticks_now();
+        let mut child = sleeper();
+        let start = deathswitch::process::start_time(child.id()).unwrap();
+        assert!(crate::core::started_after(start, Some(before)));
+        let me = deathswitch::process::start_time(std::process::id()).unwrap();
+        assert!(me <= start);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_holder_of_the_page_maps_it_and_a_maps_line_names_device_and_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let page = deathswitch::Page::open(&dir.path().join("deathswitch")).unwrap();
+        let (dev, ino) = file_id(page.path()).unwrap();
+        assert_eq!(maps_file(std::process::id(), dev, ino), Some(true));
+        assert_eq!(maps_file(std::process::id(), dev, ino + 1), Some(false));
+        assert_eq!(maps_file(u32::MAX, dev, ino), None, "no such process");
+        let rows: &[(&[u8], bool)] = &[
+            (
+                b"7f00-7f01 rw-s 00000000 00:1a 4242   /run/nao-rs/deathswitch",
+                true,
+            ),
+            (
+                b"7f00-7f01 rw-s 00000000 00:1a 4242   /run/nao-rs/deathswitch (deleted)",
+                true,
+            ),
+            (b"7f00-7f01 rw-s 00000000 00:1b 4242   /other", false),
+            (b"7f00-7f01 rw-s 00000000 00:1a 42420  /other", false),
+            (b"7f00-7f01 r-xp 00000000 00:00 0      [vdso]", false),
+            (b"garbage", false),
+            (b"", false),
+        ];
+        for &(line, want) in rows {
+            assert_eq!(
+                maps_line_is(line, 0, 0x1a, 4242),
+                want,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
     }
 }

@@ -1,14 +1,18 @@
 //! The guard's UDP stop: the runtime's listener
 //! (`nao_actors::runtime::udp`), the one listener both processes run. Both
-//! hold one socket on the port and read its one queue, so no start, exit,
-//! crash or hang of either process leaves a stop unread while the other
-//! lives (`docs/guard.md`, "The UDP stop"). The guard's listener runs at
-//! SCHED_FIFO [`GUARD_UDP_PRIORITY`], above the runtime's cycle, panic-guarded.
+//! hold one socket on the port (systemd's `nao-rs-stop.socket` on the
+//! robot, else handed over through `stop-PORT.sock` next to the page) and
+//! read its one queue, so no start, exit, crash or hang of either process
+//! leaves a stop unread while the other lives (`docs/guard.md`, "The UDP
+//! stop"). The guard's listener runs at SCHED_FIFO [`GUARD_UDP_PRIORITY`],
+//! above the runtime's cycle, panic-guarded.
 
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use nao_actors::runtime::udp::{UdpEvent, UdpListener};
+use deathswitch::Reason;
+use nao_actors::runtime::udp::{self, UdpEvent, UdpListener};
 
 use nao_actors::kit::log::EventSink;
 
@@ -18,11 +22,20 @@ use crate::log::{emit, GuardEvent};
 /// cycle (30), below the guard's poll (40).
 pub const GUARD_UDP_PRIORITY: u8 = 39;
 
-/// Starts the guard's listener on `port`. `trip` is called for each stop
-/// datagram and returns whether that call tripped the switch; `on_panic`
+/// Takes the stop socket systemd passed (`LISTEN_FDS`), if any, and clears
+/// the variables; call it first in `main`, before other threads run.
+pub fn inherit_from_systemd() {
+    udp::inherit_from_systemd();
+}
+
+/// Starts the guard's listener on `port`, its hand-over file `handover`
+/// (`udp::handover_path` of the page). `trip` is called with `Reason::Udp`
+/// for each stop datagram and `Reason::StopPortUnread` while the port is
+/// unread, and returns whether that call tripped the switch; `on_panic`
 /// runs if the listener panics. Ends when `stop` is set.
 pub fn spawn<F, P>(
     port: u16,
+    handover: PathBuf,
     mut events: EventSink,
     mut stops: EventSink,
     stop: Arc<AtomicBool>,
@@ -30,23 +43,26 @@ pub fn spawn<F, P>(
     on_panic: P,
 ) -> std::io::Result<UdpListener>
 where
-    F: Fn() -> bool + Send + 'static,
+    F: Fn(Reason) -> bool + Send + 'static,
     P: FnOnce() + Send + 'static,
 {
     UdpListener::start_named(
         "guard-udp",
         port,
+        handover,
         stop,
         Some(GUARD_UDP_PRIORITY),
-        move || {
-            let tripped = trip();
-            emit(&mut stops, GuardEvent::UdpStop { tripped });
+        move |r| {
+            let tripped = trip(r);
+            if r == Reason::Udp {
+                emit(&mut stops, GuardEvent::UdpStop { tripped });
+            }
         },
         move |e| match e {
-            UdpEvent::Bound => emit(&mut events, GuardEvent::UdpBound { port }),
             UdpEvent::BindFailed(errno) => {
                 emit(&mut events, GuardEvent::UdpBindFailed { port, errno })
             }
+            other => udp::log_event(&mut events, other, port),
         },
         on_panic,
     )

@@ -1,7 +1,9 @@
 //! The guard's poll loop allocates nothing: a counting global allocator
 //! counts the allocations of the polling thread while it watches a runtime,
 //! takes over, holds the board (against a board that allocates nothing, and
-//! against the virtual robot over `SimLink`), hands over and releases.
+//! against the virtual robot over `SimLink`), verifies and hands over to a
+//! restarted runtime, takes the board back past the hand-over bound and
+//! releases.
 
 use deathswitch::rules::Settings;
 use deathswitch::Page;
@@ -46,15 +48,24 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     let dir = tempfile::tempdir().unwrap();
     let page = Page::open(&dir.path().join("deathswitch")).unwrap();
     page.rearm();
-    // A process for the guard to kill, and one to hand over to.
-    let mut victim = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
-    let mut next = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    // A runtime for the guard to kill (it registers itself, mapping the
+    // page, and freezes), and later a restarted one to hand over to.
+    let frozen_runtime = || {
+        let p = testkit::Proc::spawn(
+            "test runtime",
+            std::process::Command::new(testkit::bin(testkit::TEST_RUNTIME))
+                .arg("--page")
+                .arg(page.path())
+                .args(["--link", "sim:/nonexistent", "--freeze", "registered"]),
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while page.snapshot().driver_pid != Some(p.pid()) {
+            assert!(std::time::Instant::now() < until, "the runtime registers");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        p
+    };
+    let mut victim = frozen_runtime();
     let book = discard_logbook();
     let log = book.sink("guard-poll", RING_CAPACITY);
     let mut p = Poller::new(
@@ -66,7 +77,6 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     // Virtual time in the past: the page counts a beat more than 50 ms in
     // the future as damage (an impossible value).
     let t0 = deathswitch::now_ns() - 5_000 * MS;
-    page.register_driver(victim.id());
 
     // Watching: 1,000 polls, the runtime beating every 12 ms (time passed in).
     let n = allocations(|| {
@@ -91,33 +101,39 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     assert!(matches!(p.core().state(), State::Holding { .. }));
     assert!(p.board().frames >= 100, "{} frames", p.board().frames);
     assert_eq!(n, 0, "allocations while taking over and holding");
-    victim.wait().unwrap();
+    assert!(victim
+        .wait_exit(std::time::Duration::from_secs(5))
+        .is_some());
 
-    // Hand-over to a new runtime, then a release after a take-over.
+    // Hand-over to a restarted runtime, then a release after a take-over.
+    let mut next = frozen_runtime();
     let n = allocations(|| {
-        page.register_driver(next.id());
         p.poll(&page, deathswitch::now_ns());
     });
     assert_eq!(p.core().state(), State::Idle);
     assert_eq!(n, 0, "allocations at the hand-over");
 
-    // The new runtime beats, hangs, is taken over; a re-arm releases.
+    // The new runtime never beats: taken back past the hand-over bound
+    // (guard rule 6), then a re-arm releases.
     let t2 = deathswitch::now_ns();
+    let bound = deathswitch::rules::HAND_OVER_BOUND_NS;
     let n = allocations(|| {
-        page.write_heartbeat(1, t2, true);
         p.poll(&page, t2 + 2 * MS);
-        p.poll(&page, t2 + 100 * MS);
+        p.poll(&page, t2 + bound + 10 * MS);
     });
     assert!(matches!(p.core().state(), State::Holding { .. }));
-    next.wait().unwrap();
+    assert!(next.wait_exit(std::time::Duration::from_secs(5)).is_some());
     page.rearm();
-    let n2 = allocations(|| p.poll(&page, t2 + 102 * MS));
+    let n2 = allocations(|| {
+        p.poll(&page, t2 + bound + 12 * MS);
+        p.poll(&page, t2 + bound + 14 * MS);
+    });
     assert_eq!(p.core().state(), State::Idle);
     assert!(!p.board().is_open());
     assert_eq!(
         n + n2,
         0,
-        "allocations at the second take-over and the release"
+        "allocations at the take-back past the hand-over bound and the release"
     );
     drop(book);
 }

@@ -25,7 +25,7 @@ enum Damage {
     Zero,
     Garbage,
     GarbageKeepingMagicsAndVersion,
-    InPlaceVersion3,
+    InPlaceAnotherVersion,
     Delete,
     ReplaceByArmedCopy,
     ReplaceByGarbage,
@@ -39,7 +39,7 @@ const ALL: [Damage; 11] = [
     Damage::Zero,
     Damage::Garbage,
     Damage::GarbageKeepingMagicsAndVersion,
-    Damage::InPlaceVersion3,
+    Damage::InPlaceAnotherVersion,
     Damage::Delete,
     Damage::ReplaceByArmedCopy,
     Damage::ReplaceByGarbage,
@@ -89,7 +89,9 @@ fn damage(d: Damage, path: &Path, armed_copy: &[u8]) {
             g[120..128].copy_from_slice(&deathswitch::MAGIC.to_le_bytes());
             write_at(path, 0, &g);
         }
-        Damage::InPlaceVersion3 => write_at(path, 8, &3u32.to_le_bytes()),
+        Damage::InPlaceAnotherVersion => {
+            write_at(path, 8, &(deathswitch::VERSION + 1).to_le_bytes())
+        }
         Damage::Delete => std::fs::remove_file(path).unwrap(),
         Damage::ReplaceByArmedCopy => swap(armed_copy),
         Damage::ReplaceByGarbage => swap(&garbage(13)),
@@ -129,10 +131,29 @@ impl Rig {
     }
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
+    /// Every start is limp: the test wakes it (as a person would).
     fn wait_registered(&self, pid: u32) {
-        wait_for("a stiff runtime", Duration::from_secs(20), || {
-            self.stiff_from(pid, 0).then_some(())
-        });
+        // Every start is limp: wake it (with the page's generation) until
+        // it drives stiff.
+        if wait_for_opt(Duration::from_secs(20), || {
+            let _ = Command::new(testkit::bin("nao-rs"))
+                .args(["wake", "--socket"])
+                .arg(self.sim.dir().join("rt.wake.sock"))
+                .arg("--page")
+                .arg(&self.page_path)
+                .output();
+            wait_for_opt(Duration::from_millis(200), || {
+                self.stiff_from(pid, 0).then_some(())
+            })
+        })
+        .is_none()
+        {
+            panic!(
+                "no stiff frame from the runtime {pid} within 20 s\nguard:\n{}\nruntime:\n{}",
+                self.log(),
+                std::fs::read_to_string(self.sim.dir().join("rt.log")).unwrap_or_default()
+            );
+        }
         let line = format!("holding its pidfd (pid), value: {pid}");
         wait_for(
             "the guard to register the runtime",
@@ -210,11 +231,15 @@ fn page_damage_then_a_hang() {
             let st = Command::new(&nao_rs)
                 .args(["wake", "--socket"])
                 .arg(&wake)
+                .arg("--page")
+                .arg(&rig.page_path)
                 .output()
                 .unwrap();
             woke = Some(st.clone());
             if !st.status.success() {
-                break;
+                // Refused: tripped again (a holder noticed the damage
+                // late); re-arm again.
+                continue;
             }
             if wait_for_opt(Duration::from_secs(1), || {
                 rig.stiff_from(rt.pid(), n).then_some(())

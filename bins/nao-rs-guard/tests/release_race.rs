@@ -40,10 +40,20 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
     let dir = tempfile::tempdir().unwrap();
     let page = Arc::new(Page::open(&dir.path().join("deathswitch")).unwrap());
     page.rearm();
-    let mut victim = std::process::Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .unwrap();
+    // The runtime taken over: it registers itself (mapping the page) and
+    // freezes before its first beat.
+    let mut victim = testkit::Proc::spawn(
+        "test runtime",
+        std::process::Command::new(testkit::bin(testkit::TEST_RUNTIME))
+            .arg("--page")
+            .arg(page.path())
+            .args(["--link", "sim:/nonexistent", "--freeze", "registered"]),
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while page.snapshot().driver_pid != Some(victim.pid()) {
+        assert!(std::time::Instant::now() < until, "the runtime registers");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
     let board = RegisterOnClose {
         page: page.clone(),
         pid: 4_000_000,
@@ -56,13 +66,14 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
         std::process::id(),
         book.sink("guard-poll", RING_CAPACITY),
     );
-    page.register_driver(victim.id());
     let t = now_ns();
     page.write_heartbeat(1, t, false);
     p.poll(&page, t + 1_000_000);
     p.poll(&page, t + 100_000_000);
     assert!(matches!(p.core().state(), State::Holding { .. }));
-    victim.wait().unwrap();
+    assert!(victim
+        .wait_exit(std::time::Duration::from_secs(5))
+        .is_some());
 
     page.rearm();
     p.poll(&page, now_ns());

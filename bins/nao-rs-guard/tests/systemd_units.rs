@@ -30,7 +30,7 @@ fn assert_has_lines(name: &str, text: &str, want: &[&str]) {
 }
 
 #[test]
-fn systemd_analyze_verify_accepts_both_units() {
+fn systemd_analyze_verify_accepts_the_units() {
     let probe = Command::new("systemd-analyze").arg("--version").output();
     if !matches!(probe, Ok(ref o) if o.status.success()) {
         eprintln!("SKIPPED: systemd-analyze is not installed here (CI installs systemd)");
@@ -41,7 +41,11 @@ fn systemd_analyze_verify_accepts_both_units() {
     let exe = env!("CARGO_BIN_EXE_nao-rs-guard");
     let dir = tempfile::tempdir().unwrap();
     let mut units = Vec::new();
-    for name in ["nao-rs-guard.service", "nao-rs.service"] {
+    for name in [
+        "nao-rs-stop.socket",
+        "nao-rs-guard.service",
+        "nao-rs.service",
+    ] {
         let text = read(&format!("systemd/{name}"))
             .replace("/usr/local/bin/nao-rs-guard", exe)
             .replace("/usr/local/bin/nao-rs ", &format!("{exe} "));
@@ -154,4 +158,41 @@ fn default_settings_match_the_spec() {
             "NAO_RS_LINK=usb",
         ],
     );
+}
+
+/// The UDP stop port is systemd's: bound at boot by the socket unit and
+/// passed to both services (one socket, one queue), named as the programs
+/// look for it, with the programs' receive buffer, no SO_REUSEPORT.
+#[test]
+fn stop_socket_unit_is_bound_by_systemd_and_passed_to_both_services() {
+    let s = read("systemd/nao-rs-stop.socket");
+    assert_has_lines(
+        "nao-rs-stop.socket",
+        &s,
+        &[
+            "ListenDatagram=7701",
+            "BindIPv6Only=both",
+            "FileDescriptorName=nao-rs-stop",
+            "ReceiveBuffer=8M",
+            "Service=nao-rs-guard.service",
+            "WantedBy=sockets.target",
+        ],
+    );
+    let l = lines(&s);
+    assert!(
+        !l.iter().any(|x| x.starts_with("ReusePort=yes")),
+        "another socket could share the port"
+    );
+    assert_eq!(
+        nao_actors::runtime::udp::RCVBUF,
+        8 << 20,
+        "ReceiveBuffer= is the programs' buffer"
+    );
+    for unit in ["nao-rs-guard.service", "nao-rs.service"] {
+        assert_has_lines(
+            unit,
+            &read(&format!("systemd/{unit}")),
+            &["Sockets=nao-rs-stop.socket"],
+        );
+    }
 }

@@ -82,8 +82,11 @@ fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
     assert!(s.recv_from(&mut buf).is_err(), "no reply");
 }
 
+/// Another program holds the port: the guard cannot read it, so it trips
+/// `stop-port-unread` (no process of ours reads the port), and it binds
+/// the port within one retry once it comes free; a stop then trips `udp`.
 #[test]
-fn udp_port_in_use_by_another_program_is_retried() {
+fn udp_port_in_use_by_another_program_trips_stop_port_unread_and_is_retried() {
     let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     page.rearm();
@@ -95,6 +98,9 @@ fn udp_port_in_use_by_another_program_is_retried() {
     wait_for("the bind failure", Duration::from_secs(5), || {
         log().contains("cannot bind").then_some(())
     });
+    wait_for("stop-port-unread", Duration::from_secs(5), || {
+        (page.snapshot().reason == Some(Reason::StopPortUnread)).then_some(())
+    });
     drop(holder);
     let bound = wait_for_opt(Duration::from_millis(2500), || {
         log().contains("UDP stop listening").then_some(())
@@ -104,6 +110,9 @@ fn udp_port_in_use_by_another_program_is_retried() {
         "bound within one retry after the port came free:\n{}",
         log()
     );
+    page.rearm();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!page.is_tripped(), "a re-arm sticks once the port is read");
     send(port, b"NAO-RS STOP");
     wait_for("the UDP stop", Duration::from_secs(2), || {
         page.is_tripped().then_some(())

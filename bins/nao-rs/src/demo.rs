@@ -19,8 +19,8 @@ pub struct Args {
     /// The UDP stop port.
     #[arg(long, default_value_t = nao_actors::runtime::udp::DEFAULT_PORT)]
     pub udp_port: u16,
-    /// Leave the private page tripped at start (the robot stays limp until
-    /// `naoctl rearm` and `nao-rs wake`).
+    /// Leave the private page tripped at start and do not wake the robot
+    /// (it stays limp until `naoctl rearm` and `nao-rs wake`).
     #[arg(long)]
     pub start_tripped: bool,
 }
@@ -83,6 +83,8 @@ fn status_text(path: &Path) -> Option<String> {
     let s = nao_actors::runtime::status_file::StatusFile::read(path)?;
     let switch = if s.tripped {
         format!("TRIPPED ({})", s.reason.as_deref().unwrap_or("?"))
+    } else if s.limp {
+        "armed, limp: wake it".to_string()
     } else {
         "armed".to_string()
     };
@@ -99,6 +101,22 @@ fn status_text(path: &Path) -> Option<String> {
             format!(" | {}", s.flags.join(","))
         }
     ))
+}
+
+/// Waits (up to 10 s) for the runtime's wake socket, then wakes in the
+/// page's generation; returns it.
+fn wake_once(page: &deathswitch::Page, socket: &Path, runtime: &mut Proc) -> Result<u64, String> {
+    let t0 = Instant::now();
+    while !socket.exists() {
+        if runtime.exited() || t0.elapsed() > Duration::from_secs(10) {
+            return Err(format!("no wake socket at {}", socket.display()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let g = nao_actors::runtime::Blackboard::wake_generation(page)
+        .ok_or("the switch is tripped; re-arm first with `naoctl rearm`")?;
+    nao_actors::runtime::wake::send(socket, g).map_err(|e| e.to_string())?;
+    Ok(g)
 }
 
 /// Runs `nao-rs demo`.
@@ -203,7 +221,7 @@ pub fn main(args: Args) -> Result<(), String> {
     );
     println!("  {pfx} {naoctl} rearm           # re-arm: the robot stays limp");
     println!(
-        "  NAO_RS_WAKE_SOCKET={} {} wake   # wake: it stands up again",
+        "  {pfx} NAO_RS_WAKE_SOCKET={} {} wake   # wake: it stands up again",
         wake.display(),
         me.display()
     );
@@ -217,6 +235,18 @@ pub fn main(args: Args) -> Result<(), String> {
         d.display(),
         if guard.is_some() { ", guard.log" } else { "" }
     );
+
+    if !args.start_tripped {
+        // Every start of the runtime is limp until a person's wake; the
+        // person who started the demo is that person.
+        match wake_once(&page, &wake, &mut runtime) {
+            Ok(g) => println!(
+                "nao-rs demo: woke the robot for you (as `nao-rs wake` does, generation {g}): \
+                 every start of the runtime is limp until a person's wake"
+            ),
+            Err(e) => println!("nao-rs demo: could not wake the robot for you: {e}"),
+        }
+    }
 
     let t0 = Instant::now();
     let mut out = std::io::stdout();

@@ -1,6 +1,6 @@
 //! `nao-rs record`: runs the runtime over a `RecordingLink` and writes every
 //! USB call together with the inputs (`cycle`, `command`, `silence`, `trip`,
-//! `rearm`, and the settings `accepted`, `switch`), so that `nao-rs replay`
+//! `rearm`, `wake`, and the settings `accepted`, `switch`), so that `nao-rs replay`
 //! drives the same code through the same session.
 
 use std::fs::File;
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nao_actors::runtime::controller::{self, Controller, Idle, Stand};
-use nao_actors::runtime::{Blackboard, Config, CycleHook, CycleInputs, Runtime};
+use nao_actors::runtime::{wake, Blackboard, Config, CycleHook, CycleInputs, Runtime};
 use nao_wire::link::record::RecordingLink;
 use nao_wire::link::Link;
 use nao_wire::Command;
@@ -34,10 +34,15 @@ pub struct Args {
     /// The death switch page; default: a private page in a temp dir.
     #[arg(long)]
     pub page: Option<PathBuf>,
-    /// Start a private page armed (a fresh page starts tripped). Ignored
+    /// Start a private page armed (a fresh page starts tripped) and, on the
+    /// virtual robot (`sim:`), wake it once at start (every start is limp
+    /// until a person's wake; the person recording is that person). Ignored
     /// with --page: re-arming a real page is a person's `naoctl rearm`.
     #[arg(long)]
     pub armed: bool,
+    /// The wake socket (default: wake.sock next to the page).
+    #[arg(long)]
+    pub wake_socket: Option<PathBuf>,
     /// Accepted motor board configuration versions.
     #[arg(long, value_delimiter = ',', default_value = "10")]
     pub accepted: Vec<u8>,
@@ -98,6 +103,9 @@ impl CycleHook<Rec> for InputRecorder {
             }
             _ => {}
         }
+        if i.wake.is_some() {
+            let _ = link.wake();
+        }
         self.tripped = i.tripped;
         self.trip_count = Some(i.trip_count);
     }
@@ -118,6 +126,11 @@ pub fn main(args: Args) -> Result<(), String> {
         page.rearm();
     }
     let board: Arc<dyn Blackboard> = page;
+    let wake_path = args
+        .wake_socket
+        .clone()
+        .unwrap_or_else(|| page_path.with_file_name("wake.sock"));
+    let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
     let file = File::create(&args.out)
         .map_err(|e| format!("cannot create the recording {}: {e}", args.out.display()))?;
     let link = RecordingLink::new(open_link(&args.link)?, BufWriter::new(file))
@@ -132,6 +145,21 @@ pub fn main(args: Args) -> Result<(), String> {
     let (rt, mut io) = Runtime::start_with_hook(link, board, config, InputRecorder::default())
         .map_err(|e| e.to_string())?;
     stop_on_signals(signals, rt.handle());
+    let _wake = bound_wake
+        .start(rt.handle().wake_signal().clone(), rt.logger().clone())
+        .map_err(|e| format!("cannot start the wake listener: {e}"))?;
+    if args.page.is_none() && args.armed && args.link.starts_with("sim:") {
+        rt.handle().wake().map_err(|e| e.to_string())?;
+        println!(
+            "woke the private session for you at start (every start is limp until a person's wake)"
+        );
+    } else {
+        println!(
+            "limp until a person's wake: nao-rs wake --page {} --socket {}",
+            page_path.display(),
+            wake_path.display()
+        );
+    }
     let kind = args.controller;
     let ctl = std::thread::spawn(move || {
         let mut c: Box<dyn Controller> = match kind {

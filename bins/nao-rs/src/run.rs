@@ -8,7 +8,6 @@ use signal_hook::consts::signal::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIG
 use signal_hook::iterator::Signals;
 
 use nao_actors::runtime::controller::{self, Idle, Stand};
-use nao_actors::runtime::status_file::StatusFile;
 use nao_actors::runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::usb::UsbLink;
@@ -59,7 +58,8 @@ pub struct Args {
     /// Stop by itself after this many seconds.
     #[arg(long)]
     pub seconds: Option<u64>,
-    /// Write a one-line JSON status here every 100 ms (for `nao-rs demo`).
+    /// The status file, one JSON line rewritten every 100 ms (default:
+    /// $NAO_RS_STATUS, or status.json next to the page).
     #[arg(long)]
     pub status_file: Option<PathBuf>,
     /// The LoLA socket for `--controller lola` (default: LoLA's path).
@@ -141,9 +141,8 @@ fn spawn_controller(
     kind: ControllerKind,
     mut io: ProgramIo,
     board: Arc<dyn Blackboard>,
-    lola: Option<nao_actors::lola::LolaConfig>,
+    lola: Option<nao_actors::lola::LolaServer>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
-    let log = slog::Logger::root(slog::Discard, slog::o!());
     std::thread::Builder::new()
         .name("nao-rs-control".into())
         .spawn(move || {
@@ -152,12 +151,11 @@ fn spawn_controller(
                 ControllerKind::None => controller::run(&mut io, &mut Idle),
                 ControllerKind::Stand => controller::run(&mut io, &mut Stand::new()),
                 ControllerKind::Lola => {
-                    // The LoLA socket (actors/src/lola) is the controller: it
-                    // takes the ProgramIo.
-                    let config = lola.unwrap_or_else(|| nao_actors::lola::LolaConfig::new(log));
-                    if let Err(e) = nao_actors::lola::serve_runtime(io, config) {
-                        eprintln!("nao-rs run: the LoLA socket failed: {e}");
-                        handle.request_stop();
+                    // The LoLA socket (actors/src/lola), bound before the
+                    // runtime started, is the controller: it takes the
+                    // ProgramIo.
+                    if let Some(server) = lola {
+                        nao_actors::lola::serve_runtime_on(server, io);
                     }
                 }
             }));
@@ -174,51 +172,74 @@ pub fn main(args: Args) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;
+    // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
+    nao_actors::runtime::udp::inherit_from_systemd();
     lock_memory();
     let (page, page_path) = open_page(args.page.as_deref())?;
     let board: Arc<dyn Blackboard> = page;
+    // The sockets are bound before the runtime starts: a path held by
+    // another program (or user) is an error before any frame, with a
+    // non-zero exit. Both get mode 0660 whatever the umask.
+    let wake_path = args
+        .wake_socket
+        .clone()
+        .unwrap_or_else(|| wake::socket_path(&page_path));
+    let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
+    let logger = nao_actors::kit::log::stderr_logger();
+    let mut lola = match args.controller {
+        ControllerKind::Lola => {
+            let mut c = nao_actors::lola::LolaConfig::new(logger.clone());
+            if let Some(p) = &args.lola_socket {
+                c.socket = p.clone();
+            }
+            Some(nao_actors::lola::LolaServer::bind(c).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
     let link = open_link(&args.link)?;
     let config = Config {
         cycle_priority: (args.priority > 0).then_some(args.priority),
         cycle_cpu: args.cpu,
         udp_port: (!args.no_udp).then_some(args.udp_port),
+        udp_handover: Some(nao_actors::runtime::udp::handover_path(
+            &page_path,
+            args.udp_port,
+        )),
         accepted: args.accepted.clone(),
+        logger: Some(logger),
+        status_file: args.status_file.clone(),
         ..Config::default()
     };
     let (rt, io) = Runtime::start(link, board.clone(), config).map_err(|e| e.to_string())?;
     let handle = rt.handle();
     stop_on_signals(signals, handle.clone());
     let id = rt.identity();
-    slog::info!(rt.logger(), "runtime started"; "body_id" => id.body_id(),
+    slog::info!(rt.logger(), "runtime started: limp until a person's wake (`nao-rs wake`)";
+        "body_id" => id.body_id(),
         "page" => page_path.display().to_string(), "link" => &args.link,
         "controller" => format!("{:?}", args.controller));
     // The wake socket feeds the runtime's wake latch (below every
     // controller), whatever the controller.
-    let _wake = {
-        let path = args
-            .wake_socket
-            .clone()
-            .unwrap_or_else(|| wake::socket_path(&page_path));
-        match wake::WakeListener::start(&path, handle.wake_signal().clone()) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                slog::warn!(rt.logger(), "no wake socket: `nao-rs wake` will not work"; "error" => e.to_string());
-                None
-            }
+    let _wake = match bound_wake.start(handle.wake_signal().clone(), rt.logger().clone()) {
+        Ok(l) => l,
+        Err(e) => {
+            handle.request_stop();
+            let _ = rt.wait();
+            return Err(format!("cannot start the wake listener: {e}"));
         }
     };
-    let lola = (args.controller == ControllerKind::Lola).then(|| {
+    if let Some(server) = lola.as_mut() {
+        // The robot's identity in the sensor frames, now known.
         let head = nao_actors::lola::runtime_body::system_head_id();
-        let mut c = nao_actors::lola::LolaConfig::from_identity(
+        let c = nao_actors::lola::LolaConfig::from_identity(
             rt.identity(),
             head.as_deref(),
             rt.logger().clone(),
         );
-        if let Some(p) = &args.lola_socket {
-            c.socket = p.clone();
-        }
-        c
-    });
+        let cfg = server.config_mut();
+        cfg.robot_config = c.robot_config;
+        cfg.foot_pressure = c.foot_pressure;
+    }
     let controller = match spawn_controller(args.controller, io, board.clone(), lola) {
         Ok(c) => Some(c),
         Err(e) => {
@@ -229,9 +250,6 @@ pub fn main(args: Args) -> Result<(), String> {
     };
     let t0 = std::time::Instant::now();
     while handle.is_running() {
-        if let Some(p) = &args.status_file {
-            StatusFile::of(&handle).write(p);
-        }
         if args
             .seconds
             .is_some_and(|s| t0.elapsed() >= Duration::from_secs(s))
@@ -239,9 +257,6 @@ pub fn main(args: Args) -> Result<(), String> {
             handle.request_stop();
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-    if let Some(p) = &args.status_file {
-        StatusFile::of(&handle).write(p);
     }
     let logger = rt.logger().clone();
     let (_, summary) = rt.wait();

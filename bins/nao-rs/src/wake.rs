@@ -1,7 +1,12 @@
-//! `nao-rs wake`: wake the robot after a re-arm. Never re-arms: while the
-//! switch is tripped the controller ignores it.
+//! `nao-rs wake`: a person wakes the robot (after every start of the
+//! runtime, and after a re-arm). Never re-arms. It reads the page (read
+//! only: `deathswitch::inspect`) and sends the wake generation it finds
+//! (`wake <generation>`); while the switch is tripped or the page lost
+//! there is none, and it refuses with the fix and a non-zero exit. The
+//! runtime counts the wake only if the page is still armed in that
+//! generation when its cycle reads it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nao_actors::runtime::wake;
 
@@ -12,14 +17,94 @@ pub struct Args {
     /// the death switch page).
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// The death switch page (default: $NAO_RS_DEATHSWITCH or
+    /// /run/nao-rs/deathswitch).
+    #[arg(long)]
+    pub page: Option<PathBuf>,
+}
+
+/// What one read-only look at the page says (pure): the generation to
+/// wake in, or why not.
+pub fn generation_of(i: &deathswitch::Inspection, page: &Path) -> Result<u64, String> {
+    if let Some(d) = i.damage {
+        return Err(format!(
+            "the death switch page {} is damaged ({d}): it counts as tripped (page-lost). \
+             Re-arm first with `naoctl rearm` (it makes the page whole), then wake",
+            page.display()
+        ));
+    }
+    let s = &i.snapshot;
+    s.wake_generation().ok_or_else(|| {
+        let r = s.reason.map_or("tripped", deathswitch::Reason::name);
+        format!("tripped ({r}); re-arm first with `naoctl rearm`, then wake")
+    })
+}
+
+/// The page's wake generation, read twice: both looks must agree (a trip
+/// between them, or within one look, is not taken for an armed switch).
+fn read_generation(page: &Path) -> Result<u64, String> {
+    let look = || {
+        deathswitch::inspect(page)
+            .map_err(|e| format!("cannot read the death switch page: {e}"))
+            .and_then(|i| generation_of(&i, page))
+    };
+    for _ in 0..5 {
+        let a = look()?;
+        if look()? == a {
+            return Ok(a);
+        }
+    }
+    Err(format!(
+        "the death switch page {} changed at every look (trips in a row?); try again",
+        page.display()
+    ))
 }
 
 /// Runs `nao-rs wake`.
 pub fn main(args: Args) -> Result<(), String> {
-    let path = args
-        .socket
-        .unwrap_or_else(|| wake::socket_path(&deathswitch::default_path()));
-    wake::send(&path).map_err(|e| e.to_string())?;
-    println!("woke the controller through {}", path.display());
+    let page = args.page.unwrap_or_else(deathswitch::default_path);
+    let path = args.socket.unwrap_or_else(|| wake::socket_path(&page));
+    let g = read_generation(&page)?;
+    wake::send(&path, g).map_err(|e| e.to_string())?;
+    println!(
+        "sent a wake in generation {g} through {} (counts while the page stays armed in it)",
+        path.display()
+    );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inspection(
+        armed: bool,
+        count: u64,
+        damage: Option<deathswitch::Damage>,
+    ) -> deathswitch::Inspection {
+        deathswitch::Inspection {
+            snapshot: deathswitch::Snapshot {
+                armed,
+                reason: (!armed).then_some(deathswitch::Reason::Naoctl),
+                trip_count: count,
+                ..Default::default()
+            },
+            damage,
+            len: 128,
+        }
+    }
+
+    #[test]
+    fn a_wake_is_sent_only_in_an_armed_generation_of_a_sound_page() {
+        let p = Path::new("/run/nao-rs/deathswitch");
+        assert_eq!(generation_of(&inspection(true, 4, None), p), Ok(4));
+        let e = generation_of(&inspection(false, 4, None), p).unwrap_err();
+        assert_eq!(
+            e,
+            "tripped (naoctl); re-arm first with `naoctl rearm`, then wake"
+        );
+        let e =
+            generation_of(&inspection(true, 4, Some(deathswitch::Damage::NoMagic)), p).unwrap_err();
+        assert!(e.contains("damaged") && e.contains("naoctl rearm"), "{e}");
+    }
 }

@@ -94,10 +94,15 @@ fn trip_re_armed_within_one_cycle() {
 fn a_wake_while_tripped_is_used_up() {
     let s = setup();
     testkit::bin("naoctl");
+    let before = s.page.snapshot().wake_generation().unwrap();
     let trip = naoctl_stop(&s);
     settle(&s.sim, trip, 50);
-    // A wake while tripped: used up, it does nothing.
-    wake(&s.sim);
+    // `nao-rs wake` while tripped: refused, nothing sent.
+    let out = common::wake_command(&s.sim).output().unwrap();
+    assert!(!out.status.success(), "nao-rs wake while tripped");
+    // A wake that reaches the runtime while tripped (read before the
+    // trip): used up, it does nothing.
+    nao_actors::runtime::wake::send(&common::wake_socket(&s.sim), before).unwrap();
     settle(&s.sim, deathswitch::now_ns(), 50);
     naoctl(&s.page_path, &["rearm", "--yes"]);
     let rearmed = deathswitch::now_ns();
@@ -261,6 +266,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
     testkit::bin("naoctl");
+    common::wake_when_ready(&s.sim);
     let ctl = LolaController::start(&socket, 500);
     wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
 
@@ -325,6 +331,7 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     let socket = socket_dir.path().join("robocup");
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
+    common::wake_when_ready(&s.sim);
     // The first client is the controller; a monitor stays connected
     // throughout (it must not become the controller).
     let mut c = lola_connect(&socket);
@@ -424,6 +431,7 @@ fn memory_locked() {
         &[],
         Stdio::from(err),
     );
+    common::wake_when_ready(&sim);
     wait_stiff_after(&sim, 0, Duration::from_secs(15));
     let locked = vm_lck_kb(rt.id());
     drop(rt);

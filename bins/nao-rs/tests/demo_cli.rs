@@ -28,5 +28,9 @@ fn demo_runs_and_ends_by_itself() {
         "{text}"
     );
     assert!(text.contains("cycle"), "a status line: {text}");
+    assert!(
+        text.contains("woke the robot for you"),
+        "the demo says it woke the robot: {text}"
+    );
     assert!(text.contains("stopped (switch: shutdown)"), "{text}");
 }

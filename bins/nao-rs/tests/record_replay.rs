@@ -63,6 +63,10 @@ fn recorded_session_with_a_chest_button_press_replays() {
         text.contains("\ncommand "),
         "the controller's commands are in the recording"
     );
+    assert!(
+        text.contains("\nwake\n"),
+        "the wake of the private session is in the recording"
+    );
     assert_replays(&out);
 }
 

@@ -133,6 +133,11 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
         self.write(|w| w.rearm())
     }
 
+    /// `wake`: before the frame of the cycle that took a person's wake.
+    pub fn wake(&mut self) -> io::Result<()> {
+        self.write(|w| w.wake())
+    }
+
     /// `# <text>`
     pub fn comment(&mut self, text: &str) -> io::Result<()> {
         self.write(|w| w.comment(text))

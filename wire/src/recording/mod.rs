@@ -159,6 +159,10 @@ pub enum Item {
     Trip(Option<Reason>),
     /// `rearm`
     Rearm,
+    /// `wake`: a person's wake taken before this cycle's frame (the
+    /// runtime's wake latch; a recording without any replays as if every
+    /// re-arm were followed by a wake).
+    Wake,
     /// A USB call.
     Call(Recorded),
 }
@@ -193,6 +197,7 @@ impl fmt::Display for Item {
             Item::Silence => f.write_str("silence"),
             Item::Trip(r) => write!(f, "trip {}", r.map_or(UNKNOWN_REASON, Reason::name)),
             Item::Rearm => f.write_str("rearm"),
+            Item::Wake => f.write_str("wake"),
         }
     }
 }

@@ -248,6 +248,7 @@ impl Parser {
                 Item::Silence
             }
             "rearm" => Item::Rearm,
+            "wake" => Item::Wake,
             "trip" => {
                 let name = f.next("the reason (naoctl, udp, api, ...)")?;
                 let reason = Reason::from_name(name);
@@ -268,7 +269,7 @@ impl Parser {
             }
             other => {
                 return Err(format!(
-                    "unknown line {:?} (expected accepted, switch, cycle, command, silence, trip, rearm, open, \
+                    "unknown line {:?} (expected accepted, switch, cycle, command, silence, trip, rearm, wake, open, \
                      set_configuration, claim_interface, close, control_out, control_in, bulk_out or bulk_in)",
                     shorten(other)
                 ))

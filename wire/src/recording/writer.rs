@@ -239,6 +239,12 @@ impl<W: Write> RecordingWriter<W> {
         self.flush_line()
     }
 
+    /// `wake`
+    pub fn wake(&mut self) -> io::Result<()> {
+        self.push_str("wake");
+        self.flush_line()
+    }
+
     /// One call line: `call` as [`Call`]'s `Display` writes it, then, for
     /// `control_in` and `bulk_in`, the answer (the bytes, or for `bulk_in`
     /// the error: [`LinkError::recorded`]). Refuses what the reader rejects:
@@ -331,6 +337,7 @@ impl<W: Write> RecordingWriter<W> {
             Item::Silence => self.silence(),
             Item::Trip(reason) => self.trip(*reason),
             Item::Rearm => self.rearm(),
+            Item::Wake => self.wake(),
             Item::Call(c) => self.recorded(c),
         }
     }

@@ -71,12 +71,28 @@ pub fn wake_socket(sim: &Spawned) -> PathBuf {
     sim.dir().join("wake.sock")
 }
 
-/// The simulator, an armed page, and `nao-rs run --controller stand`
+/// The simulator, an armed page, and `nao-rs run --controller stand`,
+/// woken (every start is limp; the test is the person at the robot) and
 /// ramped up until a frame is stiff.
 pub fn setup() -> Setup {
     let s = setup_with("stand", &[]);
+    wake_when_ready(&s.sim);
     wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
     s
+}
+
+/// Waits (up to 15 s) for the runtime's wake socket, then `nao-rs wake`.
+pub fn wake_when_ready(sim: &Spawned) {
+    let t0 = Instant::now();
+    while !wake_socket(sim).exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "no wake socket at {}",
+            wake_socket(sim).display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    wake(sim);
 }
 
 /// The simulator, an armed page, and `nao-rs run --controller CONTROLLER
@@ -157,15 +173,22 @@ pub fn naoctl(page: &Path, args: &[&str]) {
     );
 }
 
-/// Runs `nao-rs wake` on the wake socket of `sim`'s runtime.
+/// Runs `nao-rs wake` on the wake socket of `sim`'s runtime (its page:
+/// `deathswitch` in the simulator's folder).
 pub fn wake(sim: &Spawned) {
-    run_ok(
-        Command::new(testkit::bin("nao-rs"))
-            .arg("wake")
-            .arg("--socket")
-            .arg(wake_socket(sim)),
-        "nao-rs wake",
-    );
+    run_ok(&mut wake_command(sim), "nao-rs wake");
+}
+
+/// `nao-rs wake` for `sim`'s runtime, not run yet.
+pub fn wake_command(sim: &Spawned) -> Command {
+    let mut c = Command::new(testkit::bin("nao-rs"));
+    c.arg("wake")
+        .arg("--socket")
+        .arg(wake_socket(sim))
+        .arg("--page")
+        .arg(sim.dir().join("deathswitch"))
+        .stdin(Stdio::null());
+    c
 }
 
 /// `sig` to a stiff `stand` runtime: it trips `shutdown`, its last two

@@ -78,6 +78,8 @@ impl Robot {
             .arg("wake")
             .arg("--socket")
             .arg(self.sim.dir().join("wake.sock"))
+            .arg("--page")
+            .arg(&self.page_path)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();

@@ -14,6 +14,11 @@
 //! `--stiffness S` commands every joint at stiffness S (0..1) at its zero
 //! position. `--never-confirm` is the "test build that ignores the switch":
 //! it beats but never confirms an all-off frame, and its frames ignore a trip.
+//! `--freeze registered` registers and then freezes before anything else
+//! (a hang before the first beat); `--freeze linked` registers, brings the
+//! board up and freezes holding it, before its first beat (a runtime that
+//! hangs right after the guard handed it the board). Frozen, it sleeps
+//! and ignores SIGTERM; only SIGKILL ends it.
 //! `--udp-only PORT` runs only the runtime's UDP stop listener on PORT
 //! (the one listener of both processes), for the UDP tests.
 //! On SIGTERM it trips `shutdown`, sends one all-off frame and exits. On
@@ -54,9 +59,29 @@ struct Args {
     /// Beat but never confirm an all-off frame, and ignore a trip.
     #[arg(long)]
     never_confirm: bool,
+    /// Freeze before the first beat: `registered` (right after the
+    /// registration) or `linked` (after the start-up, holding the board).
+    #[arg(long, value_name = "WHEN")]
+    freeze: Option<Freeze>,
     /// Run only the UDP stop listener on PORT.
     #[arg(long, value_name = "PORT")]
     udp_only: Option<u16>,
+}
+
+/// Where `--freeze` stops the runtime.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Freeze {
+    /// Right after the registration.
+    Registered,
+    /// After the start-up, holding the board.
+    Linked,
+}
+
+/// Hangs for good (sleeping; SIGKILL ends it).
+fn freeze() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
 }
 
 fn main() -> ExitCode {
@@ -78,16 +103,20 @@ fn run(a: Args) -> Result<(), String> {
 
     let page = Page::open(&a.page).map_err(|e| e.to_string())?;
     page.register_driver(std::process::id());
+    if a.freeze == Some(Freeze::Registered) {
+        freeze();
+    }
     if let Some(port) = a.udp_only {
         let page = std::sync::Arc::new(page);
         let p = page.clone();
         let l = nao_actors::runtime::udp::UdpListener::start_named(
             "nao-rs-udp",
             port,
+            nao_actors::runtime::udp::handover_path(&a.page, port),
             Default::default(),
             Some(nao_actors::runtime::UDP_PRIORITY),
-            move || {
-                p.trip(Reason::Udp);
+            move |r: Reason| {
+                p.trip(r);
             },
             |_| {},
             || {},
@@ -123,6 +152,9 @@ fn run(a: Args) -> Result<(), String> {
             Err(e) => return Err(format!("start-up: {e}")),
         }
     };
+    if a.freeze == Some(Freeze::Linked) {
+        freeze();
+    }
     let mut cycle = Cycle::from_identity(&identity, &[10, 11]);
     let cmd = Command {
         stiffness: [a.stiffness; JOINTS],

@@ -1,0 +1,590 @@
+//! The stop port's pure rules, table-tested, and the listener in-process.
+
+use super::*;
+use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
+use std::sync::atomic::AtomicU32;
+
+// ---- sd_listen_fds ---------------------------------------------------------
+
+#[test]
+fn listen_fds_are_taken_only_for_this_pid_and_by_name() {
+    use ListenFds::*;
+    use ListenFdsError::*;
+    let pid = 4242;
+    type Row = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+        Result<ListenFds, ListenFdsError>,
+    );
+    let rows: &[Row] = &[
+        // Not started by systemd.
+        (None, None, None, Ok(Absent)),
+        (Some("4242"), None, None, Ok(Absent)),
+        // One socket, with or without its name.
+        (Some("4242"), Some("1"), None, Ok(Found { fd: 3, count: 1 })),
+        (
+            Some("4242"),
+            Some("1"),
+            Some("nao-rs-stop"),
+            Ok(Found { fd: 3, count: 1 }),
+        ),
+        (
+            Some("4242"),
+            Some("1"),
+            Some("nao-rs-stop.socket"),
+            Ok(Found { fd: 3, count: 1 }),
+        ),
+        // hulk's own unit: its sockets and ours, by name.
+        (
+            Some("4242"),
+            Some("3"),
+            Some("hulk:nao-rs-stop:other"),
+            Ok(Found { fd: 4, count: 3 }),
+        ),
+        (Some("4242"), Some("0"), None, Ok(Absent)),
+        // Another process's variables (inherited): not ours.
+        (Some("1"), Some("1"), None, Err(NotForUs { listen_pid: 1 })),
+        (None, Some("1"), None, Err(NotForUs { listen_pid: 0 })),
+        (Some("x"), Some("1"), None, Err(NotForUs { listen_pid: 0 })),
+        // Malformed.
+        (
+            Some("4242"),
+            Some("one"),
+            None,
+            Err(Malformed("LISTEN_FDS")),
+        ),
+        (
+            Some("4242"),
+            Some("2"),
+            Some("nao-rs-stop"),
+            Err(NamesCount { fds: 2, names: 1 }),
+        ),
+        (
+            Some("4242"),
+            Some("1"),
+            Some("web"),
+            Err(NotNamed { fds: 1 }),
+        ),
+        (Some("4242"), Some("2"), None, Err(Ambiguous { fds: 2 })),
+    ];
+    for (i, (lp, lf, names, want)) in rows.iter().enumerate() {
+        assert_eq!(
+            parse_listen_fds(pid, *lp, *lf, *names),
+            *want,
+            "row {i}: LISTEN_PID={lp:?} LISTEN_FDS={lf:?} LISTEN_FDNAMES={names:?}"
+        );
+    }
+}
+
+// ---- the socket check ------------------------------------------------------
+
+fn good_v4(port: u16) -> SocketFacts {
+    SocketFacts {
+        kind: Ok(SockKind {
+            sock_type: libc::SOCK_DGRAM,
+            domain: libc::AF_INET,
+            protocol: libc::IPPROTO_UDP,
+        }),
+        local: Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))),
+        connected: false,
+        v6only: false,
+        reuse_port: false,
+        netns: Netns::Same,
+        others_on_port: (0, 0),
+    }
+}
+
+#[test]
+fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace() {
+    let p = 7701;
+    let v6 = SocketFacts {
+        kind: Ok(SockKind {
+            domain: libc::AF_INET6,
+            ..good_v4(p).kind.unwrap()
+        }),
+        local: Some(SocketAddr::from((Ipv6Addr::UNSPECIFIED, p))),
+        ..good_v4(p)
+    };
+    let with = |f: &dyn Fn(&mut SocketFacts)| {
+        let mut x = good_v4(p);
+        f(&mut x);
+        x
+    };
+    let rows: Vec<(&str, SocketFacts, Result<(), Fault>)> = vec![
+        ("systemd's [::] dual-stack", v6, Ok(())),
+        ("our own 0.0.0.0", good_v4(p), Ok(())),
+        (
+            "a pipe",
+            with(&|x| x.kind = Err(libc::ENOTSOCK)),
+            Err(Fault::NotASocket(libc::ENOTSOCK)),
+        ),
+        (
+            "TCP",
+            with(&|x| {
+                x.kind = Ok(SockKind {
+                    sock_type: libc::SOCK_STREAM,
+                    domain: libc::AF_INET,
+                    protocol: libc::IPPROTO_TCP,
+                })
+            }),
+            Err(Fault::NotDatagram(libc::SOCK_STREAM)),
+        ),
+        (
+            "a unix datagram socket",
+            with(&|x| {
+                x.kind = Ok(SockKind {
+                    sock_type: libc::SOCK_DGRAM,
+                    domain: libc::AF_UNIX,
+                    protocol: 0,
+                })
+            }),
+            Err(Fault::NotInternet(libc::AF_UNIX)),
+        ),
+        (
+            "ICMP datagram",
+            with(&|x| {
+                x.kind = Ok(SockKind {
+                    sock_type: libc::SOCK_DGRAM,
+                    domain: libc::AF_INET,
+                    protocol: libc::IPPROTO_ICMP,
+                })
+            }),
+            Err(Fault::NotUdp(libc::IPPROTO_ICMP)),
+        ),
+        ("unbound", with(&|x| x.local = None), Err(Fault::NotBound)),
+        (
+            "UDP on 127.0.0.2",
+            with(&|x| x.local = Some(SocketAddr::from(([127, 0, 0, 2], p)))),
+            Err(Fault::NotWildcard(IpAddr::from([127, 0, 0, 2]))),
+        ),
+        (
+            "another port",
+            with(&|x| x.local = Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 7702)))),
+            Err(Fault::WrongPort(7702)),
+        ),
+        (
+            "connected",
+            with(&|x| x.connected = true),
+            Err(Fault::Connected),
+        ),
+        (
+            "v6only on AF_INET is no matter",
+            with(&|x| x.v6only = true),
+            Ok(()),
+        ),
+        (
+            "IPv6-only",
+            SocketFacts { v6only: true, ..v6 },
+            Err(Fault::V6Only),
+        ),
+        (
+            "SO_REUSEPORT",
+            with(&|x| x.reuse_port = true),
+            Err(Fault::ReusePort),
+        ),
+        (
+            "another netns",
+            with(&|x| x.netns = Netns::Other),
+            Err(Fault::OtherNetns),
+        ),
+        (
+            "netns unknown",
+            with(&|x| x.netns = Netns::Unknown),
+            Err(Fault::NetnsUnknown),
+        ),
+        (
+            "nobody on the port too",
+            with(&|x| x.others_on_port = (1, 65534)),
+            Err(Fault::Shared(1, 65534)),
+        ),
+    ];
+    for (what, facts, want) in rows {
+        assert_eq!(check(&facts, p), want, "{what}: {facts:?}");
+        if let Err(f) = want {
+            // Every refusal says what was wrong, in words.
+            assert!(!f.to_string().is_empty() && !f.what().is_empty());
+        }
+    }
+}
+
+#[test]
+fn proc_net_udp_lines_give_port_uid_and_inode() {
+    let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+  123: 00000000:1E15 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 41234 2 0000000000000000 0\n\
+  124: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000   101        0 999 2 0000000000000000 0\n\
+  125: 00000000000000000000000000000000:1E15 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000 65534 0 555 2 0000000000000000 0\n\
+  garbage\n";
+    assert_eq!(
+        parse_proc_udp(text),
+        vec![(7701, 0, 41234), (53, 101, 999), (7701, 65534, 555)]
+    );
+}
+
+#[test]
+fn facts_of_real_sockets_are_checked() {
+    let own = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let port = own.local_addr().unwrap().port();
+    assert_eq!(check(&facts(own.as_fd(), port), port), Ok(()));
+    assert_eq!(
+        check(
+            &facts(own.as_fd(), port.wrapping_add(1)),
+            port.wrapping_add(1)
+        ),
+        Err(Fault::WrongPort(port))
+    );
+    let lo = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let lp = lo.local_addr().unwrap().port();
+    assert_eq!(
+        check(&facts(lo.as_fd(), lp), lp),
+        Err(Fault::NotWildcard(IpAddr::from([127, 0, 0, 2])))
+    );
+    let tcp = TcpListener::bind("0.0.0.0:0").unwrap();
+    let tp = tcp.local_addr().unwrap().port();
+    assert_eq!(
+        check(&facts(tcp.as_fd(), tp), tp),
+        Err(Fault::NotDatagram(libc::SOCK_STREAM))
+    );
+    let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    assert_eq!(
+        check(&facts(a.as_fd(), port), port),
+        Err(Fault::NotInternet(libc::AF_UNIX))
+    );
+    let f = std::fs::File::open("/proc/self/stat").unwrap();
+    assert_eq!(
+        check(&facts(f.as_fd(), port), port),
+        Err(Fault::NotASocket(libc::ENOTSOCK))
+    );
+    // A second socket on the port (SO_REUSEADDR on both): shared.
+    let a = reuse_addr_socket(0);
+    if let Some(a) = a {
+        let b = reuse_addr_socket(a.local_addr().unwrap().port()).unwrap();
+        let p2 = b.local_addr().unwrap().port();
+        assert!(matches!(
+            check(&facts(a.as_fd(), p2), p2),
+            Err(Fault::Shared(1, _))
+        ));
+    }
+}
+
+/// A UDP socket on 0.0.0.0:`port` (0: any) with SO_REUSEADDR set before the bind.
+fn reuse_addr_socket(port: u16) -> Option<UdpSocket> {
+    // SAFETY: plain socket calls on a new fd, owned at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: just made.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_sockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1).ok()?;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: 0 },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: bind with a sockaddr_in of the size given.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    (r == 0).then(|| UdpSocket::from(fd))
+}
+
+#[test]
+fn a_held_socket_has_so_reuseaddr_cleared_so_no_one_can_bind_beside_it() {
+    let Some(s) = reuse_addr_socket(0) else {
+        return;
+    };
+    let port = s.local_addr().unwrap().port();
+    let s = adopt(OwnedFd::from(s), port).unwrap();
+    assert_eq!(
+        sockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR).unwrap(),
+        0
+    );
+    assert!(
+        reuse_addr_socket(port).is_none(),
+        "a squatter with SO_REUSEADDR got in"
+    );
+}
+
+// ---- the loop's rules ------------------------------------------------------
+
+#[test]
+fn unread_port_trips_from_the_deadline_on_and_again_until_held() {
+    let d = 1_000;
+    // (now, holding) -> what
+    let rows: &[(u64, bool, Unread)] = &[
+        (100, false, Unread::Nothing),
+        (1_099, false, Unread::Nothing),
+        (1_100, false, Unread::Trip { first: true }),
+        (1_150, false, Unread::Trip { first: false }),
+        (1_200, true, Unread::Nothing),
+        (5_000, true, Unread::Nothing),
+    ];
+    let mut r = UnreadRule::new(100, d);
+    for (i, &(now, holding, want)) in rows.iter().enumerate() {
+        assert_eq!(r.step(now, holding), want, "row {i}");
+    }
+    // Held in time: never a trip.
+    let mut r = UnreadRule::new(0, d);
+    assert_eq!(r.step(10, true), Unread::Nothing);
+    assert_eq!(r.step(2_000, true), Unread::Nothing);
+}
+
+#[test]
+fn backoff_doubles_to_a_bound_logs_each_errno_once_and_resets() {
+    let ms = 1_000_000;
+    let mut b = Backoff::default();
+    assert!(b.ready(0));
+    // (now, errno) -> (log it, ready again at)
+    let rows: &[(u64, i32, bool, u64)] = &[
+        (0, libc::EMFILE, true, 10 * ms),
+        (10 * ms, libc::EMFILE, false, 30 * ms),
+        (30 * ms, libc::EMFILE, false, 70 * ms),
+        (70 * ms, libc::ENFILE, true, 150 * ms),
+    ];
+    for (i, &(now, e, log, until)) in rows.iter().enumerate() {
+        assert_eq!(b.failed(now, e), log, "row {i}");
+        assert!(!b.ready(until - 1) && b.ready(until), "row {i}");
+    }
+    for _ in 0..20 {
+        b.failed(0, libc::ENFILE);
+    }
+    assert_eq!(b.wait_ns(0), BACKOFF_MAX_NS, "bounded");
+    b.succeeded();
+    assert!(b.ready(0));
+    assert!(b.failed(0, libc::ENFILE), "a new streak is logged again");
+}
+
+// ---- the listener, in-process ----------------------------------------------
+
+fn free_port() -> u16 {
+    UdpSocket::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A listener on `port` with the hand-over file in `dir`, counting stops
+/// in `trips` and unread trips in `unread`, its events in `events`.
+struct Counted {
+    l: UdpListener,
+    stops: Arc<AtomicU32>,
+    unread: Arc<AtomicU32>,
+    events: Arc<Mutex<Vec<UdpEvent>>>,
+}
+
+fn counting(dir: &Path, port: u16) -> Counted {
+    let stops = Arc::new(AtomicU32::new(0));
+    let unread = Arc::new(AtomicU32::new(0));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let (s, u, e) = (stops.clone(), unread.clone(), events.clone());
+    let l = UdpListener::start_named(
+        "test-udp",
+        port,
+        dir.join(format!("stop-{port}.sock")),
+        Default::default(),
+        None,
+        move |r| {
+            let c = if r == Reason::Udp { &s } else { &u };
+            c.fetch_add(1, Ordering::SeqCst);
+        },
+        move |ev| e.lock().unwrap().push(ev),
+        || {},
+    )
+    .unwrap();
+    Counted {
+        l,
+        stops,
+        unread,
+        events,
+    }
+}
+
+#[test]
+fn udp_stop_trips_and_anything_else_is_ignored_without_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let c = counting(dir.path(), port);
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    wait("bound", || c.l.shared().bound.load(Ordering::Relaxed));
+    let read = || c.l.shared().datagrams.load(Ordering::Relaxed);
+    for batch in 1..=10u64 {
+        for _ in 0..100 {
+            sender.send_to(b"hello", ("127.0.0.1", port)).unwrap();
+        }
+        wait("a batch read", || read() == batch * 100);
+    }
+    sender.send_to(b"NAO-RS STO", ("127.0.0.1", port)).unwrap();
+    wait("the short prefix read", || read() == 1001);
+    assert_eq!(c.stops.load(Ordering::SeqCst), 0);
+    sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+    wait("the stop read", || read() == 1002);
+    assert_eq!(c.stops.load(Ordering::SeqCst), 1);
+    let mut b = [0u8; 16];
+    assert!(
+        sender.recv_from(&mut b).is_err(),
+        "the listener never replies"
+    );
+    assert_eq!(c.unread.load(Ordering::SeqCst), 0);
+    c.l.stop();
+}
+
+/// The port held by a socket not ours: the bind fails, no one serves it,
+/// the flag is up, and from the deadline on `stop-port-unread` is tripped
+/// on every retry.
+#[test]
+fn udp_port_held_by_another_program_trips_stop_port_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let c = counting(dir.path(), port);
+    wait("two unread trips", || c.unread.load(Ordering::SeqCst) >= 2);
+    assert!(c.l.shared().not_owned.load(Ordering::Relaxed));
+    assert!(!c.l.shared().bound.load(Ordering::Relaxed));
+    let ev = c.events.lock().unwrap().clone();
+    assert!(
+        matches!(ev[0], UdpEvent::BindFailed(libc::EADDRINUSE)),
+        "{ev:?}"
+    );
+    assert_eq!(
+        ev.iter().filter(|e| **e == UdpEvent::Unread).count(),
+        1,
+        "logged once: {ev:?}"
+    );
+    // The port comes free: held within a retry, no more trips.
+    drop(holder);
+    wait("bound", || c.l.shared().bound.load(Ordering::Relaxed));
+    let n = c.unread.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.unread.load(Ordering::SeqCst), n);
+    c.l.stop();
+}
+
+/// Two holders (as the runtime and the guard) read one socket: the second
+/// gets the first's socket through the hand-over file, a stop is read by
+/// whichever lives, and the survivor serves the socket to the next one.
+#[test]
+fn udp_both_processes_read_one_socket_and_the_survivor_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let a = counting(dir.path(), port);
+    wait("a bound", || a.l.shared().bound.load(Ordering::Relaxed));
+    let path = dir.path().join(format!("stop-{port}.sock"));
+    wait("a serves", || path.exists());
+    let mode = std::fs::symlink_metadata(&path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o660, "the hand-over file's mode");
+    let b = counting(dir.path(), port);
+    wait("b shares", || b.l.shared().bound.load(Ordering::Relaxed));
+    assert!(b
+        .events
+        .lock()
+        .unwrap()
+        .contains(&UdpEvent::Bound(Source::Handover)));
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    a.l.stop();
+    assert!(!b.l.shared().not_owned.load(Ordering::Relaxed));
+    sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+    wait("b trips", || b.stops.load(Ordering::SeqCst) == 1);
+    assert_eq!(a.stops.load(Ordering::SeqCst), 0);
+    // B serves the socket now (A removed its file): C shares it.
+    let c = counting(dir.path(), port);
+    wait("c shares", || c.l.shared().bound.load(Ordering::Relaxed));
+    assert!(c
+        .events
+        .lock()
+        .unwrap()
+        .contains(&UdpEvent::Bound(Source::Handover)));
+    b.l.stop();
+    sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+    wait("c trips", || c.stops.load(Ordering::SeqCst) == 1);
+    for x in [&a.unread, &b.unread, &c.unread] {
+        assert_eq!(x.load(Ordering::SeqCst), 0);
+    }
+    c.l.stop();
+}
+
+/// Serves `fd` on `path` to every asker until `stop`.
+fn bogus_server(path: &Path, fd: OwnedFd) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let t = std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) {
+            if let Ok((c, _)) = l.accept() {
+                let _ = send_fd(&c, fd.as_raw_fd());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    (stop, t)
+}
+
+/// A hand-over file that serves something other than the port's socket
+/// (a TCP socket, a UDP socket on 127.0.0.2, another port's): refused
+/// with what was wrong; the listener binds the port itself and serves it
+/// in place of the bogus file.
+#[test]
+fn udp_a_bogus_handover_is_refused_and_replaced() {
+    let port = free_port();
+    let tcp = TcpListener::bind("0.0.0.0:0").unwrap();
+    let lo2 = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let other = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let cases: Vec<(OwnedFd, Fault)> = vec![
+        (OwnedFd::from(tcp), Fault::NotDatagram(libc::SOCK_STREAM)),
+        (
+            OwnedFd::from(lo2),
+            Fault::NotWildcard(IpAddr::from([127, 0, 0, 2])),
+        ),
+        (OwnedFd::from(other), Fault::WrongPort(other_port)),
+    ];
+    for (fd, fault) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("stop-{port}.sock"));
+        let (stop, t) = bogus_server(&path, fd);
+        match ask(&path, port) {
+            Err(AskError::Refused(f)) => assert_eq!(f, fault),
+            other => panic!("{other:?}"),
+        }
+        let c = counting(dir.path(), port);
+        wait("bound", || c.l.shared().bound.load(Ordering::Relaxed));
+        let ev = c.events.lock().unwrap().clone();
+        assert_eq!(ev[0], UdpEvent::Refused(Source::Handover, fault), "{ev:?}");
+        assert_eq!(ev[1], UdpEvent::Bound(Source::Bind), "{ev:?}");
+        // The bogus file replaced: the next asker gets the real socket.
+        wait("the file served by the listener", || {
+            ask(&path, port).is_ok()
+        });
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+        wait("the stop", || c.stops.load(Ordering::SeqCst) == 1);
+        c.l.stop();
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,559 @@
+//! Restarts and the robot's own processes: the guard against a runtime
+//! that hangs before its first beat, against pids stored in the page by
+//! others or reused by unrelated processes, against stray signals, a low
+//! file descriptor limit and a second guard. Each test starts the virtual
+//! robot, the guard and the test runtime as separate processes and is
+//! judged by the simulator's trace (`peer_pid`, `t_ns`: CLOCK_MONOTONIC).
+
+mod common;
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{cycle_frames, start_guard, wait_for, wait_for_opt};
+use deathswitch::rules::{HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
+use deathswitch::{Page, Reason};
+use nao_rs_sim::{Spawned, TraceLine};
+use nix::sys::signal::Signal;
+use testkit::Proc;
+
+const MS: u64 = 1_000_000;
+
+struct Rig {
+    sim: Spawned,
+    page_path: std::path::PathBuf,
+    page: Page,
+}
+
+impl Rig {
+    /// The virtual robot and a page, no guard yet.
+    fn bare() -> Rig {
+        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
+            .expect("start nao-rs-sim");
+        let page_path = sim.dir().join("deathswitch");
+        let page = Page::open(&page_path).expect("page");
+        Rig {
+            sim,
+            page_path,
+            page,
+        }
+    }
+
+    /// The virtual robot, a page and the guard.
+    fn new() -> (Rig, Proc) {
+        let rig = Rig::bare();
+        let guard = start_guard(&rig.sim, &rig.page_path);
+        (rig, guard)
+    }
+
+    fn runtime(&self, extra: &[&str]) -> Proc {
+        Proc::spawn(
+            "test runtime",
+            Command::new(testkit::bin(testkit::TEST_RUNTIME))
+                .arg("--page")
+                .arg(&self.page_path)
+                .args(["--link", &self.sim.link_arg()])
+                .args(extra)
+                .env("NAO_RS_DEATHSWITCH", &self.page_path),
+        )
+    }
+
+    fn frames(&self) -> Vec<TraceLine> {
+        cycle_frames(&self.sim)
+    }
+
+    fn frames_from(&self, pid: u32) -> Vec<TraceLine> {
+        self.frames()
+            .into_iter()
+            .filter(|l| l.peer_pid as u32 == pid)
+            .collect()
+    }
+
+    fn wait_frames_from(&self, pid: u32, n: usize, timeout: Duration) -> Vec<TraceLine> {
+        wait_for(&format!("{n} frames from pid {pid}"), timeout, || {
+            let f = self.frames_from(pid);
+            (f.len() >= n).then_some(f)
+        })
+    }
+
+    /// A runtime at stiffness 0.5, once 10 of its frames are in the trace.
+    fn stiff_runtime(&self) -> Proc {
+        let rt = self.runtime(&["--stiffness", "0.5"]);
+        self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+        rt
+    }
+
+    fn guard_log(&self) -> String {
+        std::fs::read_to_string(self.sim.dir().join("guard.log")).unwrap_or_default()
+    }
+
+    fn wait_log(&self, what: &str) {
+        let found = wait_for_opt(Duration::from_secs(3), || {
+            self.guard_log().contains(what).then_some(())
+        });
+        assert!(
+            found.is_some(),
+            "the guard's log lacks {what:?}:\n{}",
+            self.guard_log()
+        );
+    }
+
+    /// Crash a stiff runtime: the guard holds the board (all-off frames).
+    fn guard_holding(&self, guard: &Proc) -> Proc {
+        self.page.rearm();
+        let mut rt = self.stiff_runtime();
+        rt.signal(Signal::SIGKILL);
+        rt.wait_exit(Duration::from_secs(2)).expect("killed");
+        self.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
+        assert!(self.page.snapshot().guard_holding);
+        rt
+    }
+}
+
+/// Every gap between two consecutive frames of `pid` from `from_ns` on.
+fn max_gap_ms(frames: &[TraceLine], from_ns: u64) -> f64 {
+    let t: Vec<u64> = frames
+        .iter()
+        .map(|l| l.t_ns)
+        .filter(|&t| t >= from_ns)
+        .collect();
+    t.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64 / 1e6
+}
+
+fn killed_by_sigkill(p: &mut Proc, what: &str) {
+    let st = p
+        .wait_exit(Duration::from_secs(3))
+        .unwrap_or_else(|| panic!("{what}: the guard did not kill it"));
+    assert_eq!(st.signal(), Some(libc::SIGKILL), "{what}: {st:?}");
+}
+
+/// A registered runtime that freezes before its first beat: no frame from
+/// anyone until the start-up bound (6 s) has passed since it registered,
+/// then the guard trips `guard-start-up-timeout`, kills it through its
+/// pidfd and sends all-off frames. The same after `naoctl stop` (the first
+/// reason stays; the guard's own is in its log).
+#[test]
+fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
+    for naoctl_stop in [false, true] {
+        let naoctl = testkit::bin("naoctl");
+        let (rig, guard) = Rig::new();
+        rig.page.rearm();
+        let t0 = deathswitch::now_ns();
+        let mut rt = rig.runtime(&["--freeze", "registered"]);
+        wait_for("the registration", Duration::from_secs(5), || {
+            (rig.page.snapshot().driver_pid == Some(rt.pid())).then_some(())
+        });
+        if naoctl_stop {
+            let st = Command::new(&naoctl)
+                .arg("--page")
+                .arg(&rig.page_path)
+                .arg("stop")
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+        let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(12));
+        let all = rig.frames();
+        assert_eq!(
+            all[0].peer_pid as u32,
+            guard.pid(),
+            "the board was silent before"
+        );
+        let first_ms = (frames[0].t_ns - t0) as f64 / 1e6;
+        let bound_ms = (START_UP_BOUND_NS / MS) as f64;
+        assert!(
+            first_ms > bound_ms && first_ms < bound_ms + 1000.0,
+            "first all-off frame {first_ms:.0} ms after the start (bound {bound_ms} ms)"
+        );
+        assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
+        killed_by_sigkill(&mut rt, "the frozen runtime");
+        let want = if naoctl_stop {
+            Reason::Naoctl
+        } else {
+            Reason::GuardStartUpTimeout
+        };
+        let snap = rig.page.snapshot();
+        assert_eq!(snap.reason, Some(want));
+        assert!(snap.guard_holding);
+        wait_for(
+            "the exited runtime's pid cleared",
+            Duration::from_secs(2),
+            || (rig.page.snapshot().driver_pid.is_none()).then_some(()),
+        );
+        rig.wait_log("guard-start-up-timeout");
+    }
+}
+
+/// A restarted runtime that the guard handed the board freezes holding it
+/// before its first beat: the board goes without frames for at most the
+/// hand-over bound (1 s), then the guard kills it and sends all-off frames
+/// again.
+#[test]
+fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bound() {
+    let (rig, guard) = Rig::new();
+    rig.guard_holding(&guard);
+    let mut rt2 = rig.runtime(&["--freeze", "linked"]);
+    rig.wait_log("handed over");
+    let before = rig.frames_from(guard.pid()).last().unwrap().t_ns;
+    let after = wait_for("all-off frames again", Duration::from_secs(5), || {
+        let f: Vec<TraceLine> = rig
+            .frames_from(guard.pid())
+            .into_iter()
+            .filter(|l| l.t_ns > before)
+            .collect();
+        (f.len() >= 3).then_some(f)
+    });
+    let silent_ms = (after[0].t_ns - before) as f64 / 1e6;
+    let bound_ms = (HAND_OVER_BOUND_NS / MS) as f64;
+    assert!(
+        silent_ms > bound_ms - 50.0 && silent_ms < bound_ms + 500.0,
+        "the board went {silent_ms:.0} ms without a guard frame (bound {bound_ms} ms)"
+    );
+    // Nobody else sent a frame in between; the guard's are all-off.
+    assert!(
+        rig.frames()
+            .iter()
+            .filter(|l| l.t_ns > before && l.t_ns < after[0].t_ns)
+            .all(|l| l.peer_pid as u32 == rt2.pid() && l.all_off),
+        "only the frozen runtime's start-up, all-off, in the gap"
+    );
+    assert!(after.iter().all(|l| l.all_off && l.max_stiffness == 0));
+    killed_by_sigkill(&mut rt2, "the frozen runtime");
+    assert!(rig.page.snapshot().guard_holding);
+    rig.wait_log("guard-start-up-timeout");
+}
+
+/// While the guard holds the board, a live pid stored in `driver_pid` by
+/// another process (init, the simulator, an unrelated process; with the
+/// page's API, which stores its true start time, or as raw bytes with
+/// none or a wrong one) never makes it let the board go: its all-off
+/// frames go on, nobody is signalled, and a real restart is still handed
+/// the board.
+#[test]
+fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
+    let (rig, guard) = Rig::new();
+    rig.guard_holding(&guard);
+    let mut bystander = Proc::spawn("sleep", Command::new("sleep").arg("60"));
+    let from = deathswitch::now_ns();
+    let raw = |pid: u32, start: u64| {
+        testkit::poke(&rig.page_path, 88, &start.to_le_bytes());
+        testkit::poke(&rig.page_path, 32, &pid.to_le_bytes());
+    };
+    let bystander_pid = bystander.pid();
+    let bystander_start = deathswitch::process::start_time(bystander_pid).unwrap();
+    type Store<'a> = Box<dyn Fn() + 'a>;
+    let ways: Vec<(&str, Store)> = vec![
+        ("pid 1, page API", Box::new(|| rig.page.register_driver(1))),
+        (
+            "the simulator, page API",
+            Box::new(|| rig.page.register_driver(rig.sim.pid())),
+        ),
+        (
+            "an unrelated process, page API",
+            Box::new(|| rig.page.register_driver(bystander_pid)),
+        ),
+        ("pid 1, raw, no start time", Box::new(|| raw(1, 0))),
+        (
+            "the simulator, raw, no start time",
+            Box::new(|| raw(rig.sim.pid(), 0)),
+        ),
+        (
+            "an unrelated process, raw, a wrong start time",
+            Box::new(|| raw(bystander_pid, bystander_start + 1)),
+        ),
+    ];
+    for (what, store) in &ways {
+        store();
+        std::thread::sleep(Duration::from_millis(300));
+        let s = rig.page.snapshot();
+        assert!(s.guard_holding, "{what}: the guard let the board go");
+        assert!(bystander.running(), "{what}: the bystander was signalled");
+    }
+    // Clear what was stored last (raw, no start: not verifiable, kept).
+    rig.page.clear_driver();
+    let frames = rig.frames_from(guard.pid());
+    let gap = max_gap_ms(&frames, from);
+    assert!(
+        gap < 100.0,
+        "the guard's all-off frames stopped for {gap:.1} ms while pids were stored \
+         (frames at ms after the first store: {:?})\nguard:\n{}",
+        frames
+            .iter()
+            .filter(|l| l.t_ns >= from)
+            .map(|l| (l.t_ns - from) / MS)
+            .collect::<Vec<_>>(),
+        rig.guard_log()
+    );
+    assert!(frames.iter().all(|l| l.all_off));
+    assert!(
+        rig.frames()
+            .iter()
+            .all(|l| l.t_ns < from || l.peer_pid as u32 == guard.pid()),
+        "only the guard sent frames"
+    );
+    rig.wait_log("never signalled");
+    // A real restart is still handed the board.
+    let rt2 = rig.runtime(&[]);
+    rig.wait_frames_from(rt2.pid(), 10, Duration::from_secs(10));
+    assert!(!rig.page.snapshot().guard_holding);
+}
+
+/// Makes a process with pid `pid` in this (the initial) pid namespace:
+/// root writes `/proc/sys/kernel/ns_last_pid`, then forks; other processes
+/// on the machine may take the pid first, so it tries a few times.
+fn process_with_pid(pid: u32) -> Option<Proc> {
+    for _ in 0..50 {
+        if std::fs::write("/proc/sys/kernel/ns_last_pid", format!("{}", pid - 1)).is_err() {
+            return None;
+        }
+        let p = Proc::spawn("sleep", Command::new("sleep").arg("60"));
+        if p.pid() == pid {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// The runtime's pid, reused by an unrelated process after the runtime
+/// died with no guard running; then the guard starts. It finds the pid in
+/// the page with another start time: it clears it and never signals it;
+/// the dead runtime's beat left in the page is taken over as an exited
+/// runtime's (`guard-runtime-exited`), without a kill (all-off frames). With root the pid is really reused (`ns_last_pid`); elsewhere
+/// (and in addition) an unrelated live pid is written beside the dead
+/// runtime's start time.
+#[test]
+fn a_reused_pid_in_the_page_is_never_signalled() {
+    let root = nix::unistd::Uid::effective().is_root();
+    if !root {
+        println!(
+            "a_reused_pid_in_the_page_is_never_signalled: not root, cannot choose a pid \
+             (/proc/sys/kernel/ns_last_pid); simulating the reuse by writing an unrelated live pid"
+        );
+    }
+    for real in [true, false] {
+        let rig = Rig::bare();
+        rig.page.rearm();
+        let mut rt = rig.stiff_runtime();
+        let (rt_pid, rt_start) = (rt.pid(), rig.page.snapshot().driver_start);
+        rt.signal(Signal::SIGKILL);
+        rt.wait_exit(Duration::from_secs(2)).unwrap();
+        let reused = if real && root {
+            match process_with_pid(rt_pid) {
+                Some(p) => p,
+                None => {
+                    println!(
+                        "could not get pid {rt_pid} back in 50 tries (busy machine): simulated"
+                    );
+                    continue;
+                }
+            }
+        } else if real {
+            continue;
+        } else {
+            let p = Proc::spawn("sleep", Command::new("sleep").arg("60"));
+            testkit::poke(&rig.page_path, 32, &p.pid().to_le_bytes());
+            p
+        };
+        let mut reused = reused;
+        let s = rig.page.snapshot();
+        assert_eq!(
+            (s.driver_pid, s.driver_start),
+            (Some(reused.pid()), rt_start)
+        );
+        let guard = start_guard(&rig.sim, &rig.page_path);
+        let frames = wait_for_opt(Duration::from_secs(5), || {
+            let f = rig.frames_from(guard.pid());
+            (f.len() >= 5).then_some(f)
+        })
+        .unwrap_or_else(|| panic!("real {real}: no take-over:\n{}", rig.guard_log()));
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            reused.running(),
+            "real {real}: the guard signalled pid {}",
+            reused.pid()
+        );
+        assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
+        let s = rig.page.snapshot();
+        assert_ne!(s.driver_pid, Some(reused.pid()), "cleared from the page");
+        assert_eq!(s.reason, Some(Reason::GuardRuntimeExited));
+        assert!(s.guard_holding);
+        rig.wait_log("never signalled");
+    }
+}
+
+/// Stray signals: the guard ignores every asynchronous signal but TERM
+/// and INT (sent here from the test, a second process), stays in the page
+/// and still takes a later hang over; TERM or INT then end it cleanly and
+/// it withdraws from the page.
+#[test]
+fn the_guard_survives_every_signal_but_term_and_int() {
+    for end in [Signal::SIGTERM, Signal::SIGINT] {
+        let (rig, mut guard) = Rig::new();
+        let mut sigs: Vec<i32> = [
+            Signal::SIGHUP,
+            Signal::SIGUSR1,
+            Signal::SIGUSR2,
+            Signal::SIGQUIT,
+            Signal::SIGALRM,
+            Signal::SIGPIPE,
+            Signal::SIGABRT,
+            Signal::SIGTSTP,
+            Signal::SIGTTIN,
+            Signal::SIGTTOU,
+            Signal::SIGXCPU,
+            Signal::SIGXFSZ,
+            Signal::SIGVTALRM,
+            Signal::SIGPROF,
+            Signal::SIGIO,
+            Signal::SIGPWR,
+            Signal::SIGSYS,
+            Signal::SIGSTKFLT,
+        ]
+        .iter()
+        .map(|&s| s as i32)
+        .collect();
+        sigs.extend([libc::SIGRTMIN(), libc::SIGRTMIN() + 3, libc::SIGRTMAX()]);
+        for &sig in &sigs {
+            // SAFETY: kill(2) of our own child with a signal number.
+            assert_eq!(unsafe { libc::kill(guard.pid() as i32, sig) }, 0);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(guard.running(), "a signal of {sigs:?} ended the guard");
+        let s = rig.page.snapshot();
+        assert_eq!(s.guard_pid, Some(guard.pid()));
+        assert_eq!(
+            s.guard_start,
+            deathswitch::process::start_time(guard.pid()).unwrap(),
+            "the guard's identity is in the page"
+        );
+        // A later hang is taken over.
+        rig.page.rearm();
+        let rt = rig.runtime(&["--stiffness", "0.5"]);
+        wait_for_opt(Duration::from_secs(10), || {
+            (rig.frames_from(rt.pid()).len() >= 10).then_some(())
+        })
+        .unwrap_or_else(|| panic!("{end}: the runtime never drove:\n{}", rig.guard_log()));
+        rt.signal(Signal::SIGSTOP);
+        let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5));
+        assert!(frames.iter().all(|l| l.all_off));
+        assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
+        // TERM / INT: a clean exit that withdraws from the page.
+        guard.signal(end);
+        let st = guard
+            .wait_exit(Duration::from_secs(3))
+            .expect("ends on TERM/INT");
+        assert!(st.success(), "{end}: {st:?}");
+        let s = rig.page.snapshot();
+        assert_eq!((s.guard_pid, s.guard_start), (None, 0), "{end}");
+    }
+}
+
+/// The guard started with `RLIMIT_NOFILE` `n` (set in the child before
+/// exec), its stderr captured.
+fn guard_with_nofile(rig: &Rig, n: u64, log: &std::path::Path) -> Proc {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nao-rs-guard"));
+    cmd.arg("--page")
+        .arg(&rig.page_path)
+        .args(["--link", &rig.sim.link_arg(), "--udp-port", "0"])
+        .stderr(std::fs::File::create(log).unwrap())
+        .stdout(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    Proc::spawn("nao-rs-guard", &mut cmd)
+}
+
+/// At `nofile 6` the guard cannot keep the descriptors a take-over needs:
+/// it refuses to start, naming the limit and the fix, and never writes the
+/// page. At the lowest limit it does start at, it takes a hang over with
+/// all-off frames (the board's descriptors are in its reserve).
+#[test]
+fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
+    let rig = Rig::bare();
+    let log = rig.sim.dir().join("guard.log");
+    let mut g = guard_with_nofile(&rig, 6, &log);
+    let st = g
+        .wait_exit(Duration::from_secs(5))
+        .expect("refuses to start");
+    assert!(!st.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    for want in ["RLIMIT_NOFILE 6", "LimitNOFILE=", "ulimit -n"] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+    assert!(!text.contains("no device"), "{text}");
+    assert_eq!(rig.page.snapshot().guard_pid, None, "the page untouched");
+
+    // The lowest limit the guard starts at.
+    let mut started = None;
+    for n in 7..64 {
+        let mut g = guard_with_nofile(&rig, n, &log);
+        let up = wait_for_opt(Duration::from_secs(2), || {
+            (rig.page.snapshot().guard_pid == Some(g.pid())).then_some(())
+        });
+        if up.is_some() {
+            started = Some((n, g));
+            break;
+        }
+        g.wait_exit(Duration::from_secs(2)).expect("refused");
+    }
+    let (n, guard) = started.expect("the guard starts below 64 descriptors");
+    println!("the guard starts at RLIMIT_NOFILE {n}");
+    rig.page.rearm();
+    let rt = rig.stiff_runtime();
+    rt.signal(Signal::SIGSTOP);
+    let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5));
+    assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("out of file descriptors"), "{text}");
+}
+
+/// One guard per page: a second `nao-rs-guard` on the same page exits
+/// non-zero naming the first guard's pid, before it touches the page: the
+/// trip count does not move, a re-arm holds, the first guard stays in the
+/// page and on watch.
+#[test]
+fn a_second_guard_refuses_to_start_naming_the_first() {
+    let (rig, guard) = Rig::new();
+    rig.page.rearm();
+    let count = rig.page.trip_count();
+    let log = rig.sim.dir().join("guard2.log");
+    let mut second = Proc::spawn(
+        "second nao-rs-guard",
+        Command::new(env!("CARGO_BIN_EXE_nao-rs-guard"))
+            .arg("--page")
+            .arg(&rig.page_path)
+            .args(["--link", &rig.sim.link_arg(), "--udp-port", "0"])
+            .stderr(std::fs::File::create(&log).unwrap()),
+    );
+    let st = second
+        .wait_exit(Duration::from_secs(5))
+        .expect("the second guard exits");
+    assert!(!st.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains(&format!("pid {}", guard.pid())),
+        "the first guard's pid is not named:\n{text}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let s = rig.page.snapshot();
+    assert_eq!(s.trip_count, count, "the page was repaired or tripped");
+    assert!(s.armed, "the re-arm holds");
+    assert_eq!(s.guard_pid, Some(guard.pid()));
+    assert!(!rig.guard_log().contains("PageRepaired"));
+    // Still on watch.
+    let rt = rig.stiff_runtime();
+    rt.signal(Signal::SIGSTOP);
+    rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
+}

@@ -136,10 +136,13 @@ class Wire:
         first = self.proc.stdout.readline()
         if not first.startswith(b'{"ready"'):
             raise RigError(f"the packet sniffer did not start: {first!r}; see {field.run_dir}/sniffer.log")
+        self.out = open(field.run_dir / "wire.jsonl", "ab")
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
         for line in self.proc.stdout:
+            self.out.write(line)
+            self.out.flush()
             try:
                 p = json.loads(line)
             except ValueError:

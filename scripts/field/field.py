@@ -570,8 +570,8 @@ class Field:
                 r.beacon = r.spawn(
                     "beacon", r.bin("nao-rs-beacon"),
                     env={
+                        # The subnet broadcast of the robot's one interface: 10.77.0.255:7702.
                         "NAO_RS_BEACON": "broadcast",
-                        "NAO_RS_BEACON_TARGETS": f"{BROADCAST}:{BEACON_PORT}",
                         "NAO_RS_BEACON_NAME": r.name,
                         "NAO_RS_TEAM_KEY": str(r.key),
                     },

@@ -45,9 +45,11 @@ fn systemd_analyze_verify_accepts_the_units() {
         "nao-rs-stop.socket",
         "nao-rs-guard.service",
         "nao-rs.service",
+        "nao-rs-beacon.service",
     ] {
         let text = read(&format!("systemd/{name}"))
             .replace("/usr/local/bin/nao-rs-guard", exe)
+            .replace("/usr/local/bin/nao-rs-beacon", exe)
             .replace("/usr/local/bin/nao-rs ", &format!("{exe} "));
         let p = dir.path().join(name);
         std::fs::write(&p, text).unwrap();

@@ -1,0 +1,577 @@
+//! The robot's beacon service as pure rules: its settings from the
+//! environment, one beacon from what the page and the runtime's status
+//! file say, and the judgement of a network wake. The shell
+//! (`src/main.rs`) reads the page and the files, keeps time and moves
+//! datagrams; everything it decides is decided here (`docs/app.md`).
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use deathswitch::process::Identity;
+use deathswitch::{Damage, Snapshot};
+use nao_actors::runtime::status_file::StatusFile;
+use nao_wire::JOINTS;
+
+use nao_rs_beacon::auth::{self, TeamKey, WakeDatagram, WakeRefusal};
+use nao_rs_beacon::format::{Beacon, Guard, Hottest, Integrity, Motion, Switch};
+
+/// The default beacon port on the operator's laptop.
+pub const BEACON_PORT: u16 = 7702;
+/// The default network wake port on the robot.
+pub const WAKE_PORT: u16 = 7703;
+/// The default beacon rate.
+pub const DEFAULT_HZ: f64 = 2.0;
+/// The highest beacon rate the settings accept.
+pub const MAX_HZ: f64 = 20.0;
+/// The lowest beacon rate the settings accept (one every 10 s).
+pub const MIN_HZ: f64 = 0.1;
+/// The team key's default path on the robot.
+pub const KEY_PATH: &str = "/etc/nao-rs/team.key";
+/// A runtime status older than this (by its `monotonic_ns`) is not shown:
+/// the runtime that wrote it is hung or gone.
+pub const STATUS_FRESH_NS: u64 = 1_000_000_000;
+
+/// Where the beacons go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// No beacon at all (a game network: extra traffic counts against a
+    /// team). The network wake still listens when a key is there.
+    Off,
+    /// Only to the configured targets.
+    Unicast,
+    /// To every interface's subnet broadcast address, and the targets.
+    Broadcast,
+}
+
+/// The service's settings (`docs/app.md`, "The beacon service").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// `NAO_RS_BEACON`: `off`, `unicast` or `broadcast` (default).
+    pub mode: Mode,
+    /// `NAO_RS_BEACON_TARGETS`: comma-separated `host` or `host:port`.
+    pub targets: Vec<SocketAddr>,
+    /// `NAO_RS_BEACON_HZ` (default 2).
+    pub hz: f64,
+    /// `NAO_RS_BEACON_PORT`: the app's port (default 7702).
+    pub beacon_port: u16,
+    /// `NAO_RS_WAKE_PORT`: the network wake's port (default 7703; 0: off).
+    pub wake_port: u16,
+    /// `NAO_RS_TEAM_KEY` (default `/etc/nao-rs/team.key`).
+    pub key_path: PathBuf,
+    /// `NAO_RS_ROBOT_NAME` (default: the host name).
+    pub name: String,
+    /// `NAO_RS_BODY_ID` (default: the host name): the app's key for a robot.
+    pub body_id: String,
+}
+
+/// A setting that cannot be used: the variable, the value and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError(pub String);
+
+impl std::fmt::Display for SettingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A body id or name as the beacon format takes it: 1..=32 bytes of
+/// `A-Z a-z 0-9 . _ : -`.
+fn plain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= nao_rs_beacon::format::MAX_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
+impl Settings {
+    /// The settings from `var` (the environment, passed in) and the host
+    /// name.
+    pub fn from_vars(
+        var: impl Fn(&str) -> Option<String>,
+        hostname: &str,
+    ) -> Result<Settings, SettingError> {
+        let get = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+        let mode = match get("NAO_RS_BEACON").as_deref().map(str::trim) {
+            None | Some("broadcast") => Mode::Broadcast,
+            Some("unicast") => Mode::Unicast,
+            Some("off") => Mode::Off,
+            Some(v) => {
+                return Err(SettingError(format!(
+                    "NAO_RS_BEACON={v:?}: use off, unicast or broadcast"
+                )))
+            }
+        };
+        let port = |k: &str, default: u16| -> Result<u16, SettingError> {
+            match get(k) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .map_err(|_| SettingError(format!("{k}={v:?} is not a port (0..=65535)"))),
+            }
+        };
+        let beacon_port = port("NAO_RS_BEACON_PORT", BEACON_PORT)?;
+        let wake_port = port("NAO_RS_WAKE_PORT", WAKE_PORT)?;
+        let hz = match get("NAO_RS_BEACON_HZ") {
+            None => DEFAULT_HZ,
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(h) if (MIN_HZ..=MAX_HZ).contains(&h) => h,
+                _ => {
+                    return Err(SettingError(format!(
+                        "NAO_RS_BEACON_HZ={v:?}: give a rate from {MIN_HZ} to {MAX_HZ} beacons a second"
+                    )))
+                }
+            },
+        };
+        let mut targets = Vec::new();
+        for t in get("NAO_RS_BEACON_TARGETS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        {
+            targets.push(target(t, beacon_port)?);
+        }
+        if mode == Mode::Unicast && targets.is_empty() {
+            return Err(SettingError(
+                "NAO_RS_BEACON=unicast needs NAO_RS_BEACON_TARGETS (the operators' addresses, \
+                 comma-separated), or NAO_RS_BEACON=off"
+                    .into(),
+            ));
+        }
+        let named = |k: &str| -> Result<String, SettingError> {
+            let v = get(k).unwrap_or_else(|| hostname.to_string());
+            if plain(v.trim()) {
+                Ok(v.trim().to_string())
+            } else {
+                Err(SettingError(format!(
+                    "{k}={v:?}: 1 to 32 characters of A-Z a-z 0-9 . _ : - (set {k})"
+                )))
+            }
+        };
+        Ok(Settings {
+            mode,
+            targets,
+            hz,
+            beacon_port,
+            wake_port,
+            key_path: get("NAO_RS_TEAM_KEY").map_or_else(|| PathBuf::from(KEY_PATH), PathBuf::from),
+            name: named("NAO_RS_ROBOT_NAME")?,
+            body_id: named("NAO_RS_BODY_ID")?,
+        })
+    }
+}
+
+/// One target: `host` (the beacon port) or `host:port`.
+fn target(t: &str, port: u16) -> Result<SocketAddr, SettingError> {
+    if let Ok(ip) = t.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    if let Ok(sa) = t.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    let with_port = if t.contains(':') {
+        t.to_string()
+    } else {
+        format!("{t}:{port}")
+    };
+    with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.find(SocketAddr::is_ipv4))
+        .ok_or_else(|| {
+            SettingError(format!(
+                "NAO_RS_BEACON_TARGETS: {t:?} is no address (give an IP address, host or host:port)"
+            ))
+        })
+}
+
+/// What the page says, as the beacon service read it (read-only).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PageView {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// What is wrong with the page, if anything (then it reads tripped).
+    pub damage: Option<Damage>,
+    /// The runtime the page names runs (pid and start time).
+    pub driver_alive: bool,
+    /// The guard the page names runs.
+    pub guard_alive: bool,
+}
+
+impl PageView {
+    /// The page's snapshot and damage, with the identities looked up.
+    pub fn new(snapshot: Snapshot, damage: Option<Damage>) -> PageView {
+        let alive =
+            |pid: Option<u32>, start| pid.is_some_and(|pid| Identity { pid, start }.is_alive());
+        PageView {
+            snapshot,
+            damage,
+            driver_alive: alive(snapshot.driver_pid, snapshot.driver_start),
+            guard_alive: alive(snapshot.guard_pid, snapshot.guard_start),
+        }
+    }
+
+    /// Armed, on a sound page.
+    pub fn armed(&self) -> bool {
+        self.snapshot.armed && self.damage.is_none()
+    }
+
+    /// The wake generation a wake must carry (none while tripped or
+    /// damaged).
+    pub fn wake_generation(&self) -> Option<u64> {
+        if self.damage.is_some() {
+            None
+        } else {
+            self.snapshot.wake_generation()
+        }
+    }
+}
+
+fn per_mille(v: u32) -> f32 {
+    (v.min(1000) as f32) / 1000.0
+}
+
+/// The beacon for one tick. Pure: the page as read, the runtime's status
+/// file if any, the clocks and the key's presence are passed in.
+#[allow(clippy::too_many_arguments)]
+pub fn compose(
+    settings: &Settings,
+    seq: u64,
+    page: &PageView,
+    status: Option<&StatusFile>,
+    now_ns: u64,
+    net_wake: bool,
+) -> Beacon {
+    let s = &page.snapshot;
+    let armed = page.armed();
+    let reason = if page.damage.is_some() {
+        Some(deathswitch::Reason::PageLost)
+    } else {
+        s.reason
+    };
+    let since_ns = if armed {
+        s.armed_at_unix_ns
+    } else {
+        s.tripped_at_unix_ns
+    };
+    // The runtime's own status only while it is fresh and the page names
+    // a live runtime: a hung or dead runtime's last words are not shown.
+    let status = status.filter(|st| {
+        page.driver_alive && now_ns.saturating_sub(st.monotonic_ns) <= STATUS_FRESH_NS
+    });
+    let motion = if page.driver_alive {
+        Motion::from_name(s.motion.name()).unwrap_or(Motion::None)
+    } else {
+        Motion::None
+    };
+    let stiffness = status.and_then(|st| {
+        (st.stiffness.len() == JOINTS).then(|| {
+            let mut a = [0.0f32; JOINTS];
+            for (o, &v) in a.iter_mut().zip(&st.stiffness) {
+                *o = per_mille(u32::from(v));
+            }
+            a
+        })
+    });
+    let temperature = status.and_then(|st| {
+        (st.temperature_c.len() == JOINTS).then(|| {
+            let mut a = [0i16; JOINTS];
+            for (o, &v) in a.iter_mut().zip(&st.temperature_c) {
+                *o = i16::from(v);
+            }
+            a
+        })
+    });
+    let beacon = Beacon {
+        seq,
+        name: settings.name.clone(),
+        body_id: settings.body_id.clone(),
+        switch: if armed {
+            Switch::Armed
+        } else {
+            Switch::Tripped
+        },
+        reason: reason.map(|r| r.name().to_string()),
+        since: (since_ns != 0).then_some(since_ns / 1_000_000_000),
+        trip_count: s.trip_count,
+        wake_generation: page.wake_generation(),
+        nonce: s.nonce,
+        page: match page.damage {
+            None => Integrity::Ok,
+            Some(d) => Integrity::Damaged(d.name().to_string()),
+        },
+        heartbeat_age_ms: s.last_beat_ns.map(|t| now_ns.saturating_sub(t) / 1_000_000),
+        guard: Guard {
+            pid: s.guard_pid,
+            alive: page.guard_alive,
+            holding: s.guard_holding,
+        },
+        motion,
+        flags: deathswitch::flags::names(s.safety_flags)
+            .take(8)
+            .map(|n| n.into_owned())
+            .collect(),
+        max_stiffness: status.map(|st| per_mille(st.max_stiffness)),
+        lateness_ms: status.map(|st| (st.lateness_us as f32 / 1000.0).min(60_000.0)),
+        battery: status
+            .filter(|st| st.cycle > 0)
+            .map(|st| per_mille(u32::from(st.battery.charge_per_mille))),
+        hottest: status
+            .and_then(|st| st.hottest_joint.as_ref())
+            .map(|h| Hottest {
+                joint: h.name.clone(),
+                degc: i16::from(h.temperature_c),
+            }),
+        stiffness,
+        temperature,
+        net_wake,
+    };
+    // Whatever the inputs held, what goes out decodes.
+    beacon.sanitized()
+}
+
+/// What to do with a network wake datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WakeVerdict {
+    /// Verified: pass `wake <generation>` to the runtime's wake socket.
+    Pass {
+        /// The generation the wake names (the page's, verified).
+        generation: u64,
+        /// The key that signed it.
+        key_id: String,
+    },
+    /// Refused, and why (for the log).
+    Refuse(WakeRefusal),
+}
+
+/// The judgement of a network wake datagram against the page as read now.
+/// Pure: the key (none: network wake is off, every wake refused), the
+/// datagram, this robot's body id and the page are passed in.
+pub fn judge_wake(
+    key: Option<&TeamKey>,
+    datagram: &[u8],
+    body_id: &str,
+    page: &PageView,
+) -> WakeVerdict {
+    let d = match WakeDatagram::decode(datagram) {
+        Ok(d) => d,
+        Err(e) => return WakeVerdict::Refuse(e),
+    };
+    match auth::verify(
+        key,
+        &d,
+        body_id,
+        page.snapshot.nonce,
+        page.wake_generation(),
+    ) {
+        Ok(()) => WakeVerdict::Pass {
+            generation: d.generation,
+            key_id: d.key_id,
+        },
+        Err(e) => WakeVerdict::Refuse(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deathswitch::{Cells, Reason};
+    use nao_rs_beacon::auth::{sign, WakeRefusalKind};
+
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn settings_default_to_broadcast_at_2_hz_and_name_every_bad_value() {
+        let s = Settings::from_vars(vars(&[]), "nao24").unwrap();
+        assert_eq!(s.mode, Mode::Broadcast);
+        assert_eq!((s.hz, s.beacon_port, s.wake_port), (2.0, 7702, 7703));
+        assert_eq!((s.name.as_str(), s.body_id.as_str()), ("nao24", "nao24"));
+        assert_eq!(s.key_path, PathBuf::from(KEY_PATH));
+        let s = Settings::from_vars(
+            vars(&[
+                ("NAO_RS_BEACON", "unicast"),
+                ("NAO_RS_BEACON_TARGETS", "127.0.0.1, 127.0.0.2:9000"),
+                ("NAO_RS_BEACON_HZ", "5"),
+                ("NAO_RS_BODY_ID", "P0000074A05S94300027"),
+            ]),
+            "nao24",
+        )
+        .unwrap();
+        assert_eq!(s.mode, Mode::Unicast);
+        assert_eq!(
+            s.targets,
+            [
+                "127.0.0.1:7702".parse().unwrap(),
+                "127.0.0.2:9000".parse().unwrap()
+            ]
+        );
+        assert_eq!(s.body_id, "P0000074A05S94300027");
+        for (k, v, says) in [
+            ("NAO_RS_BEACON", "loud", "off, unicast or broadcast"),
+            ("NAO_RS_BEACON_HZ", "0", "from 0.1 to 20"),
+            ("NAO_RS_BEACON_HZ", "nan", "from 0.1 to 20"),
+            ("NAO_RS_BEACON_PORT", "70000", "not a port"),
+            ("NAO_RS_BODY_ID", "a b", "NAO_RS_BODY_ID"),
+            ("NAO_RS_BEACON_TARGETS", "robot:notaport", "no address"),
+        ] {
+            let e = Settings::from_vars(vars(&[(k, v)]), "nao").unwrap_err();
+            assert!(e.0.contains(says), "{k}={v}: {e}");
+        }
+        let e = Settings::from_vars(vars(&[("NAO_RS_BEACON", "unicast")]), "nao").unwrap_err();
+        assert!(e.0.contains("NAO_RS_BEACON_TARGETS"), "{e}");
+    }
+
+    fn page(armed: bool) -> Cells {
+        let c = Cells::zeroed();
+        c.initialize(Reason::Boot, 1, 1, 0xabcd);
+        if armed {
+            c.rearm(2);
+        }
+        c
+    }
+
+    fn view(c: &Cells, driver_alive: bool) -> PageView {
+        PageView {
+            snapshot: c.snapshot(),
+            damage: None,
+            driver_alive,
+            guard_alive: true,
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings::from_vars(vars(&[]), "nao1").unwrap()
+    }
+
+    fn status(now: u64) -> StatusFile {
+        let mut st: StatusFile = serde_json::from_str(
+            r#"{"cycle":5,"cycle_allocations":null,"flags":[],"lateness_us":1500,"limp":false,
+                "max_lateness_us":0,"max_stiffness":600,"overruns":0,"reason":null,"tripped":false}"#,
+        )
+        .unwrap();
+        st.monotonic_ns = now;
+        st.stiffness = vec![600; JOINTS];
+        st.temperature_c = vec![40; JOINTS];
+        st.battery.charge_per_mille = 800;
+        st
+    }
+
+    #[test]
+    fn a_beacon_says_the_page_and_a_fresh_status_of_a_live_runtime_only() {
+        let c = page(true);
+        c.set_motion(deathswitch::Motion::LimpWaitingForWake);
+        let now = 10_000_000_000;
+        let st = status(now - 100_000_000);
+        let b = compose(&settings(), 7, &view(&c, true), Some(&st), now, true);
+        assert_eq!(b.switch, Switch::Armed);
+        assert_eq!(b.wake_generation, Some(1));
+        assert_eq!(b.nonce, 0xabcd);
+        assert_eq!(b.motion, Motion::LimpWaitingForWake);
+        assert_eq!(b.max_stiffness, Some(0.6));
+        assert_eq!(b.battery, Some(0.8));
+        assert_eq!(b.lateness_ms, Some(1.5));
+        assert!(b.net_wake);
+        assert_eq!(
+            nao_rs_beacon::format::decode(&nao_rs_beacon::format::encode(&b)).unwrap(),
+            b
+        );
+        // A stale status (a hung runtime) is not shown.
+        let old = status(now - 2 * STATUS_FRESH_NS);
+        let b = compose(&settings(), 8, &view(&c, true), Some(&old), now, false);
+        assert_eq!((b.max_stiffness, b.stiffness), (None, None));
+        // A dead runtime says nothing about the joints.
+        let b = compose(&settings(), 9, &view(&c, false), Some(&st), now, false);
+        assert_eq!((b.motion, b.max_stiffness), (Motion::None, None));
+        // Tripped: no generation; damaged: page-lost, named.
+        c.trip(Reason::Udp, 3, 3);
+        let b = compose(&settings(), 10, &view(&c, true), None, now, false);
+        assert_eq!((b.switch, b.wake_generation), (Switch::Tripped, None));
+        assert_eq!(b.reason.as_deref(), Some("udp"));
+        let damaged = PageView {
+            damage: Some(Damage::NoMagic),
+            ..view(&page(true), true)
+        };
+        let b = compose(&settings(), 11, &damaged, None, now, false);
+        assert_eq!(b.switch, Switch::Tripped);
+        assert_eq!(b.reason.as_deref(), Some("page-lost"));
+        assert_eq!(b.page, Integrity::Damaged("no-magic".into()));
+        assert_eq!(b.wake_generation, None);
+    }
+
+    fn key(b: u8) -> TeamKey {
+        TeamKey::from_bytes(&[b; 32]).unwrap()
+    }
+
+    #[test]
+    fn a_network_wake_passes_only_signed_by_the_team_key_for_this_page_and_epoch() {
+        let c = page(true);
+        let k = key(1);
+        let v = view(&c, true);
+        let good = sign(&k, "nao1", 0xabcd, 1).encode();
+        assert!(matches!(
+            judge_wake(Some(&k), &good, "nao1", &v),
+            WakeVerdict::Pass { generation: 1, .. }
+        ));
+        let refused = |verdict| match verdict {
+            WakeVerdict::Refuse(r) => r.kind(),
+            WakeVerdict::Pass { .. } => panic!("passed"),
+        };
+        // No key on the robot: network wake is off.
+        assert_eq!(
+            refused(judge_wake(None, &good, "nao1", &v)),
+            WakeRefusalKind::WrongKeyId
+        );
+        // Another team's key.
+        let other = sign(&key(2), "nao1", 0xabcd, 1).encode();
+        assert!(matches!(
+            refused(judge_wake(Some(&k), &other, "nao1", &v)),
+            WakeRefusalKind::WrongKeyId | WakeRefusalKind::BadMac
+        ));
+        // Another robot's wake.
+        let body = sign(&k, "nao2", 0xabcd, 1).encode();
+        assert_eq!(
+            refused(judge_wake(Some(&k), &body, "nao1", &v)),
+            WakeRefusalKind::OtherBody
+        );
+        // Garbage.
+        assert_eq!(
+            refused(judge_wake(Some(&k), b"NAO-RS WAKE 1\n{", "nao1", &v)),
+            WakeRefusalKind::Malformed
+        );
+        // A recorded wake after the next trip and re-arm: another epoch.
+        c.trip(Reason::Udp, 3, 3);
+        let tripped = view(&c, true);
+        assert_eq!(
+            refused(judge_wake(Some(&k), &good, "nao1", &tripped)),
+            WakeRefusalKind::NotArmed
+        );
+        c.rearm(4);
+        assert_eq!(
+            refused(judge_wake(Some(&k), &good, "nao1", &view(&c, true))),
+            WakeRefusalKind::StaleGeneration
+        );
+        // After a repair (a new nonce), the same generation is no good either.
+        let repaired = page(true);
+        repaired.initialize_after(Reason::PageLost, 5, 5, 0, 0x9999);
+        repaired.rearm(6);
+        let g = repaired.snapshot().wake_generation().unwrap();
+        let old_nonce = sign(&k, "nao1", 0xabcd, g).encode();
+        assert_eq!(
+            refused(judge_wake(
+                Some(&k),
+                &old_nonce,
+                "nao1",
+                &view(&repaired, true)
+            )),
+            WakeRefusalKind::OtherNonce
+        );
+    }
+}

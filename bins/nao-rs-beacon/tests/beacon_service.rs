@@ -1,0 +1,261 @@
+//! The beacon service end to end, from second processes: the virtual
+//! robot, `nao-rs run --controller stand` and `nao-rs-beacon` on a private
+//! page; this test is the operator on loopback (beacons to 127.0.0.1, the
+//! network wake to 127.0.0.1). Judged by the simulator's trace ("stiff" =
+//! a cycle frame with any stiffness above 0) and the page.
+
+use std::net::UdpSocket;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nao_rs_beacon::auth::{sign, TeamKey};
+use nao_rs_beacon::format::Motion;
+use nao_rs_beacon::format::{self, Beacon, Switch};
+use nao_rs_sim::Spawned;
+use testkit::Proc;
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{what}: {out:?}");
+}
+
+fn naoctl(page: &Path, args: &[&str]) {
+    run_ok(
+        Command::new(testkit::bin("naoctl"))
+            .args(args)
+            .env("NAO_RS_DEATHSWITCH", page),
+        &format!("naoctl {args:?}"),
+    );
+}
+
+struct Robot {
+    sim: Spawned,
+    page: PathBuf,
+    _rt: Proc,
+    beacon: Proc,
+    operator: UdpSocket,
+    wake_port: u16,
+    log: PathBuf,
+}
+
+const BODY: &str = "test-body-1";
+
+impl Robot {
+    fn start(key: Option<&Path>) -> Robot {
+        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+        let page = sim.dir().join("deathswitch");
+        drop(deathswitch::Page::open(&page).unwrap());
+        naoctl(&page, &["rearm", "--yes"]);
+        let rt = Proc::from(
+            Command::new(testkit::bin("nao-rs"))
+                .args(["run", "--link", &sim.link_arg(), "--controller", "stand"])
+                .args(["--priority", "0", "--udp-port", "0", "--page"])
+                .arg(&page)
+                .env("NAO_RS_DEATHSWITCH", &page)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let operator = UdpSocket::bind("127.0.0.1:0").unwrap();
+        operator
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let wake_port = free_udp_port();
+        let log = sim.dir().join("beacon.log");
+        let mut cmd = Command::new(testkit::bin("nao-rs-beacon"));
+        cmd.arg("--page")
+            .arg(&page)
+            .env("NAO_RS_BEACON", "unicast")
+            .env(
+                "NAO_RS_BEACON_TARGETS",
+                operator.local_addr().unwrap().to_string(),
+            )
+            .env("NAO_RS_BEACON_HZ", "10")
+            .env("NAO_RS_WAKE_PORT", wake_port.to_string())
+            .env("NAO_RS_BODY_ID", BODY)
+            .env("NAO_RS_ROBOT_NAME", "nao-test")
+            .env(
+                "NAO_RS_TEAM_KEY",
+                key.map_or_else(|| sim.dir().join("no.key"), Path::to_path_buf),
+            )
+            .stderr(std::fs::File::create(&log).unwrap());
+        let beacon = Proc::spawn("nao-rs-beacon", &mut cmd);
+        Robot {
+            sim,
+            page,
+            _rt: rt,
+            beacon,
+            operator,
+            wake_port,
+            log,
+        }
+    }
+
+    /// The next beacon that satisfies `f`, within `limit`.
+    fn beacon_where(&self, limit: Duration, f: impl Fn(&Beacon) -> bool) -> Beacon {
+        let t0 = Instant::now();
+        let mut buf = [0u8; 2048];
+        let mut last = None;
+        while t0.elapsed() < limit {
+            if let Ok(n) = self.operator.recv(&mut buf) {
+                let b = format::decode(&buf[..n]).expect("a beacon decodes");
+                if f(&b) {
+                    return b;
+                }
+                last = Some(b);
+            }
+        }
+        panic!(
+            "no such beacon within {limit:?}; the last: {last:#?}\nbeacon log:\n{}",
+            self.log()
+        );
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wake(&self, datagram: &[u8]) {
+        UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .send_to(datagram, ("127.0.0.1", self.wake_port))
+            .unwrap();
+    }
+
+    /// Stiff cycle frames received at or after `t_ns`.
+    fn stiff_since(&self, t_ns: u64) -> usize {
+        self.sim
+            .trace()
+            .unwrap()
+            .iter()
+            .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns && l.max_stiffness > 0)
+            .count()
+    }
+
+    fn wait_stiff_since(&self, t_ns: u64, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if self.stiff_since(t_ns) > 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+fn key_file(dir: &Path, name: &str, byte: u8) -> (PathBuf, TeamKey) {
+    let p = dir.join(name);
+    std::fs::write(&p, [byte; 32]).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let k = TeamKey::read(&p).unwrap();
+    (p, k)
+}
+
+/// The app wakes only after a person's re-arm, and only with the team key:
+/// a wake signed with another key, or a recorded wake replayed after the
+/// next trip and re-arm, makes nothing stiff; a wake with the key in the
+/// page's armed epoch does. The beacon tells the motion state all along.
+#[test]
+fn the_network_wake_counts_only_with_the_key_in_the_armed_epoch_it_names() {
+    let keys = tempfile::tempdir().unwrap();
+    let (path, key) = key_file(keys.path(), "team.key", 7);
+    let (_, other) = key_file(keys.path(), "other.key", 9);
+    let r = Robot::start(Some(&path));
+    // Re-armed at start, every start limp: the beacon says so.
+    let b = r.beacon_where(Duration::from_secs(20), |b| {
+        b.motion == Motion::LimpWaitingForWake && b.switch == Switch::Armed
+    });
+    assert!(b.net_wake, "a key is there: network wake on");
+    assert_eq!(b.body_id, BODY);
+    let generation = b.wake_generation.unwrap();
+    let t0 = deathswitch::now_ns();
+    // Another team's key: refused, nothing stiff.
+    r.wake(&sign(&other, BODY, b.nonce, generation).encode());
+    // Garbage and another robot's wake: refused.
+    r.wake(b"NAO-RS WAKE 1\n{\"garbage\":");
+    r.wake(&sign(&key, "another-body", b.nonce, generation).encode());
+    assert!(
+        !r.wait_stiff_since(t0, Duration::from_millis(800)),
+        "stiff after refused wakes"
+    );
+    // The team key, this epoch: stiff.
+    let good = sign(&key, BODY, b.nonce, generation).encode();
+    r.wake(&good);
+    assert!(
+        r.wait_stiff_since(t0, Duration::from_secs(5)),
+        "the verified wake made nothing stiff\n{}",
+        r.log()
+    );
+    let b = r.beacon_where(Duration::from_secs(5), |b| {
+        b.motion == Motion::Awake && b.max_stiffness.is_some_and(|s| s > 0.0)
+    });
+    assert!(b.stiffness.is_some() && b.temperature.is_some(), "{b:#?}");
+    // A trip, a person's re-arm: the recorded wake is dead.
+    naoctl(&r.page, &["stop"]);
+    r.beacon_where(Duration::from_secs(5), |b| {
+        b.switch == Switch::Tripped && b.reason.as_deref() == Some("naoctl")
+    });
+    naoctl(&r.page, &["rearm", "--yes"]);
+    let b = r.beacon_where(Duration::from_secs(5), |b| {
+        b.motion == Motion::LimpWaitingForWake
+    });
+    assert_ne!(b.wake_generation, Some(generation), "a new armed epoch");
+    let t1 = deathswitch::now_ns();
+    r.wake(&good);
+    assert!(
+        !r.wait_stiff_since(t1, Duration::from_millis(800)),
+        "a replayed wake made the robot stiff"
+    );
+    let log = r.log();
+    for says in [
+        "wrong-key-id",
+        "other-body",
+        "malformed",
+        "stale-generation",
+        "woken by 127.0.0.1",
+    ] {
+        assert!(log.contains(says), "{says:?} missing in the log:\n{log}");
+    }
+}
+
+/// No key file on the robot: network wake is off (the beacon says so) and a
+/// wake is not even listened for; the beacon still reports.
+#[test]
+fn without_a_key_file_network_wake_is_off_and_the_beacon_says_so() {
+    let r = Robot::start(None);
+    let b = r.beacon_where(Duration::from_secs(20), |b| {
+        b.motion == Motion::LimpWaitingForWake
+    });
+    assert!(!b.net_wake);
+    assert!(r.log().contains("network wake is off"), "{}", r.log());
+}
+
+/// The beacon survives garbage and a flood on its wake port, and keeps
+/// beaconing: a bounded amount of work per datagram.
+#[test]
+fn the_beacon_service_survives_a_flood_of_garbage_wakes() {
+    let keys = tempfile::tempdir().unwrap();
+    let (path, _) = key_file(keys.path(), "team.key", 7);
+    let mut r = Robot::start(Some(&path));
+    let first = r.beacon_where(Duration::from_secs(20), |_| true);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..20_000u32 {
+        let junk = i.to_le_bytes().repeat((i % 300) as usize);
+        let _ = s.send_to(&junk, ("127.0.0.1", r.wake_port));
+    }
+    let later = r.beacon_where(Duration::from_secs(5), |b| b.seq > first.seq + 5);
+    assert!(later.seq > first.seq);
+    assert!(r.beacon.running(), "the service died\n{}", r.log());
+}

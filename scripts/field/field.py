@@ -572,7 +572,8 @@ class Field:
                     env={
                         # The subnet broadcast of the robot's one interface: 10.77.0.255:7702.
                         "NAO_RS_BEACON": "broadcast",
-                        "NAO_RS_BEACON_NAME": r.name,
+                        "NAO_RS_ROBOT_NAME": r.name,
+                        "NAO_RS_BODY_ID": r.body,
                         "NAO_RS_TEAM_KEY": str(r.key),
                     },
                 )

@@ -44,6 +44,7 @@ python3 -c '
 import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", 7799))
+open("/dev/shm/nrs-bcast-ready-" + str(__import__("os").getppid()), "w").close()
 s.settimeout(3)
 n = 0
 try:
@@ -54,7 +55,12 @@ except socket.timeout:
     pass
 print("received", n)
 ' &
-sleep 0.3
+# The listener is bound when it says so (no fixed head start: python can
+# take seconds to start on a loaded machine).
+ready=/dev/shm/nrs-bcast-ready-$$
+for _ in $(seq 1 200); do [ -e "$ready" ] && break; sleep 0.05; done
+[ -e "$ready" ] || {{ echo "the listener did not start within 10 s"; exit 4; }}
+rm -f "$ready"
 "{BIN}" stop --broadcast --port 7799
 wait
 "#

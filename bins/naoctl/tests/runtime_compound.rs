@@ -12,11 +12,13 @@ use testkit::{poke, sh};
 #[test]
 fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
     let r = Robot::start(None);
-    let t = deathswitch::now_ns();
     // In one step: GNU `ln -sf` makes the link under a temporary name and
     // renames it over the page; with `rm` then `ln` the runtime's next
-    // check can recreate the page in between.
+    // check can recreate the page in between. The fault's time is when the
+    // shell returns: the fault has landed by then (spawning the shell can
+    // take longer than a period on a loaded machine).
     assert!(sh("ln -sf deathswitch \"$1\"", &r.page_path));
+    let t = deathswitch::now_ns();
     let frames = r.frames_from(t, 300);
     assert_all_off_from_that_frame(&frames, t, "symlink loop");
     let (out, took) = naoctl_bounded(&r.page_path, &["status"]);
@@ -48,8 +50,9 @@ fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
 fn runtime_path_damage_directory_replaced_by_a_file_gives_all_off_page_lost() {
     let r = Robot::start(None);
     let run = r.page_path.parent().unwrap().to_path_buf();
-    let t = deathswitch::now_ns();
     assert!(sh("mv \"$1\" \"$1.old\" && echo file > \"$1\"", &run));
+    // The fault has landed when the shell returns.
+    let t = deathswitch::now_ns();
     assert_all_off_from_that_frame(&r.frames_from(t, 300), t, "directory replaced");
     let (out, _) = naoctl_bounded(&r.page_path, &["stop"]);
     let s = text(&out);

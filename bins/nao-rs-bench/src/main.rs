@@ -4,7 +4,9 @@
 //! It starts `nao-rs-sim` (with its trace), `nao-rs-guard` and `nao-rs run
 //! --controller stand` on a private folder and a free UDP port, measures
 //! each figure (median, p99, max), prints a Markdown table and with `--out
-//! DIR` writes `DIR/report.md`, `DIR/samples.csv` and SVG plots.
+//! DIR` writes `DIR/report.md`, `DIR/samples.csv` and SVG plots. The
+//! operator app's figures run five more virtual robots on loopback with
+//! `nao-rs-app` clicking STOP ALL, and `nao-rs-beacon` against one of them.
 //!
 //! A development tool of its own (ptrace, plots): it is not part of the
 //! robot's `nao-rs` binary.
@@ -17,6 +19,8 @@ use clap::Parser;
 use nao_actors::runtime::status_file::StatusFile;
 use nix::sys::signal::Signal;
 
+mod fleet;
+mod http;
 mod plot;
 mod report;
 mod rig;
@@ -55,6 +59,15 @@ pub struct Args {
     /// The recordings to replay (default: ./recordings, else the workspace's).
     #[arg(long, value_name = "DIR")]
     pub recordings: Option<PathBuf>,
+    /// STOP ALL trials over 5 virtual robots through nao-rs-app; default 10 (--quick: 3); 0 skips them.
+    #[arg(long, value_name = "N")]
+    pub stop_all_trials: Option<u32>,
+    /// Seconds per window of the beacon's CPU measurement; default 10 (--quick: 5).
+    #[arg(long, value_name = "S")]
+    pub beacon_seconds: Option<u64>,
+    /// Windows of the beacon's CPU measurement; default 3 (--quick: 1); 0 skips it.
+    #[arg(long, value_name = "N")]
+    pub beacon_windows: Option<u32>,
 }
 
 /// The run's settings after defaults.
@@ -67,6 +80,9 @@ struct Plan {
     lost_after: Duration,
     replay_runs: u32,
     start_up_trials: u32,
+    stop_all_trials: u32,
+    beacon_seconds: u64,
+    beacon_windows: u32,
 }
 
 impl Plan {
@@ -85,6 +101,12 @@ impl Plan {
             lost_after: Duration::from_millis(if a.quick { 500 } else { 3000 }),
             replay_runs: if a.quick { 2 } else { 10 },
             start_up_trials: a.start_up_trials.unwrap_or(if a.quick { 1 } else { 3 }),
+            stop_all_trials: a.stop_all_trials.unwrap_or(if a.quick { 3 } else { 10 }),
+            beacon_seconds: a
+                .beacon_seconds
+                .unwrap_or(if a.quick { 5 } else { 10 })
+                .max(1),
+            beacon_windows: a.beacon_windows.unwrap_or(if a.quick { 1 } else { 3 }),
         }
     }
 }
@@ -136,6 +158,10 @@ struct Figures {
     guard_rss: Figure,
     allocs: Figure,
     replay: Figure,
+    stop_all: Figure,
+    stop_all_round: Figure,
+    beacon_cpu: Figure,
+    beacon_cpu_ns: Figure,
 }
 
 fn cycle_bound() -> Bound {
@@ -176,6 +202,10 @@ impl Figures {
                 a
             },
             replay: f("replay_speed", "replay of recordings/ (start-up and cycles)", Unit::PerSecond, Bound::Reference("the robot runs 83 cycles/s".into())),
+            stop_all: f("stop_all_5_robots", "STOP ALL over 5 robots: click -> last robot's first all-off frame", Unit::Ms, Bound::Reference("no bound set; each robot: one 12 ms cycle after its datagram".into())),
+            stop_all_round: f("stop_all_first_round", "STOP ALL over 5 robots: click -> first round sent (the app's answer)", Unit::Ms, Bound::Reference("part of the line above".into())),
+            beacon_cpu: f("beacon_cpu", "beacon CPU on the robot (nao-rs-beacon at 2 Hz, utime + stime)", Unit::Percent, Bound::MaxAtMost(999, "below 1 % of one core".into())),
+            beacon_cpu_ns: f("beacon_cpu_schedstat", "beacon CPU on the robot, the same windows from the threads' schedstat (ns)", Unit::Percent, Bound::Reference("the line above at ns resolution".into())),
         }
     }
 
@@ -205,6 +235,10 @@ impl Figures {
             &self.guard_rss,
             &self.allocs,
             &self.replay,
+            &self.stop_all,
+            &self.stop_all_round,
+            &self.beacon_cpu,
+            &self.beacon_cpu_ns,
         ]
         .into_iter()
         .cloned()
@@ -258,6 +292,7 @@ fn run(a: &Args) -> Result<bool, String> {
     let t_start = Instant::now();
     let plan = Plan::of(a);
     let bins = Bins::find(a.bin_dir.as_deref())?;
+    let fleet_bins = bins.clone();
     if let Some(out) = &a.out {
         std::fs::create_dir_all(out)
             .map_err(|e| format!("--out {}: cannot create it: {e}", out.display()))?;
@@ -483,16 +518,20 @@ fn run(a: &Args) -> Result<bool, String> {
     say(t_start, "replay speed");
     replay_speed(&recordings_dir(a), plan.replay_runs, &mut figs.replay);
     drop(rig);
+    app_figures(&fleet_bins, &plan, &mut figs, &mut notes, t_start);
 
     let all = figs.all();
     let table = report::table(&all);
     let header = format!(
         "nao-rs-bench on {}; {} trials per stop figure, {} per guard figure, {} cycles per cycle \
-         phase; {:.0} s in all.\n",
+         phase, {} STOP ALL trials, {} beacon window(s) of {} s; {:.0} s in all.\n",
         machine(),
         plan.trials,
         plan.guard_trials,
         plan.cycles,
+        plan.stop_all_trials,
+        plan.beacon_windows,
+        plan.beacon_seconds,
         t_start.elapsed().as_secs_f64()
     );
     println!("{header}\n{table}");
@@ -651,4 +690,137 @@ fn replay_speed(dir: &Path, runs: u32, fig: &mut Figure) {
         names.join(", "),
         runs
     );
+}
+
+/// The operator app's figures: STOP ALL over five robots through
+/// `nao-rs-app`, then the beacon's CPU against the first robot. A robot or
+/// program that cannot start leaves the rows "not measured" with the
+/// reason; it does not end the bench.
+fn app_figures(bins: &Bins, plan: &Plan, figs: &mut Figures, notes: &mut Vec<String>, t0: Instant) {
+    let skipped = |fig: &mut Figure, why: &str| fig.note = why.to_string();
+    if plan.stop_all_trials == 0 {
+        skipped(&mut figs.stop_all, "skipped (--stop-all-trials 0)");
+        skipped(&mut figs.stop_all_round, "skipped (--stop-all-trials 0)");
+    }
+    if plan.beacon_windows == 0 {
+        skipped(&mut figs.beacon_cpu, "skipped (--beacon-windows 0)");
+        skipped(&mut figs.beacon_cpu_ns, "skipped (--beacon-windows 0)");
+    }
+    if plan.stop_all_trials == 0 && plan.beacon_windows == 0 {
+        return;
+    }
+    let n = if plan.stop_all_trials > 0 {
+        fleet::ROBOTS
+    } else {
+        1
+    };
+    say(t0, &format!("{n} virtual robot(s) for the app's figures"));
+    let mut fl = match fleet::Fleet::start(bins, n) {
+        Ok(f) => f,
+        Err(e) => {
+            for fig in [
+                &mut figs.stop_all,
+                &mut figs.stop_all_round,
+                &mut figs.beacon_cpu,
+                &mut figs.beacon_cpu_ns,
+            ] {
+                if fig.note.is_empty() {
+                    fig.note = format!("the robots did not start: {e}");
+                }
+            }
+            return;
+        }
+    };
+    if plan.stop_all_trials > 0 {
+        say(
+            t0,
+            &format!("STOP ALL trials: {} over {n} robots", plan.stop_all_trials),
+        );
+        let mut done_us = Vec::new();
+        let mut first_ns = Vec::new();
+        match fl.start_app() {
+            Err(e) => {
+                figs.stop_all.note = e.clone();
+                figs.stop_all_round.note = e;
+            }
+            Ok(_) => {
+                for _ in 0..plan.stop_all_trials {
+                    match fleet::stop_all_trial(&mut fl) {
+                        Ok(s) => {
+                            figs.stop_all
+                                .samples
+                                .push(s.last_all_off_ns.saturating_sub(s.t0_ns));
+                            figs.stop_all_round
+                                .samples
+                                .push(s.answer.click_to_first_round_us.saturating_mul(1000));
+                            first_ns.push(s.first_all_off_ns.saturating_sub(s.t0_ns));
+                            done_us.push(s.answer.click_to_done_us);
+                        }
+                        Err(e) => failed(&mut figs.stop_all, &e),
+                    }
+                    // The app's last rounds are out (it answered after
+                    // them); give the runtimes a moment to read them.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        if let (Some(f), Some(d)) = (stats::summarize(&first_ns), stats::summarize(&done_us)) {
+            notes.push(format!(
+                "STOP ALL over {n} robots (`nao-rs-app --loopback-only --no-broadcast`, one \
+                 `--target 127.0.0.1:PORT` a robot, each robot a sim and `nao-rs run` without a \
+                 guard): click -> first robot's first all-off frame {} / {} ms (median / max); the \
+                 app's click -> last datagram (10 rounds 5 ms apart) {:.3} / {:.3} ms.",
+                Unit::Ms.show(f.median),
+                Unit::Ms.show(f.max),
+                d.median as f64 / 1000.0,
+                d.max as f64 / 1000.0,
+            ));
+        }
+    }
+    if plan.beacon_windows > 0 {
+        say(
+            t0,
+            &format!(
+                "beacon CPU: {} window(s) of {} s",
+                plan.beacon_windows, plan.beacon_seconds
+            ),
+        );
+        match fl.robots.first_mut() {
+            None => {
+                figs.beacon_cpu.note = "no robot".into();
+                figs.beacon_cpu_ns.note = "no robot".into();
+            }
+            Some(r) => {
+                match fleet::beacon_cpu(r, plan.beacon_seconds, plan.beacon_windows) {
+                    Ok(b) => {
+                        figs.beacon_cpu.samples = b.percent_milli.clone();
+                        figs.beacon_cpu_ns.samples = b.precise_milli.clone();
+                        let show = |v: &[u64]| {
+                            v.iter()
+                                .map(|x| Unit::Percent.show(*x))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        };
+                        notes.push(format!(
+                        "Beacon CPU: `nao-rs-beacon` at its default 2 Hz, unicast to a loopback \
+                         socket of the bench, a team key present (the network wake listening), \
+                         against a running robot; utime + stime of /proc/PID/stat over {} s \
+                         windows at {} ticks a second (resolution {} %): {} %; the same windows \
+                         from the threads' schedstat (ns): {} %; beacons received a window: {:?}.",
+                        b.seconds,
+                        b.clk_tck,
+                        Unit::Percent.show(fleet::percent_milli(1, b.clk_tck, plan.beacon_seconds * 1_000_000_000).unwrap_or(0)),
+                        show(&b.percent_milli),
+                        show(&b.precise_milli),
+                        b.beacons,
+                    ));
+                    }
+                    Err(e) => {
+                        failed(&mut figs.beacon_cpu, &e);
+                        figs.beacon_cpu_ns.note = figs.beacon_cpu.note.clone();
+                    }
+                }
+            }
+        }
+    }
 }

@@ -16,6 +16,9 @@ pub enum Unit {
     PerSecond,
     /// A plain count, printed as an integer.
     Count,
+    /// Samples in thousandths of a percent (of one core), printed in %
+    /// with 3 decimals.
+    Percent,
 }
 
 impl Unit {
@@ -26,6 +29,7 @@ impl Unit {
             Unit::MiB => "MiB",
             Unit::PerSecond => "cycles/s",
             Unit::Count => "count",
+            Unit::Percent => "% of one core",
         }
     }
 
@@ -36,6 +40,7 @@ impl Unit {
             Unit::MiB => "kB",
             Unit::PerSecond => "cycles/s",
             Unit::Count => "count",
+            Unit::Percent => "0.001%",
         }
     }
 
@@ -47,6 +52,7 @@ impl Unit {
                 format!("{}.{:03}", us / 1000, us % 1000)
             }
             Unit::MiB => format!("{:.1}", v as f64 / 1024.0),
+            Unit::Percent => format!("{}.{:03}", v / 1000, v % 1000),
             Unit::PerSecond | Unit::Count => format!("{v}"),
         }
     }
@@ -170,6 +176,9 @@ mod tests {
         assert_eq!(Unit::Ms.show(45_400), "0.045");
         assert_eq!(Unit::Ms.show(0), "0.000");
         assert_eq!(Unit::MiB.show(2048), "2.0");
+        assert_eq!(Unit::Percent.show(100), "0.100");
+        assert_eq!(Unit::Percent.show(1_000), "1.000");
+        assert_eq!(Unit::Percent.show(12_345), "12.345");
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl Drop for Proc {
 }
 
 /// Starts `cmd` with stdout and stderr appended to `log`.
-fn spawn(name: &'static str, mut cmd: Command, log: &Path) -> Result<Proc, String> {
+pub fn spawn(name: &'static str, mut cmd: Command, log: &Path) -> Result<Proc, String> {
     let open = || {
         OpenOptions::new()
             .create(true)
@@ -159,6 +159,10 @@ pub struct Bins {
     pub guard: PathBuf,
     /// `naoctl`.
     pub naoctl: PathBuf,
+    /// The operator's app (STOP ALL); checked only where it is used.
+    pub app: PathBuf,
+    /// The robot's beacon service; checked only where it is used.
+    pub beacon: PathBuf,
 }
 
 impl Bins {
@@ -177,6 +181,8 @@ impl Bins {
             sim: dir.join("nao-rs-sim"),
             guard: dir.join("nao-rs-guard"),
             naoctl: dir.join("naoctl"),
+            app: dir.join("nao-rs-app"),
+            beacon: dir.join("nao-rs-beacon"),
         };
         for p in [&bins.nao_rs, &bins.sim, &bins.guard, &bins.naoctl] {
             if !p.exists() {
@@ -226,6 +232,12 @@ impl Rig {
     /// private folder and a free UDP port. The runtime is started with
     /// [`Rig::start_runtime`].
     pub fn start(bins: Bins) -> Result<Rig, String> {
+        Rig::start_with(bins, true)
+    }
+
+    /// As [`Rig::start`], with the guard only when `guard` (the robots of
+    /// the STOP ALL figure have none: their runtime reads the stop port).
+    pub fn start_with(bins: Bins, guard: bool) -> Result<Rig, String> {
         let dir = TempDir::new()?;
         let d = dir.path().to_path_buf();
         let page_path = d.join("deathswitch");
@@ -276,7 +288,9 @@ impl Rig {
             sim: Some(sim),
             dir,
         };
-        rig.start_guard()?;
+        if guard {
+            rig.start_guard()?;
+        }
         Ok(rig)
     }
 
@@ -487,7 +501,7 @@ pub fn thread_named(pid: i32, name: &str) -> Option<i32> {
 
 /// The fields of a `/proc/.../stat` line after the command name
 /// (field 3, the state, is index 0).
-fn stat_fields(text: &str) -> Vec<&str> {
+pub fn stat_fields(text: &str) -> Vec<&str> {
     match text.rfind(')') {
         Some(i) => text[i + 1..].split_whitespace().collect(),
         None => Vec::new(),

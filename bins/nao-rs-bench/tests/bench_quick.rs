@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 24] = [
+const KEYS: [&str; 28] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",
@@ -33,6 +33,10 @@ const KEYS: [&str; 24] = [
     "guard_rss",
     "allocations_per_cycle",
     "replay_speed",
+    "stop_all_5_robots",
+    "stop_all_first_round",
+    "beacon_cpu",
+    "beacon_cpu_schedstat",
 ];
 
 const PLOTS: [&str; 4] = [
@@ -44,7 +48,14 @@ const PLOTS: [&str; 4] = [
 
 fn run_quick(out: &Path, tmp: &Path) -> (i32, String, String) {
     // The programs the bench starts, built next to it.
-    for b in ["nao-rs", "nao-rs-sim", "nao-rs-guard", "naoctl"] {
+    for b in [
+        "nao-rs",
+        "nao-rs-sim",
+        "nao-rs-guard",
+        "naoctl",
+        "nao-rs-app",
+        "nao-rs-beacon",
+    ] {
         testkit::bin(b);
     }
     // Killed on drop; its programs die with it (PR_SET_PDEATHSIG).

@@ -492,12 +492,12 @@ fn map_page(path: &std::ffi::CStr, make: Make) -> Result<(Box<Mapping>, Opening)
         slot,
     });
     let cells = m.cells();
-    let lost = |seen| {
+    let lost = |seen: u64| {
         cells.initialize_after(
             Reason::PageLost,
             now_ns(),
             unix_now_ns(),
-            seen,
+            repaired_count_floor(seen),
             fresh_nonce(),
         );
         Opening::MadeWhole
@@ -514,6 +514,19 @@ fn map_page(path: &std::ffi::CStr, make: Make) -> Result<(Box<Mapping>, Opening)
         _ => Opening::Existing,
     };
     Ok((m, opening))
+}
+
+/// The count a repaired page goes beyond: the highest count the repairer
+/// read, and the monotonic clock in microseconds. A page whose count was
+/// destroyed (zeroed, truncated) cannot say what any holder last read, and
+/// a repairer that read nothing (`naoctl`) would otherwise make it 1 again,
+/// the very count a running runtime may hold: repaired and re-armed within
+/// one of its cycles, the page would look unchanged to it. CLOCK_MONOTONIC
+/// is one clock for every process and only a floor here (no two clocks are
+/// compared); it grows far faster than trips, so a repaired count is one
+/// no holder has read, and counts keep growing.
+fn repaired_count_floor(seen: u64) -> u64 {
+    seen.max(now_ns() / 1_000)
 }
 
 /// A new page's nonce: 8 random bytes from the kernel (`getrandom`,
@@ -871,7 +884,7 @@ impl Page {
                     Reason::PageLost,
                     now_ns(),
                     unix_now_ns(),
-                    self.seen.load(Ordering::Acquire),
+                    repaired_count_floor(self.seen.load(Ordering::Acquire)),
                     fresh_nonce(),
                 );
                 self.restore_identity(cells);

@@ -376,3 +376,25 @@ fn a_page_made_by_another_version_in_place_counts_as_page_lost() {
     assert_eq!(u64::from_le_bytes(head[..8].try_into().unwrap()), MAGIC);
     assert_eq!(head.len(), LEN);
 }
+
+#[test]
+fn a_page_zeroed_then_made_whole_and_re_armed_by_another_process_has_a_count_no_holder_read() {
+    // The runtime read the armed page at its count; before its next check
+    // the file is zeroed, and naoctl (a holder that read nothing) makes it
+    // whole and re-arms it. The count must differ from what the runtime
+    // read, or the runtime sees an armed page that never changed.
+    for damage in [
+        "truncate -s 0 \"$1\"",
+        "dd if=/dev/zero of=\"$1\" bs=128 count=1 conv=notrunc status=none",
+    ] {
+        let f = armed_page();
+        let read = f.page.trip_count();
+        sh_ok(damage, &f.path);
+        let other = Page::open_to_trip(&f.path).unwrap();
+        other.rearm();
+        let s = other.snapshot();
+        assert!(s.armed, "{damage}");
+        assert_ne!(s.trip_count, read, "{damage}: the runtime's count again");
+        assert!(s.trip_count > read, "{damage}: counts only grow");
+    }
+}

@@ -480,6 +480,22 @@ fn status_file_and_sockets_have_their_modes_under_umask_000() {
     assert!(s.limp && !s.tripped);
 }
 
+/// `nao-rs run --controller lola` on the virtual robot with its LoLA
+/// socket at `lola`, run to its exit.
+fn run_lola(sim: &Spawned, page_path: &Path, lola: &Path) -> std::process::Output {
+    Command::new(testkit::bin("nao-rs"))
+        .args(["run", "--link", &sim.link_arg(), "--controller", "lola"])
+        .args(["--priority", "0", "--no-udp", "--lola-socket"])
+        .arg(lola)
+        .arg("--page")
+        .arg(page_path)
+        .arg("--wake-socket")
+        .arg(common::wake_socket(sim))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// A LoLA path another program listens on is an error: `nao-rs run
 /// --controller lola` exits non-zero, naming the path and the fix, before
 /// sending any frame; the other program's socket stays.
@@ -489,17 +505,7 @@ fn a_lola_path_held_by_another_listener_is_an_error_naming_the_path() {
     let page_path = sim.dir().join("deathswitch");
     let lola = sim.dir().join("robocup");
     let _squatter = std::os::unix::net::UnixListener::bind(&lola).unwrap();
-    let out = Command::new(testkit::bin("nao-rs"))
-        .args(["run", "--link", &sim.link_arg(), "--controller", "lola"])
-        .args(["--priority", "0", "--no-udp", "--lola-socket"])
-        .arg(&lola)
-        .arg("--page")
-        .arg(&page_path)
-        .arg("--wake-socket")
-        .arg(common::wake_socket(&sim))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_lola(&sim, &page_path, &lola);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "exit status {:?}: {err}", out.status);
     assert!(err.contains(&lola.display().to_string()), "{err}");
@@ -516,17 +522,7 @@ fn a_lola_path_held_by_another_listener_is_an_error_naming_the_path() {
     let other = sim.dir().join("robocup2");
     drop(std::os::unix::net::UnixListener::bind(&other).unwrap());
     nix::unistd::chown(&other, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
-    let out = Command::new(testkit::bin("nao-rs"))
-        .args(["run", "--link", &sim.link_arg(), "--controller", "lola"])
-        .args(["--priority", "0", "--no-udp", "--lola-socket"])
-        .arg(&other)
-        .arg("--page")
-        .arg(&page_path)
-        .arg("--wake-socket")
-        .arg(common::wake_socket(&sim))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_lola(&sim, &page_path, &other);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("of user 65534"), "{err}");

@@ -161,8 +161,8 @@ ensure_kernel() {
 
 # ---- binaries --------------------------------------------------------------
 build_bins() {
-    log "building the release binaries (nao-rs, nao-rs-guard, naoctl, nao-rs-sim, cargo-nao-rs)"
-    cargo build --release -q --bin nao-rs --bin nao-rs-guard --bin naoctl --bin nao-rs-sim --bin cargo-nao-rs \
+    log "building the release binaries (nao-rs, nao-rs-guard, naoctl, nao-rs-sim, cargo-nao-rs, nao-rs-usbmon)"
+    cargo build --release -q --bin nao-rs --bin nao-rs-guard --bin naoctl --bin nao-rs-sim --bin cargo-nao-rs --bin nao-rs-usbmon \
         || die "cargo build --release failed"
 }
 
@@ -381,7 +381,7 @@ boot() {
     fi
 }
 
-# Check 4, the host half: the pcap the VM captured -> import-usbmon -> replay.
+# Check 4, the host half: the pcap the VM captured -> nao-rs-usbmon -> replay.
 check_usbmon() {
     local variant=$1 out=$2 pcap rec msg reads lost
     pcap=$out/files/session.pcap
@@ -391,8 +391,8 @@ check_usbmon() {
         FAIL=$((FAIL + 1))
         return
     fi
-    if ! msg=$("$ROOT"/target/release/nao-rs import-usbmon "$pcap" "$rec" --switch tripped 2>&1); then
-        echo "FAIL $variant 4 usbmon: import-usbmon $pcap failed: $(echo "$msg" | tail -n 3 | tr '\n' ' ')"
+    if ! msg=$("$ROOT"/target/release/nao-rs-usbmon "$pcap" "$rec" --switch tripped 2>&1); then
+        echo "FAIL $variant 4 usbmon: nao-rs-usbmon $pcap failed: $(echo "$msg" | tail -n 3 | tr '\n' ' ')"
         FAIL=$((FAIL + 1))
         return
     fi

@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! nao-rs-sim --socket /tmp/sim.sock --versions 10 &
-//! NAO_RS_DEATHSWITCH=/tmp/ds cargo run -p nao-actors --example robot_program -- sim:/tmp/sim.sock
+//! NAO_RS_DEATHSWITCH=/tmp/ds cargo run -p nao-runtime --example robot_program -- sim:/tmp/sim.sock
 //! ```
 //!
 //! It starts the runtime, prints the robot's identity at once, nods the head
@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use nao_actors::runtime::{wake, Blackboard, Config, Runtime};
+use nao_runtime::{wake, Blackboard, Config, Runtime};
 use nao_wire::link::sim::SimLink;
 use nao_wire::{Command, Joint};
 

@@ -7,9 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nao_actors::runtime::{
-    Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime,
-};
+use nao_runtime::{Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
 
 #[global_allocator]

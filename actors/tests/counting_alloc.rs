@@ -1,7 +1,7 @@
 //! The kit's counting allocator counts the calling thread's allocations and
 //! no other thread's.
 
-use nao_actors::kit::alloc::{installed, thread_allocations, CountingAlloc};
+use nao_kit::alloc::{installed, thread_allocations, CountingAlloc};
 
 #[global_allocator]
 static ALLOCATOR: CountingAlloc = CountingAlloc;

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nao_actors::lola::{serve_runtime, LolaConfig, FRAME_LEN, SENSOR_KEYS};
-use nao_actors::runtime::{Blackboard, Config, MemoryBoard, Reason, Runtime};
 use nao_rs_sim::Spawned;
+use nao_runtime::lola::{serve_runtime, LolaConfig, FRAME_LEN, SENSOR_KEYS};
+use nao_runtime::{Blackboard, Config, MemoryBoard, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
 use nao_wire::JOINTS;
 use serde::Serialize;

@@ -9,9 +9,9 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nao_actors::lola::double::FakeBody;
-use nao_actors::lola::{LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
-use nao_actors::runtime::SensorFrame;
+use nao_runtime::lola::double::FakeBody;
+use nao_runtime::lola::{LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
+use nao_runtime::SensorFrame;
 use nao_wire::JOINTS;
 use serde::Serialize;
 

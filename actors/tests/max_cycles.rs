@@ -5,10 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nao_actors::runtime::{
-    Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime,
-};
 use nao_rs_sim::Spawned;
+use nao_runtime::{Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
 
 /// Counts the cycles and records which of them were built tripped.

@@ -4,10 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nao_actors::runtime::{
-    Blackboard, Config, MemoryBoard, ProgramIo, Reason, Runtime, SensorFrame,
-};
 use nao_rs_sim::{Spawned, TraceLine};
+use nao_runtime::{Blackboard, Config, MemoryBoard, ProgramIo, Reason, Runtime, SensorFrame};
 use nao_wire::link::sim::SimLink;
 use nao_wire::Command;
 
@@ -34,8 +32,8 @@ fn stiff() -> Command {
 /// Runs the controller (one stiff command a cycle) until `until` says so;
 /// returns the cycle at which `until` first held.
 fn drive(
-    io: &mut nao_actors::runtime::ProgramIo,
-    mut until: impl FnMut(&nao_actors::runtime::SensorFrame) -> bool,
+    io: &mut nao_runtime::ProgramIo,
+    mut until: impl FnMut(&nao_runtime::SensorFrame) -> bool,
 ) -> u64 {
     for _ in 0..2000 {
         let _ = io.push_command(stiff());
@@ -68,8 +66,8 @@ impl Seen {
     }
 }
 
-impl<L> nao_actors::runtime::CycleHook<L> for Seen {
-    fn before_cycle(&mut self, _link: &mut L, i: &nao_actors::runtime::CycleInputs<'_>) {
+impl<L> nao_runtime::CycleHook<L> for Seen {
+    fn before_cycle(&mut self, _link: &mut L, i: &nao_runtime::CycleInputs<'_>) {
         if let Some(v) = self.0.get(i.k as usize) {
             v.store(1 + u8::from(i.tripped), std::sync::atomic::Ordering::SeqCst);
         }
@@ -81,7 +79,7 @@ impl<L> nao_actors::runtime::CycleHook<L> for Seen {
 fn start_stiff(
     sim: &Spawned,
     board: &Arc<MemoryBoard>,
-) -> (Runtime<SimLink>, nao_actors::runtime::ProgramIo, Seen) {
+) -> (Runtime<SimLink>, nao_runtime::ProgramIo, Seen) {
     let seen = Seen::new();
     let (rt, mut io) = Runtime::start_with_hook(
         SimLink::new(sim.socket()),
@@ -165,16 +163,13 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
         n += 1;
         n == 200
     });
-    assert_eq!(
-        board.motion(),
-        nao_actors::runtime::Motion::LimpWaitingForWake
-    );
+    assert_eq!(board.motion(), nao_runtime::Motion::LimpWaitingForWake);
     assert_eq!(rt.handle().wake(), Ok(0), "armed in generation 0");
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
-    assert_eq!(board.motion(), nao_actors::runtime::Motion::Awake);
+    assert_eq!(board.motion(), nao_runtime::Motion::Awake);
     io.trip();
     drive(&mut io, |f| f.switch.tripped);
-    assert_eq!(board.motion(), nao_actors::runtime::Motion::LimpTripped);
+    assert_eq!(board.motion(), nao_runtime::Motion::LimpTripped);
     assert!(rt.handle().wake().is_err(), "no wake while tripped");
     drop(rt);
 }
@@ -290,8 +285,8 @@ fn full_command_ring_hands_the_command_back() {
 
 struct PanicAt(u64);
 
-impl<L> nao_actors::runtime::CycleHook<L> for PanicAt {
-    fn before_cycle(&mut self, _link: &mut L, inputs: &nao_actors::runtime::CycleInputs<'_>) {
+impl<L> nao_runtime::CycleHook<L> for PanicAt {
+    fn before_cycle(&mut self, _link: &mut L, inputs: &nao_runtime::CycleInputs<'_>) {
         if inputs.k == self.0 {
             panic!("test: a panic in the cycle actor");
         }
@@ -381,7 +376,7 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
         io.next_sensors(1_000_000_000).unwrap();
     }
     let flags = io.latest_sensors().safety;
-    assert!(!flags.contains(nao_actors::runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
+    assert!(!flags.contains(nao_runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
     assert!(wait_until(|| board.is_tripped()));
@@ -393,7 +388,7 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
 /// whole, at 10 Hz, with the motion state and every joint's stiffness.
 #[test]
 fn the_library_runtime_writes_the_status_file_itself() {
-    use nao_actors::runtime::status_file::StatusFile;
+    use nao_runtime::status_file::StatusFile;
     let sim = sim();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("status.json");

@@ -66,7 +66,7 @@ pub fn decide(s: &Snapshot, now_ns: u64, settings: &Settings) -> Verdict {
 /// guard first seeing its registration is taken over
 /// (`guard-start-up-timeout`): its pidfd is sent SIGKILL and the guard
 /// sends all-off frames. 6 s: the runtime's busy retry gives up after 5 s
-/// (`OPEN_TIMEOUT_NS` in `actors/src/runtime/mod.rs`, when the board stays
+/// (`OPEN_TIMEOUT_NS` in `actors/src/lib.rs`, when the board stays
 /// busy it exits, and its pidfd says so at once) plus 1 s for the rest of
 /// its start-up (the chest board's handshake, its threads), so a runtime
 /// that is slow but alive is never killed in its start-up, and one that

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::command::Command;
-use crate::link::replay::{Mismatch, ReplayLink};
 use crate::link::Link;
 use crate::protocol::cycle::{Cycle, CycleInput};
 use crate::protocol::handshake::DEFAULT_ACCEPTED;
 use crate::protocol::startup::{Startup, StartupError};
+use crate::recording::replay_link::{Mismatch, ReplayLink};
 use crate::recording::{self, Item, Line, ParseError, Recorded};
 
 /// A replay that passed.

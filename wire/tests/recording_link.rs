@@ -3,8 +3,8 @@
 
 use std::io;
 
-use nao_wire::link::record::RecordingLink;
 use nao_wire::link::{Call, Setup};
+use nao_wire::recording::record_link::RecordingLink;
 use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::{Command, Link, LinkError};
 

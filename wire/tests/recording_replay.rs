@@ -3,11 +3,11 @@
 //! inputs where they stand records each worked example again, text for text.
 //! This is what `nao-rs record` does against a live link.
 
-use nao_wire::link::record::RecordingLink;
-use nao_wire::link::replay::ReplayLink;
 use nao_wire::protocol::cycle::{Cycle, CycleInput};
 use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::Startup;
+use nao_wire::recording::record_link::RecordingLink;
+use nao_wire::recording::replay_link::ReplayLink;
 use nao_wire::recording::{read_file, Item};
 use nao_wire::Command;
 use testkit::recordings;

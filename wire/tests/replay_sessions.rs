@@ -6,10 +6,10 @@ mod protocol_support;
 
 use std::path::Path;
 
-use nao_wire::link::record::RecordingLink;
 use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::parse;
+use nao_wire::recording::record_link::RecordingLink;
 use nao_wire::replay::{replay_lines, ReplayFailure};
 use nao_wire::{Command, JOINTS};
 use protocol_support::FakeBoard;

@@ -9,7 +9,7 @@
 //!
 //! The bridge keeps no trip or wake state: "limp after a trip until a
 //! person's wake after the re-arm" is the runtime's rule, below every
-//! controller (`crate::runtime::latch`), so a stalled or confused bridge
+//! controller (`crate::latch`), so a stalled or confused bridge
 //! cannot bring stiffness back.
 
 use nao_wire::{Command, JOINTS};

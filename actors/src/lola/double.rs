@@ -7,7 +7,7 @@ use std::time::Duration;
 use nao_wire::Command;
 
 use super::Body;
-use crate::runtime::SensorFrame;
+use crate::SensorFrame;
 
 /// A [`Body`] driven by hand.
 #[derive(Debug, Clone, Default)]

@@ -16,7 +16,7 @@ use serde::Serialize;
 use nao_wire::protocol::prefs::PressureCalibration;
 use nao_wire::JOINTS;
 
-use crate::runtime::SensorFrame;
+use crate::SensorFrame;
 
 /// Bytes of every sensor frame (LoLA's size).
 pub const FRAME_LEN: usize = 896;

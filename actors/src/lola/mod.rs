@@ -7,7 +7,7 @@
 //! - [`actuator`]: decoding a client's actuator message and mapping it to a
 //!   [`Command`].
 //! - [`bridge`]: the rules (one controller, silence) as a pure state
-//!   machine; trips and the wake are the runtime's (`crate::runtime::latch`).
+//!   machine; trips and the wake are the runtime's (`crate::latch`).
 //! - [`server`]: the non-blocking Unix socket server (default
 //!   [`DEFAULT_SOCKET`]), a normal (not real-time) thread.
 //! - [`double`]: a test double of [`Body`].
@@ -24,7 +24,7 @@ use std::time::Duration;
 use nao_wire::protocol::prefs::PressureCalibration;
 use nao_wire::Command;
 
-use crate::runtime::SensorFrame;
+use crate::SensorFrame;
 
 pub mod actuator;
 pub mod bridge;

@@ -2,7 +2,7 @@
 //! and the `nao-rs run --controller lola` entry point [`serve_runtime`].
 //!
 //! Trips and the wake are not the adapter's business: the runtime's wake
-//! latch (`crate::runtime::latch`) holds every stiffness at 0 after a trip
+//! latch (`crate::latch`) holds every stiffness at 0 after a trip
 //! until a person's wake after the re-arm, whatever the LoLA client sends.
 
 use std::sync::atomic::AtomicBool;
@@ -13,7 +13,7 @@ use nao_wire::Command;
 
 use super::frame::RobotConfig;
 use super::{Body, LolaConfig, LolaError, LolaServer};
-use crate::runtime::{ProgramIo, SensorFrame};
+use crate::{ProgramIo, SensorFrame};
 
 /// Where the NAO's head id is on the robot (the same id LoLA reports).
 pub const HEAD_ID_PATH: &str = "/sys/qi/head_id";

@@ -119,11 +119,11 @@ pub struct LolaServer {
 fn bind(path: &std::path::Path) -> Result<UnixListener, LolaError> {
     // Mode 0660 whatever the umask, with no window in which another user
     // can connect: bound in a private directory, renamed into place
-    // (`crate::runtime::socket_file`). A path someone else holds is an
+    // (`crate::socket_file`). A path someone else holds is an
     // error that names it and the fix.
-    crate::runtime::socket_file::bind_with_mode(
+    crate::socket_file::bind_with_mode(
         path,
-        crate::runtime::socket_file::Kind::Stream,
+        crate::socket_file::Kind::Stream,
         "LoLA socket",
         "choose another path with --lola-socket",
         |p| UnixListener::bind(p),

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use nao_actors::runtime::status_file::{self, StatusFile};
-use nao_actors::runtime::wake;
 use nao_rs_beacon::auth::TeamKey;
 use nao_rs_beacon::format;
+use nao_runtime::status_file::{self, StatusFile};
+use nao_runtime::wake;
 
 mod service;
 use service::{Mode, PageView, Settings, WakeVerdict};

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use deathswitch::process::Identity;
 use deathswitch::{Damage, Snapshot};
-use nao_actors::runtime::status_file::StatusFile;
+use nao_runtime::status_file::StatusFile;
 use nao_wire::JOINTS;
 
 use nao_rs_beacon::auth::{self, TeamKey, WakeDatagram, WakeRefusal};

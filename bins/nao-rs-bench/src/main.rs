@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use nao_actors::runtime::status_file::StatusFile;
+use nao_runtime::status_file::StatusFile;
 use nix::sys::signal::Signal;
 
 mod fleet;

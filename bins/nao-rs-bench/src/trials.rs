@@ -17,7 +17,7 @@ use super::rig::{self, Rig};
 use super::trace::{cycle_timing, CycleTiming};
 
 /// The runtime's cycle period, ns.
-pub const PERIOD_NS: u64 = nao_actors::runtime::PERIOD_NS;
+pub const PERIOD_NS: u64 = nao_runtime::PERIOD_NS;
 
 /// How a stop is triggered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ pub fn make_stiff(rig: &mut Rig, full: bool) -> Result<(), String> {
         let from = rig.frames.len();
         // A wake carries the page's wake generation (as `nao-rs wake`).
         if let Some(g) = rig.page.snapshot().wake_generation() {
-            let _ = nao_actors::runtime::wake::send(&wake, g);
+            let _ = nao_runtime::wake::send(&wake, g);
         }
         let hit = rig.wait_frame(from, Duration::from_millis(50), |f| {
             f.peer_pid == pid && f.is_cycle_frame() && f.max_stiffness > 0

@@ -1,12 +1,12 @@
 //! The guard's log events, written through the actor kit's logging actor
-//! (`nao_actors::kit::log`: a preallocated ring per actor, a logging actor
+//! (`nao_kit::log`: a preallocated ring per actor, a logging actor
 //! at normal priority, repeats counted), the same as the runtime's. This
 //! module only names the guard's events and turns each into the kit's
 //! `Copy` events (a fixed text and a number): [`emit`]. Never blocks, never
 //! allocates.
 
 use deathswitch::Reason;
-use nao_actors::kit::log::{EventSink, Level, Logbook};
+use nao_kit::log::{EventSink, Level, Logbook};
 
 /// Why a chest board call failed, without the message (which allocates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

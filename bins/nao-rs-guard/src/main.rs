@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use deathswitch::rules::Settings;
 use deathswitch::{Page, Reason};
-use nao_actors::kit;
+use nao_kit as kit;
 use nao_rs_guard::board::WireBoard;
 use nao_rs_guard::log::{emit, stderr_logbook, GuardEvent, RING_CAPACITY};
 use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
@@ -108,7 +108,7 @@ fn run(args: Args) -> Result<(), String> {
         let p2 = page.clone();
         let t = udp::spawn(
             args.udp_port,
-            nao_actors::runtime::udp::handover_path(&page_path, args.udp_port),
+            nao_runtime::udp::handover_path(&page_path, args.udp_port),
             udp_log,
             udp_stops,
             stop.clone(),

@@ -10,14 +10,14 @@ use std::os::fd::BorrowedFd;
 
 use deathswitch::rules::{decide, Settings};
 use deathswitch::{Integrity, Page};
-use nao_actors::kit::Schedule;
+use nao_kit::Schedule;
 
 use crate::board::Board;
 use crate::core::{
     kill_target_ok, started_after, Candidate, GuardCore, Observation, PidfdState, Transition,
 };
 use crate::fds::FdReserve;
-use nao_actors::kit::log::EventSink;
+use nao_kit::log::EventSink;
 
 use crate::log::{emit, GuardEvent, KillOutcome, LinkFault};
 use crate::process::{self, Check, Pidfd};
@@ -40,18 +40,16 @@ struct Checked {
 const RECHECK_NS: u64 = 100_000_000;
 
 /// The runtime's cycle, which the guard's all-off frames keep: 12 ms.
-pub const FRAME_PERIOD_NS: u64 = nao_actors::runtime::PERIOD_NS;
+pub const FRAME_PERIOD_NS: u64 = nao_runtime::PERIOD_NS;
 /// The guard's poll period: 2 ms.
 pub const POLL_PERIOD_NS: u64 = 2_000_000;
 
 // The bounds of guard rules 5 and 6 cover the runtime's busy retry
 // (`deathswitch::rules::START_UP_BOUND_NS`, `HAND_OVER_BOUND_NS`): a
 // runtime still retrying the board is never taken for a hung one.
-const _: () = assert!(
-    deathswitch::rules::START_UP_BOUND_NS >= nao_actors::runtime::OPEN_TIMEOUT_NS + 1_000_000_000
-);
 const _: () =
-    assert!(deathswitch::rules::HAND_OVER_BOUND_NS >= 10 * nao_actors::runtime::OPEN_RETRY_NS);
+    assert!(deathswitch::rules::START_UP_BOUND_NS >= nao_runtime::OPEN_TIMEOUT_NS + 1_000_000_000);
+const _: () = assert!(deathswitch::rules::HAND_OVER_BOUND_NS >= 10 * nao_runtime::OPEN_RETRY_NS);
 
 /// How long a take-over waits for the killed runtime to exit before it
 /// opens the board (one poll period; the open is retried every poll anyway).

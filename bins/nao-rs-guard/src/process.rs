@@ -14,7 +14,7 @@ use crate::log::KillOutcome;
 
 /// `kill(pid, 0)`: true when the process exists, also when it belongs to
 /// another user (EPERM counts as alive). The runtime's, one place.
-pub use nao_actors::runtime::switch::pid_alive as alive;
+pub use nao_runtime::switch::pid_alive as alive;
 
 fn positive(pid: u32) -> Option<i32> {
     i32::try_from(pid).ok().filter(|&p| p > 1)
@@ -93,8 +93,8 @@ impl Pidfd {
 /// Waits up to `timeout_ns` for `fd` to turn readable (the kit's
 /// `sleep_until_readable`). True when it is.
 pub fn wait_readable(fd: Option<BorrowedFd<'_>>, timeout_ns: u64) -> bool {
-    let deadline = nao_actors::kit::monotonic_ns().saturating_add(timeout_ns);
-    nao_actors::kit::ticker::sleep_until_readable(deadline, fd)
+    let deadline = nao_kit::monotonic_ns().saturating_add(timeout_ns);
+    nao_kit::ticker::sleep_until_readable(deadline, fd)
 }
 
 /// SIGKILL by pid: only for a runtime the guard could not open a pidfd of

@@ -1,5 +1,5 @@
 //! The guard's UDP stop: the runtime's listener
-//! (`nao_actors::runtime::udp`), the one listener both processes run. Both
+//! (`nao_runtime::udp`), the one listener both processes run. Both
 //! hold one socket on the port (systemd's `nao-rs-stop.socket` on the
 //! robot, else handed over through `stop-PORT.sock` next to the page) and
 //! read its one queue, so no start, exit, crash or hang of either process
@@ -12,9 +12,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use deathswitch::Reason;
-use nao_actors::runtime::udp::{self, UdpEvent, UdpListener};
+use nao_runtime::udp::{self, UdpEvent, UdpListener};
 
-use nao_actors::kit::log::EventSink;
+use nao_kit::log::EventSink;
 
 use crate::log::{emit, GuardEvent};
 

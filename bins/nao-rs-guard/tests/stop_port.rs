@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::{cycle_frames, wait_for, wait_for_opt};
 use deathswitch::{Page, Reason};
-use nao_actors::runtime::udp::{handover_path, send_fd};
 use nao_rs_sim::Spawned;
+use nao_runtime::udp::{handover_path, send_fd};
 use nix::sys::signal::Signal;
 use testkit::Proc;
 

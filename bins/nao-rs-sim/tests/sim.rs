@@ -354,7 +354,7 @@ fn bad_settings_exit_with_a_message_naming_the_flag() {
 
 #[test]
 fn a_recording_made_against_the_simulator_replays() {
-    use nao_wire::link::record::RecordingLink;
+    use nao_wire::recording::record_link::RecordingLink;
     let sim = sim(&["--late", "0x13=2"]);
     let mut rec = RecordingLink::new(sim.link(), Vec::new()).unwrap();
     rec.accepted(&[10]).unwrap();

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     pub seconds: Option<u64>,
     /// The UDP stop port.
-    #[arg(long, default_value_t = nao_actors::runtime::udp::DEFAULT_PORT)]
+    #[arg(long, default_value_t = nao_runtime::udp::DEFAULT_PORT)]
     pub udp_port: u16,
     /// Leave the private page tripped at start and do not wake the robot
     /// (it stays limp until `naoctl rearm` and `nao-rs wake`).
@@ -80,7 +80,7 @@ fn sibling(name: &str) -> Option<PathBuf> {
 }
 
 fn status_text(path: &Path) -> Option<String> {
-    let s = nao_actors::runtime::status_file::StatusFile::read(path)?;
+    let s = nao_runtime::status_file::StatusFile::read(path)?;
     let switch = if s.tripped {
         format!("TRIPPED ({})", s.reason.as_deref().unwrap_or("?"))
     } else if s.limp {
@@ -113,9 +113,9 @@ fn wake_once(page: &deathswitch::Page, socket: &Path, runtime: &mut Proc) -> Res
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let g = nao_actors::runtime::Blackboard::wake_generation(page)
+    let g = nao_runtime::Blackboard::wake_generation(page)
         .ok_or("the switch is tripped; re-arm first with `naoctl rearm`")?;
-    nao_actors::runtime::wake::send(socket, g).map_err(|e| e.to_string())?;
+    nao_runtime::wake::send(socket, g).map_err(|e| e.to_string())?;
     Ok(g)
 }
 

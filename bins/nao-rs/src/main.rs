@@ -1,15 +1,14 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), waking the robot after a re-arm (`wake`)
-//! and the import of usbmon captures (`import-usbmon`). The measurements
-//! are a program of their own, `nao-rs-bench` (bins/nao-rs-bench).
+//! of live sessions (`record`), and waking the robot after a re-arm
+//! (`wake`). The measurements (`nao-rs-bench`) and the import of usbmon
+//! captures (`nao-rs-usbmon`) are laptop programs of their own.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod demo;
-mod import_usbmon;
 mod record;
 mod replay;
 mod run;
@@ -35,14 +34,12 @@ enum Cmd {
     Record(record::Args),
     /// Wake the robot after a re-arm (the robot stays limp until woken).
     Wake(wake::Args),
-    /// Import a Linux usbmon capture (pcap or pcapng) into a recording.
-    ImportUsbmon(import_usbmon::Args),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
 /// cycle thread allocates nothing after start-up (`cycle_allocations`).
 #[global_allocator]
-static ALLOCATOR: nao_actors::kit::alloc::CountingAlloc = nao_actors::kit::alloc::CountingAlloc;
+static ALLOCATOR: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
 
 fn main() -> ExitCode {
     // The subcommands that end with a message on failure.
@@ -52,7 +49,6 @@ fn main() -> ExitCode {
         Cmd::Record(a) => ("record", record::main(a)),
         Cmd::Wake(a) => ("wake", wake::main(a)),
         Cmd::Replay(a) => return replay::main(a),
-        Cmd::ImportUsbmon(a) => return import_usbmon::main(a),
     };
     if let Err(e) = result {
         eprintln!("nao-rs {name}: {e}");

@@ -8,10 +8,10 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use nao_actors::runtime::controller::{self, Controller, Idle, Stand};
-use nao_actors::runtime::{wake, Blackboard, Config, CycleHook, CycleInputs, Runtime};
-use nao_wire::link::record::RecordingLink;
+use nao_runtime::controller::{self, Controller, Idle, Stand};
+use nao_runtime::{wake, Blackboard, Config, CycleHook, CycleInputs, Runtime};
 use nao_wire::link::Link;
+use nao_wire::recording::record_link::RecordingLink;
 use nao_wire::Command;
 
 use crate::run::{catch_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};

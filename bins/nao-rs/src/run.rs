@@ -7,8 +7,8 @@ use std::time::Duration;
 use signal_hook::consts::signal::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
 
-use nao_actors::runtime::controller::{self, Idle, Stand};
-use nao_actors::runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
+use nao_runtime::controller::{self, Idle, Stand};
+use nao_runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::usb::UsbLink;
 use nao_wire::link::Link;
@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "none")]
     pub controller: ControllerKind,
     /// The UDP stop port.
-    #[arg(long, default_value_t = nao_actors::runtime::udp::DEFAULT_PORT)]
+    #[arg(long, default_value_t = nao_runtime::udp::DEFAULT_PORT)]
     pub udp_port: u16,
     /// Do not listen for the UDP stop (tests; the guard still reads the port).
     #[arg(long)]
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long)]
     pub wake_socket: Option<PathBuf>,
     /// The cycle's SCHED_FIFO priority (0: normal policy).
-    #[arg(long, default_value_t = nao_actors::runtime::CYCLE_PRIORITY)]
+    #[arg(long, default_value_t = nao_runtime::CYCLE_PRIORITY)]
     pub priority: u8,
     /// Pin the cycle to this CPU.
     #[arg(long)]
@@ -141,7 +141,7 @@ fn spawn_controller(
     kind: ControllerKind,
     mut io: ProgramIo,
     board: Arc<dyn Blackboard>,
-    lola: Option<nao_actors::lola::LolaServer>,
+    lola: Option<nao_runtime::lola::LolaServer>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     std::thread::Builder::new()
         .name("nao-rs-control".into())
@@ -155,7 +155,7 @@ fn spawn_controller(
                     // runtime started, is the controller: it takes the
                     // ProgramIo.
                     if let Some(server) = lola {
-                        nao_actors::lola::serve_runtime_on(server, io);
+                        nao_runtime::lola::serve_runtime_on(server, io);
                     }
                 }
             }));
@@ -173,7 +173,7 @@ pub fn main(args: Args) -> Result<(), String> {
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;
     // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
-    nao_actors::runtime::udp::inherit_from_systemd();
+    nao_runtime::udp::inherit_from_systemd();
     lock_memory();
     let (page, page_path) = open_page(args.page.as_deref())?;
     let board: Arc<dyn Blackboard> = page;
@@ -185,14 +185,14 @@ pub fn main(args: Args) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| wake::socket_path(&page_path));
     let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
-    let logger = nao_actors::kit::log::stderr_logger();
+    let logger = nao_kit::log::stderr_logger();
     let mut lola = match args.controller {
         ControllerKind::Lola => {
-            let mut c = nao_actors::lola::LolaConfig::new(logger.clone());
+            let mut c = nao_runtime::lola::LolaConfig::new(logger.clone());
             if let Some(p) = &args.lola_socket {
                 c.socket = p.clone();
             }
-            Some(nao_actors::lola::LolaServer::bind(c).map_err(|e| e.to_string())?)
+            Some(nao_runtime::lola::LolaServer::bind(c).map_err(|e| e.to_string())?)
         }
         _ => None,
     };
@@ -201,10 +201,7 @@ pub fn main(args: Args) -> Result<(), String> {
         cycle_priority: (args.priority > 0).then_some(args.priority),
         cycle_cpu: args.cpu,
         udp_port: (!args.no_udp).then_some(args.udp_port),
-        udp_handover: Some(nao_actors::runtime::udp::handover_path(
-            &page_path,
-            args.udp_port,
-        )),
+        udp_handover: Some(nao_runtime::udp::handover_path(&page_path, args.udp_port)),
         accepted: args.accepted.clone(),
         logger: Some(logger),
         status_file: args.status_file.clone(),
@@ -230,8 +227,8 @@ pub fn main(args: Args) -> Result<(), String> {
     };
     if let Some(server) = lola.as_mut() {
         // The robot's identity in the sensor frames, now known.
-        let head = nao_actors::lola::runtime_body::system_head_id();
-        let c = nao_actors::lola::LolaConfig::from_identity(
+        let head = nao_runtime::lola::runtime_body::system_head_id();
+        let c = nao_runtime::lola::LolaConfig::from_identity(
             rt.identity(),
             head.as_deref(),
             rt.logger().clone(),

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nao_actors::runtime::wake;
+use nao_runtime::wake;
 
 /// Options of `nao-rs wake`.
 #[derive(clap::Args, Debug)]

@@ -102,7 +102,7 @@ fn a_wake_while_tripped_is_used_up() {
     assert!(!out.status.success(), "nao-rs wake while tripped");
     // A wake that reaches the runtime while tripped (read before the
     // trip): used up, it does nothing.
-    nao_actors::runtime::wake::send(&common::wake_socket(&s.sim), before).unwrap();
+    nao_runtime::wake::send(&common::wake_socket(&s.sim), before).unwrap();
     settle(&s.sim, deathswitch::now_ns(), 50);
     naoctl(&s.page_path, &["rearm", "--yes"]);
     let rearmed = deathswitch::now_ns();

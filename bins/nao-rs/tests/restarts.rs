@@ -383,7 +383,7 @@ fn clock_steps_of_two_hours_change_nothing() {
         stepped(wake, &naoctl, &["stop"], &page_path);
         stepped(rearm, &naoctl, &["rearm", "--yes"], &page_path);
         let t = deathswitch::now_ns();
-        nao_actors::runtime::wake::send(Path::new(socket), g).unwrap();
+        nao_runtime::wake::send(Path::new(socket), g).unwrap();
         std::thread::sleep(Duration::from_millis(300));
         assert!(
             stiff(&window(&cycle_frames(&sim), t + 24_000_000, u64::MAX)).is_empty(),
@@ -454,7 +454,7 @@ fn status_file_and_sockets_have_their_modes_under_umask_000() {
         .unwrap();
     let _rt = Proc::from(rt);
     wait_for("the status file", Duration::from_secs(15), || {
-        nao_actors::runtime::status_file::StatusFile::read(&status).is_some_and(|s| s.cycle > 10)
+        nao_runtime::status_file::StatusFile::read(&status).is_some_and(|s| s.cycle > 10)
     });
     let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
     assert_eq!(mode(&lola), 0o660, "LoLA socket {:o}", mode(&lola));
@@ -465,13 +465,13 @@ fn status_file_and_sockets_have_their_modes_under_umask_000() {
     let mut seen = std::collections::BTreeSet::new();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(1) {
-        if let Some(s) = nao_actors::runtime::status_file::StatusFile::read(&status) {
+        if let Some(s) = nao_runtime::status_file::StatusFile::read(&status) {
             seen.insert(s.time_unix_ms);
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(seen.len() >= 4, "{} writes in 1 s", seen.len());
-    let s = nao_actors::runtime::status_file::StatusFile::read(&status).unwrap();
+    let s = nao_runtime::status_file::StatusFile::read(&status).unwrap();
     assert_eq!(s.stiffness.len(), 25);
     assert_eq!(s.temperature_c.len(), 25);
     assert!(s.battery.charge_per_mille > 0, "{s:?}");

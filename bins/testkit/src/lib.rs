@@ -92,10 +92,10 @@ pub fn recordings() -> Vec<PathBuf> {
     files
 }
 
-/// The runtime's counting allocator (`nao_actors::kit::alloc`), for a test
+/// The runtime's counting allocator (`nao_kit::alloc`), for a test
 /// that counts allocations. Install it in the test file with
 /// `#[global_allocator] static A: testkit::CountingAlloc = testkit::CountingAlloc;`
-pub use nao_actors::kit::alloc::CountingAlloc;
+pub use nao_kit::alloc::CountingAlloc;
 
 /// Allocations made by `f` on the calling thread. Panics when
 /// [`CountingAlloc`] is not the global allocator (the count would be 0
@@ -109,10 +109,10 @@ pub fn allocations(f: impl FnOnce()) -> u64 {
 /// Allocations made by the calling thread so far; panics as [`allocations`].
 pub fn thread_allocations() -> u64 {
     assert!(
-        nao_actors::kit::alloc::installed(),
+        nao_kit::alloc::installed(),
         "install testkit::CountingAlloc as the #[global_allocator]"
     );
-    nao_actors::kit::alloc::thread_allocations()
+    nao_kit::alloc::thread_allocations()
 }
 
 /// A child process of a test, killed (SIGCONT, then SIGKILL) and reaped on

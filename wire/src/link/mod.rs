@@ -14,8 +14,6 @@
 use core::fmt;
 
 pub mod codec;
-pub mod record;
-pub mod replay;
 pub mod sim;
 #[cfg(feature = "usb")]
 pub mod usb;

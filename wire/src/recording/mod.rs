@@ -12,6 +12,8 @@ use crate::link::{Answer, Call, LinkError, Setup};
 use deathswitch::Reason;
 
 mod reader;
+pub mod record_link;
+pub mod replay_link;
 mod writer;
 
 pub use reader::{parse, parse_bytes, read_file, ParseError, HEADER};

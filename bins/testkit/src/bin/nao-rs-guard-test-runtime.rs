@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use deathswitch::{Page, Reason};
-use nao_actors::kit::Ticker;
+use nao_kit::Ticker;
 use nao_wire::link::sim::SimLink;
 use nao_wire::protocol::cycle::{Cycle, CycleInput};
 use nao_wire::protocol::startup::{Startup, StartupError};
@@ -109,12 +109,12 @@ fn run(a: Args) -> Result<(), String> {
     if let Some(port) = a.udp_only {
         let page = std::sync::Arc::new(page);
         let p = page.clone();
-        let l = nao_actors::runtime::udp::UdpListener::start_named(
+        let l = nao_runtime::udp::UdpListener::start_named(
             "nao-rs-udp",
             port,
-            nao_actors::runtime::udp::handover_path(&a.page, port),
+            nao_runtime::udp::handover_path(&a.page, port),
             Default::default(),
-            Some(nao_actors::runtime::UDP_PRIORITY),
+            Some(nao_runtime::UDP_PRIORITY),
             move |r: Reason| {
                 p.trip(r);
             },
@@ -160,7 +160,7 @@ fn run(a: Args) -> Result<(), String> {
         stiffness: [a.stiffness; JOINTS],
         ..Command::default()
     };
-    let mut ticker = Ticker::new(nao_actors::runtime::PERIOD_NS);
+    let mut ticker = Ticker::new(nao_runtime::PERIOD_NS);
     loop {
         ticker.wait();
         if crash.load(Ordering::SeqCst) {

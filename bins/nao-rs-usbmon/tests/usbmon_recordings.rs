@@ -5,9 +5,9 @@
 
 mod usbmon_support;
 
+use nao_rs_usbmon::{import, ImportOptions};
 use nao_wire::link::Call;
 use nao_wire::recording::{parse, read_file, Item, Recorded};
-use nao_wire::usbmon::{import, ImportOptions};
 use testkit::recordings;
 use usbmon_support::{Cap, Session};
 

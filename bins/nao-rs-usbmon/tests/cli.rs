@@ -1,22 +1,19 @@
-//! `nao-rs import-usbmon`: writes the recording of a capture, exit 2 on bad
+//! `nao-rs-usbmon`: writes the recording of a capture, exit 2 on bad
 //! arguments, 1 on a capture it cannot read.
 
 use std::process::Command;
 
 use nao_wire::recording::{parse, Item};
 
-// The usbmon tests' capture writer (one copy, in the wire crate's tests).
-#[path = "../../../wire/tests/usbmon_support/mod.rs"]
 mod usbmon_support;
 
 use usbmon_support::{Cap, Session};
 
 fn import_usbmon(args: &[&std::ffi::OsStr]) -> std::process::Output {
-    Command::new(testkit::bin("nao-rs"))
-        .arg("import-usbmon")
+    Command::new(testkit::bin("nao-rs-usbmon"))
         .args(args)
         .output()
-        .expect("run nao-rs import-usbmon")
+        .expect("run nao-rs-usbmon")
 }
 
 #[test]

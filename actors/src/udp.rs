@@ -67,8 +67,8 @@ use std::time::Duration;
 
 use deathswitch::Reason;
 
-use crate::kit::log::{EventSink, Level};
-use crate::kit::monotonic_ns;
+use nao_kit::log::{EventSink, Level};
+use nao_kit::monotonic_ns;
 
 /// The stop datagram's prefix and port: one place, with the death switch.
 pub use deathswitch::stop::{is_stop, PORT as DEFAULT_PORT, PREFIX as STOP_PREFIX};
@@ -1267,7 +1267,7 @@ pub fn listen(
 pub struct UdpListener {
     stop: Arc<AtomicBool>,
     shared: Arc<UdpShared>,
-    handle: Option<crate::kit::Actor<Option<()>>>,
+    handle: Option<nao_kit::Actor<Option<()>>>,
 }
 
 impl UdpListener {
@@ -1306,9 +1306,9 @@ impl UdpListener {
         // Not owned until the first socket is held.
         shared.not_owned.store(true, Ordering::Relaxed);
         let (s, sh) = (stop.clone(), shared.clone());
-        let mut spec = crate::kit::ActorSpec::new(name);
+        let mut spec = nao_kit::ActorSpec::new(name);
         spec.priority = priority;
-        let actor = crate::kit::actor::spawn_guarded(
+        let actor = nao_kit::actor::spawn_guarded(
             spec,
             move || listen(&cfg, &[&s, &runtime_stop], &sh, trip, on_event),
             on_panic,

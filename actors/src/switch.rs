@@ -70,7 +70,7 @@ pub trait Blackboard: Send + Sync + 'static {
     }
     /// The page's clock (monotonic ns) that heartbeats are stamped with.
     fn now_ns(&self) -> u64 {
-        crate::kit::monotonic_ns()
+        nao_kit::monotonic_ns()
     }
 }
 

@@ -38,8 +38,8 @@ use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{Endianness, PcapError};
 
-use crate::link::{Call, LinkError, Setup};
-use crate::recording::{Recorded, RecordingWriter};
+use nao_wire::link::{Call, LinkError, Setup};
+use nao_wire::recording::{Recorded, RecordingWriter};
 
 /// pcap link type `LINUX_USB` (48-byte usbmon header).
 pub const LINKTYPE_LINUX_USB: u32 = 189;

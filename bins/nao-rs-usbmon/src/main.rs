@@ -1,42 +1,45 @@
-//! `nao-rs import-usbmon IN.pcap OUT.rec`: a Linux usbmon capture (pcap or
-//! pcapng) into a recording (`nao_wire::usbmon`, docs/usbmon.md).
+//! `nao-rs-usbmon IN.pcap OUT.rec`: a Linux usbmon capture (pcap or pcapng)
+//! into a recording (docs/usbmon.md). A laptop tool: captures are turned into
+//! recordings off the robot, so nothing a robot installs reads pcap files.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nao_wire::usbmon::{import, ImportOptions};
+use clap::Parser;
+use nao_rs_usbmon::{import, ImportOptions};
 
 /// The death switch at the start, for `--switch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Switch {
+enum Switch {
     /// Armed.
     Armed,
     /// Tripped.
     Tripped,
 }
 
-/// Options of `nao-rs import-usbmon`.
-#[derive(clap::Args, Debug)]
-pub struct Args {
+/// A Linux usbmon capture of the chest board into a recording.
+#[derive(Parser, Debug)]
+#[command(name = "nao-rs-usbmon", version)]
+struct Args {
     /// A usbmon capture (tcpdump -i usbmonN -s 0 -w IN.pcap, or Wireshark; pcap or pcapng).
     #[arg(value_name = "IN.pcap")]
-    pub input: PathBuf,
+    input: PathBuf,
     /// The recording to write (- for standard output).
     #[arg(value_name = "OUT.rec")]
-    pub output: PathBuf,
+    output: PathBuf,
     /// The chest board's bus and device number as lsusb shows them (default:
     /// the first device that sends the protocol's vendor requests).
     #[arg(long, value_name = "BUS:DEV", value_parser = parse_device)]
-    pub device: Option<(u16, u8)>,
+    device: Option<(u16, u8)>,
     /// The accepted configuration versions to write (not on USB).
     #[arg(long, value_name = "V[,V...]", value_delimiter = ',')]
-    pub accepted: Option<Vec<u8>>,
+    accepted: Option<Vec<u8>>,
     /// The death switch at the start to write (not on USB).
     #[arg(long, value_enum)]
-    pub switch: Option<Switch>,
+    switch: Option<Switch>,
     /// Do not infer cycle lines.
     #[arg(long)]
-    pub no_cycles: bool,
+    no_cycles: bool,
 }
 
 /// `BUS:DEV`, e.g. `1:5`.
@@ -53,13 +56,14 @@ fn parse_device(v: &str) -> Result<(u16, u8), String> {
     Ok((bus, dev))
 }
 
-/// Runs `nao-rs import-usbmon`: prints a one-line summary (and the warnings)
+/// Runs `nao-rs-usbmon`: prints a one-line summary (and the warnings)
 /// to standard error; exit 0 on success, 1 on a capture that cannot be read
 /// or imported, 2 on bad arguments.
-pub fn main(args: Args) -> ExitCode {
+fn main() -> ExitCode {
+    let args = Args::parse();
     if let Some(a) = &args.accepted {
         if let Err(e) = nao_wire::protocol::handshake::check_accepted(a) {
-            eprintln!("nao-rs import-usbmon: --accepted: {e}");
+            eprintln!("nao-rs-usbmon: --accepted: {e}");
             return ExitCode::from(2);
         }
     }
@@ -73,14 +77,14 @@ pub fn main(args: Args) -> ExitCode {
     let bytes = match std::fs::read(&args.input) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("nao-rs import-usbmon: {input}: cannot read: {e}");
+            eprintln!("nao-rs-usbmon: {input}: cannot read: {e}");
             return ExitCode::FAILURE;
         }
     };
     let import = match import(&bytes, &opts) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("nao-rs import-usbmon: {input}: {e}");
+            eprintln!("nao-rs-usbmon: {input}: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -91,14 +95,14 @@ pub fn main(args: Args) -> ExitCode {
         std::fs::write(&args.output, &import.text)
     };
     if let Err(e) = written {
-        eprintln!("nao-rs import-usbmon: {output}: cannot write: {e}");
+        eprintln!("nao-rs-usbmon: {output}: cannot write: {e}");
         return ExitCode::FAILURE;
     }
     for w in &import.warnings {
-        eprintln!("nao-rs import-usbmon: warning: {w}");
+        eprintln!("nao-rs-usbmon: warning: {w}");
     }
     eprintln!(
-        "nao-rs import-usbmon: {input} -> {output}: bus {} device {}, {} calls, {} cycles, {} warnings",
+        "nao-rs-usbmon: {input} -> {output}: bus {} device {}, {} calls, {} cycles, {} warnings",
         import.device.0,
         import.device.1,
         import.calls,

@@ -1,9 +1,9 @@
 //! The usbmon importer on small captures that the tests build: pcap in both
 //! byte orders with both usbmon headers, and pcapng.
 
+use nao_rs_usbmon::{import, import_pcap, ImportOptions};
 use nao_wire::link::Setup;
 use nao_wire::recording::{parse, Item, Recorded};
-use nao_wire::usbmon::{import, import_pcap, ImportOptions};
 use nao_wire::LinkError;
 
 mod usbmon_support;

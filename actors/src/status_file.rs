@@ -162,7 +162,7 @@ impl StatusFile {
                 temperature_decideg: f.battery.temperature_decideg,
             },
             cycle,
-            cycle_allocations: crate::kit::alloc::installed()
+            cycle_allocations: nao_kit::alloc::installed()
                 .then(|| s.cycle_allocations.load(Ordering::Relaxed)),
             flags: deathswitch::flags::names(s.flags.load(Ordering::Relaxed))
                 .map(|n| n.into_owned())

@@ -164,8 +164,8 @@ pub fn run(io: &mut ProgramIo, controller: &mut dyn Controller) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::program::SwitchState;
-    use crate::runtime::Reason;
+    use crate::program::SwitchState;
+    use crate::Reason;
 
     fn frame(tripped: bool, limp: bool) -> SensorFrame {
         SensorFrame {

@@ -5,8 +5,8 @@
 
 mod usbmon_support;
 
+use nao_rs_usbmon::{import, ImportOptions};
 use nao_wire::recording::parse;
-use nao_wire::usbmon::{import, ImportOptions};
 use proptest::prelude::*;
 use usbmon_support::{Cap, Ev, Session};
 

@@ -9,7 +9,7 @@ use nao_wire::{Command, JOINTS};
 
 use super::flags::SafetyFlags;
 use super::switch::Reason;
-use crate::kit::notify::Notify;
+use nao_kit::notify::Notify;
 
 /// The death switch as one cycle saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -133,14 +133,14 @@ impl Latest {
     /// Waits up to `timeout_ns` for a frame newer than publication number
     /// `after`; returns it with its number.
     pub fn wait_newer(&self, after: u64, timeout_ns: u64) -> Option<(u64, SensorFrame)> {
-        let deadline = crate::kit::monotonic_ns().saturating_add(timeout_ns);
+        let deadline = nao_kit::monotonic_ns().saturating_add(timeout_ns);
         loop {
             let seen = self.notify.current();
             let n = self.published();
             if n > after {
                 return Some((n, self.read()));
             }
-            let now = crate::kit::monotonic_ns();
+            let now = nao_kit::monotonic_ns();
             if now >= deadline {
                 return None;
             }

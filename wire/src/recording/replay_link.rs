@@ -9,7 +9,7 @@
 
 use core::fmt;
 
-use super::{answer_buf, Call, Link, LinkError};
+use crate::link::{answer_buf, Call, Link, LinkError};
 use crate::recording::{Item, Line, Recorded};
 
 /// The first difference between the recording and the runtime's calls.

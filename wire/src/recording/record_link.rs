@@ -22,8 +22,8 @@
 
 use std::io::{self, Write};
 
-use super::{Call, Link, LinkError};
 use crate::command::Command;
+use crate::link::{Call, Link, LinkError};
 use crate::recording::RecordingWriter;
 use deathswitch::Reason;
 

@@ -2,7 +2,7 @@
 //! process (not only in a test) that its loop allocates nothing.
 //!
 //! A program opts in with
-//! `#[global_allocator] static A: nao_actors::kit::alloc::CountingAlloc = CountingAlloc;`
+//! `#[global_allocator] static A: nao_kit::alloc::CountingAlloc = CountingAlloc;`
 //! (`nao-rs` does). Every allocation then adds one to a counter of the
 //! allocating thread; [`thread_allocations`] reads the calling thread's.
 //! The cost is one thread-local increment per allocation; frees are not

@@ -164,8 +164,16 @@ struct Figures {
     beacon_cpu_ns: Figure,
 }
 
-fn cycle_bound() -> Bound {
-    Bound::MaxAtMost(12 * MS, "one 12 ms cycle".into())
+/// A stop's bound as the cycle meets it: the runtime reads the switch once,
+/// at the start of a cycle, so a trip that lands just after that read (or,
+/// for the chest button, is stored when an answer is handed over after the
+/// frame is written) shows in the next cycle's frame: one period plus that
+/// cycle's lateness, which is below one period when no deadline is missed.
+fn stop_bound() -> Bound {
+    Bound::MaxAtMost(
+        24 * MS,
+        "the next cycle's frame: one 12 ms period + its lateness (<= one period)".into(),
+    )
 }
 
 impl Figures {
@@ -174,23 +182,23 @@ impl Figures {
         let takeover = "60 ms beat timeout + 2 ms poll";
         let chain = "60 ms beat timeout + 2 ms poll + one 12 ms cycle";
         Figures {
-            naoctl_trip: f("stop_naoctl", "`naoctl stop`: page trip -> first all-off frame", Unit::Ms, cycle_bound()),
+            naoctl_trip: f("stop_naoctl", "`naoctl stop`: page trip -> first all-off frame", Unit::Ms, stop_bound()),
             naoctl_cmd: f("stop_naoctl_cmd", "`naoctl stop`: command started -> first all-off frame", Unit::Ms, Bound::Reference("includes starting naoctl".into())),
-            udp_frame: f("stop_udp", "UDP stop: datagram sent -> first all-off frame", Unit::Ms, cycle_bound()),
+            udp_frame: f("stop_udp", "UDP stop: datagram sent -> first all-off frame", Unit::Ms, stop_bound()),
             udp_trip: f("udp_trip", "UDP stop: datagram sent -> switch tripped", Unit::Ms, Bound::Reference("part of the line above".into())),
-            button_trip: f("stop_button", "chest button: page trip -> first all-off frame", Unit::Ms, cycle_bound()),
-            button_cmd: f("stop_button_cmd", "chest button: sim `button` command -> first all-off frame", Unit::Ms, Bound::Reference("2 to 3 cycles by the protocol: an answer is handed over one cycle after its frame".into())),
-            stop_takeover: f("guard_sigstop_takeover", "SIGSTOP of the runtime -> guard's take-over (page trip)", Unit::Ms, Bound::MaxAtMost(62 * MS, format!("{takeover}; seed on the robot: 62 ms"))),
-            takeover_frame: f("guard_takeover_frame", "guard's take-over (page trip) -> its first all-off frame", Unit::Ms, Bound::MaxAtMost(12 * MS, "one 12 ms cycle; seed on the robot: 9 ms after the kill".into())),
-            stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; seed 62 + 9 ms"))),
-            kill_frame: f("guard_sigkill_frame", "external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's pidfd); seed 62 + 9 ms".into())),
+            button_trip: f("stop_button", "chest button: page trip -> first all-off frame", Unit::Ms, stop_bound()),
+            button_cmd: f("stop_button_cmd", "chest button: sim `button` command -> first all-off frame", Unit::Ms, Bound::Reference("2 to 3 periods + lateness by the protocol: an answer is handed over one cycle after its frame".into())),
+            stop_takeover: f("guard_sigstop_takeover", "SIGSTOP of the runtime -> guard's take-over (page trip)", Unit::Ms, Bound::MaxAtMost(62 * MS, format!("{takeover}; on the robot: 62 ms"))),
+            takeover_frame: f("guard_takeover_frame", "guard's take-over (page trip) -> its first all-off frame", Unit::Ms, Bound::MaxAtMost(12 * MS, "one 12 ms cycle; on the robot: 9 ms after the kill".into())),
+            stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; on the robot: 62 + 9 ms"))),
+            kill_frame: f("guard_sigkill_frame", "external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's pidfd)".into())),
             segv_frame: f("guard_sigsegv_frame", "runtime crash (SIGSEGV) -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "as SIGKILL (the runtime's pidfd)".into())),
             start_up_frame: f("guard_start_up_frame", "runtime registered, frozen before its first beat -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(deathswitch::rules::START_UP_BOUND_NS + 14 * MS, "the 6 s start-up bound + 2 ms poll + one 12 ms cycle".into())),
             udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "50 ms".into())),
-            period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
-            late_quiet: f("lateness_quiet", "cycle lateness at the board, quiet", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
-            period_loaded: f("period_loaded", "cycle period, busy loop on every core", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); seed: slowest 12.4 ms over 1,043 cycles".into())),
-            late_loaded: f("lateness_loaded", "cycle lateness at the board, busy loop on every core", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period".into())),
+            period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); on the robot: slowest 12.4 ms over 1,043 cycles".into())),
+            late_quiet: f("lateness_quiet", "cycle lateness at the board, quiet", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period: no deadline missed".into())),
+            period_loaded: f("period_loaded", "cycle period, busy loop on every core", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); on the robot: slowest 12.4 ms over 1,043 cycles".into())),
+            late_loaded: f("lateness_loaded", "cycle lateness at the board, busy loop on every core", Unit::Ms, Bound::MaxAtMost(12 * MS, "one period: no deadline missed".into())),
             rt_cpu: f("runtime_cpu_per_cycle", "runtime CPU time per cycle, all threads (1 s windows)", Unit::Ms, Bound::Reference("-".into())),
             cycle_cpu: f("cycle_thread_cpu_per_cycle", "cycle thread CPU time per cycle (1 s windows)", Unit::Ms, Bound::MaxAtMost(12 * MS, "fits in one cycle".into())),
             guard_cpu: f("guard_cpu_per_poll", "guard CPU time per 2 ms poll (1 s windows)", Unit::Ms, Bound::MaxAtMost(2 * MS, "fits in one poll".into())),
@@ -202,7 +210,7 @@ impl Figures {
                 a
             },
             replay: f("replay_speed", "replay of recordings/ (start-up and cycles)", Unit::PerSecond, Bound::Reference("the robot runs 83 cycles/s".into())),
-            stop_all: f("stop_all_5_robots", "STOP ALL over 5 robots: click -> last robot's first all-off frame", Unit::Ms, Bound::Reference("no bound set; each robot: one 12 ms cycle after its datagram".into())),
+            stop_all: f("stop_all_5_robots", "STOP ALL over 5 robots: click -> last robot's first all-off frame", Unit::Ms, Bound::Reference("no bound set; each robot: the next cycle's frame after its datagram".into())),
             stop_all_round: f("stop_all_first_round", "STOP ALL over 5 robots: click -> first round sent (the app's answer)", Unit::Ms, Bound::Reference("part of the line above".into())),
             beacon_cpu: f("beacon_cpu", "beacon CPU on the robot (nao-rs-beacon at 2 Hz, utime + stime)", Unit::Percent, Bound::MaxAtMost(999, "below 1 % of one core".into())),
             beacon_cpu_ns: f("beacon_cpu_schedstat", "beacon CPU on the robot, the same windows from the threads' schedstat (ns)", Unit::Percent, Bound::Reference("the line above at ns resolution".into())),

@@ -63,7 +63,7 @@ impl Unit {
 pub enum Bound {
     /// Passes when the maximum is at most this raw value.
     MaxAtMost(u64, String),
-    /// Only a reference (a seed value); no pass or fail.
+    /// Only a reference (a goal or a value measured on the robot); no pass or fail.
     Reference(String),
 }
 
@@ -78,7 +78,7 @@ pub struct Figure {
     pub unit: Unit,
     /// The raw samples.
     pub samples: Vec<u64>,
-    /// The bound or the seed value.
+    /// The bound or the reference value.
     pub bound: Bound,
     /// Why a figure has no samples, or a remark.
     pub note: String,
@@ -124,7 +124,7 @@ impl Figure {
 /// The Markdown table of `figures`.
 pub fn table(figures: &[Figure]) -> String {
     let mut s = String::new();
-    s.push_str("| figure | n | median | p99 | max | unit | bound or seed value | result |\n");
+    s.push_str("| figure | n | median | p99 | max | unit | bound or reference | result |\n");
     s.push_str("|---|---:|---:|---:|---:|---|---|---|\n");
     for f in figures {
         let (n, med, p99, max) = match f.summary() {

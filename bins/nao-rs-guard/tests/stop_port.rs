@@ -171,12 +171,12 @@ fn udp_in_another_netns(port: u16) -> Option<OwnedFd> {
     .unwrap()
 }
 
-/// Squatters on the old abstract name (`@nao-rs-udp-stop-PORT`, serving a
+/// Squatters on an abstract name (`@nao-rs-udp-stop-PORT`, serving a
 /// TCP socket) and a stale socket file on the hand-over path change
 /// nothing: the guard and the runtime share the port, no
 /// `stop-port-unread`, and a stop trips `udp`.
 #[test]
-fn stop_port_squatters_on_the_old_name_and_a_stale_file_change_nothing() {
+fn stop_port_squatters_on_an_abstract_name_and_a_stale_file_change_nothing() {
     use std::os::linux::net::SocketAddrExt;
     let (sim, page_path, page) = rig();
     let port = free_port();

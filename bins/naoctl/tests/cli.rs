@@ -42,7 +42,7 @@ fn file_len(p: &Path) -> u64 {
 }
 
 #[test]
-fn done_when_stop_creates_a_0660_page_tripped_boot_under_umask_077() {
+fn stop_creates_a_0660_page_tripped_boot_under_umask_077() {
     let e = env();
     let out = Command::new("sh")
         .arg("-c")
@@ -63,7 +63,7 @@ fn done_when_stop_creates_a_0660_page_tripped_boot_under_umask_077() {
 }
 
 #[test]
-fn done_when_rearm_yes_arms_and_stop_trips_with_naoctl() {
+fn rearm_yes_arms_and_stop_trips_with_reason_naoctl() {
     let e = env();
     drop(Page::open(&e.page).unwrap());
     assert_eq!(status_json(&e.page)["reason"], "boot");
@@ -82,7 +82,7 @@ fn done_when_rearm_yes_arms_and_stop_trips_with_naoctl() {
 }
 
 #[test]
-fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_whole() {
+fn a_page_truncated_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_whole() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     let f = std::fs::OpenOptions::new()
@@ -102,7 +102,7 @@ fn done_when_truncating_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_who
 }
 
 #[test]
-fn done_when_zeroing_reads_tripped_page_lost_and_stop_makes_it_whole() {
+fn a_zeroed_page_reads_tripped_page_lost_and_stop_makes_it_whole() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     std::fs::write(&e.page, [0u8; deathswitch::LEN]).unwrap();

@@ -3,10 +3,12 @@
 //! - [`tables`]: addresses, boards, joints, bus slots, command bytes, encodings.
 //! - [`frame`]: frames and answers, both ways, without allocating.
 
+pub mod bringup;
 pub mod cycle;
 pub mod devices;
 pub mod frame;
 pub mod handshake;
+pub mod joint_ranges;
 pub mod joints;
 pub mod prefs;
 pub mod safety;

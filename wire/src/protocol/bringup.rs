@@ -1,0 +1,835 @@
+//! Bring-up: the first motion with a person present, one joint at a time
+//! (`docs/bringup.md`, "The rules").
+//!
+//! A pure state machine, time passed in, no allocation, no I/O. Each cycle
+//! [`BringUp::step`] takes the cycle's [`Sensors`], whether the chosen
+//! joint's board is accepted, the person's jog and what the gate knows of the
+//! switch ([`Readiness`]), and returns a [`BringUpVerdict`]: the one joint,
+//! its stiffness (0 unless every precondition holds and a toe bumper is
+//! held; ramped; capped), its target (inside a small window, the joint's
+//! range, rate-limited), the first precondition missing ([`Missing`], with
+//! what the person should do) and a trip for the switch, if any. Every other
+//! joint gets stiffness 0: the gate's apply does that masking; the verdict
+//! only says the joint, its stiffness and target.
+//!
+//! The bounds are [`BringUpLimits`]: named defaults, configurable only
+//! tighter ([`BringUpLimits::tighten`]).
+
+use super::devices::Sensors;
+use super::joint_ranges::{joint_range, JointRange};
+use super::prefs::PressureCalibration;
+use crate::command::Joint;
+use deathswitch::Reason;
+
+// ------------------------------------------------------------------ limits
+
+/// The default stiffness cap.
+pub const DEFAULT_MAX_STIFFNESS: f64 = 0.2;
+/// The stiffness cap is never above this.
+pub const MAX_STIFFNESS_BOUND: f64 = 0.3;
+/// The window around the position measured when the joint was enabled, +- rad.
+pub const DEFAULT_WINDOW_RAD: f64 = 0.3;
+/// The commanded position's largest rate, rad/s.
+pub const DEFAULT_RATE_RAD_S: f64 = 0.5;
+/// One jog step, rad.
+pub const DEFAULT_JOG_STEP_RAD: f64 = 0.05;
+/// No jog press for this long holds the target where it is, s.
+pub const DEFAULT_JOG_HOLD_S: f64 = 1.0;
+/// Time for the stiffness to ramp from 0 to the cap, s.
+pub const DEFAULT_RAMP_S: f64 = 1.0;
+/// Following error bound: |measured - commanded|, rad ...
+pub const DEFAULT_FOLLOWING_ERROR_RAD: f64 = 0.15;
+/// ... for this many cycles in a row while stiff.
+pub const DEFAULT_FOLLOWING_ERROR_CYCLES: f64 = 10.0;
+/// Moving more than this against a commanded step, rad.
+pub const DEFAULT_WRONG_DIRECTION_RAD: f64 = 0.02;
+/// Over-current bound, mA ...
+pub const DEFAULT_OVER_CURRENT_MA: f64 = 1500.0;
+/// ... for this many cycles in a row.
+pub const DEFAULT_OVER_CURRENT_CYCLES: f64 = 20.0;
+/// A start only below this joint temperature; stiff at or above it trips, degC.
+pub const DEFAULT_START_TEMPERATURE_C: f64 = 60.0;
+/// Lying: |a_x| above this, m/s^2 (sign-free: on the back or the front).
+pub const DEFAULT_LYING_ACCEL_M_S2: f64 = 8.0;
+/// Lying: |a_y| and |a_z| below this, m/s^2.
+pub const DEFAULT_LYING_CROSS_ACCEL_M_S2: f64 = 3.0;
+/// Still: the gyroscope below this on every axis, rad/s.
+pub const DEFAULT_STILL_GYRO_RAD_S: f64 = 0.1;
+/// Lying and still for this long, s.
+pub const DEFAULT_LYING_HELD_S: f64 = 1.0;
+/// No weight on the feet: the load of the eight foot pressure sensors,
+/// summed, at most this, kg (through the preference block's calibration, as
+/// LoLA's `FSR`). 0.5 kg is a tenth of the NAO's 5.3 kg: a standing robot
+/// reads about 5.3 kg in the virtual robot, a sitting one 1.0 kg, a lying one
+/// 0 (`docs/sim.md`, "Postures").
+pub const DEFAULT_FOOT_LOAD_KG: f64 = 0.5;
+/// Standard gravity, m/s^2: the largest lying bound that a lying robot can pass.
+pub const GRAVITY_M_S2: f64 = 9.80665;
+/// The longest time limit a tightening may set, s.
+pub const LONGEST_TIME_LIMIT_S: f64 = 60.0;
+/// A gap between two steps counts as at most this for the rate limit, ns.
+pub const MAX_STEP_GAP_NS: u64 = 100_000_000;
+
+/// Which way a limit is made tighter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tighter {
+    /// Smaller is tighter: allowed `0 < value <= bound` (`1 <=` for counts).
+    Lower,
+    /// Larger is tighter: allowed `bound <= value <= ceiling`.
+    Higher,
+}
+
+/// One bring-up limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The stiffness cap, 0..1.
+    MaxStiffness,
+    /// The position window, +- rad.
+    Window,
+    /// The commanded position's rate, rad/s.
+    Rate,
+    /// One jog step, rad.
+    JogStep,
+    /// No press for this long holds the target, s.
+    JogHold,
+    /// The stiffness ramp from 0 to the cap, s.
+    Ramp,
+    /// The following error bound, rad.
+    FollowingError,
+    /// The following error's cycles in a row.
+    FollowingErrorCycles,
+    /// Moving against a step, rad.
+    WrongDirection,
+    /// The over-current bound, mA.
+    OverCurrent,
+    /// The over-current's cycles in a row.
+    OverCurrentCycles,
+    /// The start temperature, degC.
+    StartTemperature,
+    /// Lying: |a_x| above, m/s^2.
+    LyingAccel,
+    /// Lying: |a_y|, |a_z| below, m/s^2.
+    LyingCrossAccel,
+    /// Still: gyroscope below, rad/s.
+    StillGyro,
+    /// Lying and still for, s.
+    LyingHeld,
+    /// Load on the feet at most, kg.
+    FootLoad,
+}
+
+/// Number of [`Limit`]s.
+pub const LIMIT_COUNT: usize = 17;
+
+struct Spec {
+    name: &'static str,
+    unit: &'static str,
+    default: f64,
+    bound: f64,
+    tighter: Tighter,
+    count: bool,
+    ceiling: f64,
+}
+
+const fn lower(name: &'static str, unit: &'static str, default: f64, bound: f64) -> Spec {
+    Spec {
+        name,
+        unit,
+        default,
+        bound,
+        tighter: Tighter::Lower,
+        count: false,
+        ceiling: bound,
+    }
+}
+
+const fn higher(name: &'static str, unit: &'static str, default: f64, ceiling: f64) -> Spec {
+    Spec {
+        name,
+        unit,
+        default,
+        bound: default,
+        tighter: Tighter::Higher,
+        count: false,
+        ceiling,
+    }
+}
+
+const fn count(name: &'static str, default: f64) -> Spec {
+    Spec {
+        count: true,
+        ..lower(name, "cycles", default, default)
+    }
+}
+
+impl Limit {
+    /// Every limit, in declaration order.
+    pub const ALL: [Limit; LIMIT_COUNT] = [
+        Limit::MaxStiffness,
+        Limit::Window,
+        Limit::Rate,
+        Limit::JogStep,
+        Limit::JogHold,
+        Limit::Ramp,
+        Limit::FollowingError,
+        Limit::FollowingErrorCycles,
+        Limit::WrongDirection,
+        Limit::OverCurrent,
+        Limit::OverCurrentCycles,
+        Limit::StartTemperature,
+        Limit::LyingAccel,
+        Limit::LyingCrossAccel,
+        Limit::StillGyro,
+        Limit::LyingHeld,
+        Limit::FootLoad,
+    ];
+
+    const fn spec(self) -> Spec {
+        match self {
+            Limit::MaxStiffness => lower(
+                "max-stiffness",
+                "",
+                DEFAULT_MAX_STIFFNESS,
+                MAX_STIFFNESS_BOUND,
+            ),
+            Limit::Window => lower("window", "rad", DEFAULT_WINDOW_RAD, DEFAULT_WINDOW_RAD),
+            Limit::Rate => lower("rate", "rad/s", DEFAULT_RATE_RAD_S, DEFAULT_RATE_RAD_S),
+            Limit::JogStep => lower(
+                "jog-step",
+                "rad",
+                DEFAULT_JOG_STEP_RAD,
+                DEFAULT_JOG_STEP_RAD,
+            ),
+            Limit::JogHold => lower("jog-hold", "s", DEFAULT_JOG_HOLD_S, DEFAULT_JOG_HOLD_S),
+            Limit::Ramp => higher("ramp", "s", DEFAULT_RAMP_S, LONGEST_TIME_LIMIT_S),
+            Limit::FollowingError => lower(
+                "following-error",
+                "rad",
+                DEFAULT_FOLLOWING_ERROR_RAD,
+                DEFAULT_FOLLOWING_ERROR_RAD,
+            ),
+            Limit::FollowingErrorCycles => {
+                count("following-error-cycles", DEFAULT_FOLLOWING_ERROR_CYCLES)
+            }
+            Limit::WrongDirection => lower(
+                "wrong-direction",
+                "rad",
+                DEFAULT_WRONG_DIRECTION_RAD,
+                DEFAULT_WRONG_DIRECTION_RAD,
+            ),
+            Limit::OverCurrent => lower(
+                "over-current",
+                "mA",
+                DEFAULT_OVER_CURRENT_MA,
+                DEFAULT_OVER_CURRENT_MA,
+            ),
+            Limit::OverCurrentCycles => count("over-current-cycles", DEFAULT_OVER_CURRENT_CYCLES),
+            Limit::StartTemperature => lower(
+                "start-temperature",
+                "degC",
+                DEFAULT_START_TEMPERATURE_C,
+                DEFAULT_START_TEMPERATURE_C,
+            ),
+            Limit::LyingAccel => higher(
+                "lying-accel",
+                "m/s^2",
+                DEFAULT_LYING_ACCEL_M_S2,
+                GRAVITY_M_S2,
+            ),
+            Limit::LyingCrossAccel => lower(
+                "lying-cross-accel",
+                "m/s^2",
+                DEFAULT_LYING_CROSS_ACCEL_M_S2,
+                DEFAULT_LYING_CROSS_ACCEL_M_S2,
+            ),
+            Limit::StillGyro => lower(
+                "still-gyro",
+                "rad/s",
+                DEFAULT_STILL_GYRO_RAD_S,
+                DEFAULT_STILL_GYRO_RAD_S,
+            ),
+            Limit::LyingHeld => higher(
+                "lying-held",
+                "s",
+                DEFAULT_LYING_HELD_S,
+                LONGEST_TIME_LIMIT_S,
+            ),
+            Limit::FootLoad => lower(
+                "foot-load",
+                "kg",
+                DEFAULT_FOOT_LOAD_KG,
+                DEFAULT_FOOT_LOAD_KG,
+            ),
+        }
+    }
+
+    /// The limit's name (`"max-stiffness"`): the bring-up command's option
+    /// without its dashes.
+    pub const fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The limit with that [`Limit::name`], if any.
+    pub fn from_name(name: &str) -> Option<Limit> {
+        Limit::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Its unit (`"rad"`, `"s"`, `""` for the stiffness).
+    pub const fn unit(self) -> &'static str {
+        self.spec().unit
+    }
+
+    /// Its named default.
+    pub const fn default_value(self) -> f64 {
+        self.spec().default
+    }
+
+    /// The loosest value a tightening may set (the default, except the
+    /// stiffness cap's [`MAX_STIFFNESS_BOUND`]).
+    pub const fn bound(self) -> f64 {
+        self.spec().bound
+    }
+
+    /// Which way is tighter.
+    pub const fn tighter(self) -> Tighter {
+        self.spec().tighter
+    }
+
+    /// The values a tightening may set, `(least, most)`, both included.
+    pub fn allowed(self) -> (f64, f64) {
+        let s = self.spec();
+        match (s.tighter, s.count) {
+            (Tighter::Lower, true) => (1.0, s.bound),
+            (Tighter::Lower, false) => (0.0, s.bound),
+            (Tighter::Higher, _) => (s.bound, s.ceiling),
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A limit that cannot be set: the value asked for and the bound it broke.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitError {
+    /// The limit.
+    pub limit: Limit,
+    /// The value asked for, handed back.
+    pub value: f64,
+}
+
+impl LimitError {
+    /// The loosest value allowed ([`Limit::bound`]).
+    pub fn bound(&self) -> f64 {
+        self.limit.bound()
+    }
+}
+
+impl core::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let l = self.limit;
+        let (lo, hi) = l.allowed();
+        let unit = l.unit();
+        let sp = if unit.is_empty() { "" } else { " " };
+        let range = match (l.tighter(), l.spec().count) {
+            (Tighter::Lower, true) => format!("a whole number from {lo} to {hi}"),
+            (Tighter::Lower, false) => format!("above {lo}{sp}{unit} and at most {hi}{sp}{unit}"),
+            (Tighter::Higher, _) => format!("at least {lo}{sp}{unit} and at most {hi}{sp}{unit}"),
+        };
+        write!(
+            f,
+            "bring-up limit {}: {}{sp}{unit} is not allowed: it must be {range} (default {}{sp}{unit}; bring-up limits can only be made tighter than their bound {}{sp}{unit})",
+            l.name(),
+            self.value,
+            l.default_value(),
+            l.bound(),
+        )
+    }
+}
+
+impl std::error::Error for LimitError {}
+
+/// The bring-up bounds: every [`Limit`] at its named default, or tighter.
+/// Only [`BringUpLimits::tighten`] changes one, so no value looser than its
+/// bound can be set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BringUpLimits {
+    values: [f64; LIMIT_COUNT],
+}
+
+impl Default for BringUpLimits {
+    fn default() -> Self {
+        let mut values = [0.0; LIMIT_COUNT];
+        for l in Limit::ALL {
+            values[l.index()] = l.default_value();
+        }
+        BringUpLimits { values }
+    }
+}
+
+impl BringUpLimits {
+    /// These limits with `limit` set to `value`, if `value` is the bound or
+    /// tighter ([`Limit::allowed`]); otherwise an error handing `value` back.
+    /// A value that is not a number, or a count that is not whole, is refused.
+    pub fn tighten(mut self, limit: Limit, value: f64) -> Result<Self, LimitError> {
+        let (lo, hi) = limit.allowed();
+        let ok = match (limit.tighter(), limit.spec().count) {
+            (Tighter::Lower, true) => value.fract() == 0.0 && lo <= value && value <= hi,
+            (Tighter::Lower, false) => lo < value && value <= hi,
+            (Tighter::Higher, _) => lo <= value && value <= hi,
+        };
+        if !ok {
+            return Err(LimitError { limit, value });
+        }
+        self.values[limit.index()] = value;
+        Ok(self)
+    }
+
+    /// The value of `limit`.
+    pub fn get(&self, limit: Limit) -> f64 {
+        self.values[limit.index()]
+    }
+}
+
+/// The limits in the units [`BringUp::step`] works in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bounds {
+    cap: f32,
+    window: f32,
+    rate: f32,
+    jog_step: f32,
+    jog_hold_ns: u64,
+    ramp_ns: u64,
+    following_error: f32,
+    following_cycles: u32,
+    wrong_direction: f32,
+    over_current_ma: f32,
+    over_current_cycles: u32,
+    start_temperature: f32,
+    lying_accel: f32,
+    lying_cross: f32,
+    still_gyro: f32,
+    lying_held_ns: u64,
+    foot_load_kg: f32,
+}
+
+impl Bounds {
+    fn from(l: &BringUpLimits) -> Self {
+        let f = |x: Limit| l.get(x) as f32;
+        let ns = |x: Limit| (l.get(x) * 1e9) as u64;
+        let n = |x: Limit| l.get(x) as u32;
+        Bounds {
+            cap: f(Limit::MaxStiffness),
+            window: f(Limit::Window),
+            rate: f(Limit::Rate),
+            jog_step: f(Limit::JogStep),
+            jog_hold_ns: ns(Limit::JogHold),
+            ramp_ns: ns(Limit::Ramp),
+            following_error: f(Limit::FollowingError),
+            following_cycles: n(Limit::FollowingErrorCycles),
+            wrong_direction: f(Limit::WrongDirection),
+            over_current_ma: f(Limit::OverCurrent),
+            over_current_cycles: n(Limit::OverCurrentCycles),
+            start_temperature: f(Limit::StartTemperature),
+            lying_accel: f(Limit::LyingAccel),
+            lying_cross: f(Limit::LyingCrossAccel),
+            still_gyro: f(Limit::StillGyro),
+            lying_held_ns: ns(Limit::LyingHeld),
+            foot_load_kg: f(Limit::FootLoad),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ inputs
+
+/// One key press of the person: the target moves by one jog step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jog {
+    /// + one step.
+    Plus,
+    /// - one step.
+    Minus,
+}
+
+impl Jog {
+    fn sign(self) -> f32 {
+        match self {
+            Jog::Plus => 1.0,
+            Jog::Minus => -1.0,
+        }
+    }
+}
+
+/// What the gate knows of the switch this cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Readiness {
+    /// The switch is armed (and its page whole).
+    pub armed: bool,
+    /// A person's wake came in the armed generation (the wake latch is open).
+    pub woken: bool,
+}
+
+/// The cycle's inputs of bring-up.
+#[derive(Debug, Clone, Copy)]
+pub struct BringUpInput<'a> {
+    /// The devices' latest data: IMU (LoLA's sign; the lying check is
+    /// sign-free), foot pressure, toe bumpers, the joint's position (rad),
+    /// current and temperature.
+    pub sensors: &'a Sensors,
+    /// The foot pressure calibration of the preference block.
+    pub foot_calibration: &'a [[PressureCalibration; 4]; 2],
+    /// The chosen joint's board passed the handshake.
+    pub board_accepted: bool,
+    /// The cycle's time, monotonic ns.
+    pub now_ns: u64,
+    /// The person's key press this cycle, if any.
+    pub jog: Option<Jog>,
+}
+
+// ----------------------------------------------------------------- verdict
+
+/// The first precondition that does not hold, in the order checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The switch is tripped.
+    SwitchTripped,
+    /// No wake since the last re-arm.
+    NotWoken,
+    /// The joint's board was not accepted in the handshake.
+    BoardNotAccepted,
+    /// No position of the joint measured yet.
+    NotMeasured,
+    /// The robot is not lying (gravity not along the torso's x axis).
+    NotLying,
+    /// The robot lies but moves (the gyroscope).
+    Moving,
+    /// Lying still, not yet for long enough.
+    Settling,
+    /// Weight on the feet.
+    WeightOnFeet,
+    /// The joint is at or above the start temperature.
+    TooHot,
+    /// No toe bumper is held.
+    BumperNotHeld,
+    /// The bumper was held before every other check passed, or through a
+    /// stop: it must be released and pressed again.
+    ReleaseBumper,
+}
+
+impl Missing {
+    /// A short name (`"not-lying"`), for recordings and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Missing::SwitchTripped => "switch-tripped",
+            Missing::NotWoken => "not-woken",
+            Missing::BoardNotAccepted => "board-not-accepted",
+            Missing::NotMeasured => "not-measured",
+            Missing::NotLying => "not-lying",
+            Missing::Moving => "moving",
+            Missing::Settling => "settling",
+            Missing::WeightOnFeet => "weight-on-feet",
+            Missing::TooHot => "too-hot",
+            Missing::BumperNotHeld => "bumper-not-held",
+            Missing::ReleaseBumper => "release-bumper",
+        }
+    }
+
+    /// What the person at the robot should do, for the terminal.
+    pub const fn what_to_do(self) -> &'static str {
+        match self {
+            Missing::SwitchTripped => {
+                "the switch is tripped: check the robot, then re-arm it with `naoctl rearm`"
+            }
+            Missing::NotWoken => "the runtime waits for a person's wake: run `nao-rs wake`",
+            Missing::BoardNotAccepted => {
+                "the joint's motor board was not accepted: start bring-up with `--accepted` listing its configuration version"
+            }
+            Missing::NotMeasured => {
+                "no position of the joint measured yet: wait for the chest board's answers"
+            }
+            Missing::NotLying => "lay the robot down on its back or its front",
+            Missing::Moving => "hold the robot still: the gyroscope reads motion",
+            Missing::Settling => "keep the robot lying still a moment longer",
+            Missing::WeightOnFeet => "take the weight off the feet: nothing may press on the soles",
+            Missing::TooHot => "the joint is too hot to start: let it cool down, limp",
+            Missing::BumperNotHeld => {
+                "hold a toe bumper to give the joint stiffness; release it to make the joint limp"
+            }
+            Missing::ReleaseBumper => {
+                "release the toe bumper and press it again: a hold that began before every check passed does not count"
+            }
+        }
+    }
+}
+
+/// What bring-up allows this cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BringUpVerdict {
+    /// The one joint that may have stiffness.
+    pub joint: Joint,
+    /// Its stiffness, `0..=cap`: 0 unless every precondition holds and a
+    /// toe bumper is held.
+    pub stiffness: f32,
+    /// Its commanded position, rad: inside [`BringUpVerdict::window`] and
+    /// rate-limited while enabled; the measured position otherwise.
+    pub target: f32,
+    /// The positions allowed while enabled: the window around the position
+    /// measured at the press, within the joint's range; `None` while not
+    /// enabled.
+    pub window: Option<JointRange>,
+    /// The first precondition missing, if any.
+    pub missing: Option<Missing>,
+    /// Trip the switch with this reason.
+    pub trip: Option<Reason>,
+}
+
+impl BringUpVerdict {
+    /// Joint `j`'s stiffness under bring-up: [`BringUpVerdict::stiffness`]
+    /// for the one joint, 0 for every other.
+    pub fn joint_stiffness(&self, j: Joint) -> f32 {
+        if j == self.joint {
+            self.stiffness
+        } else {
+            0.0
+        }
+    }
+}
+
+// ------------------------------------------------------------------- state
+
+/// The joint enabled: from a fresh bumper press until the release, a
+/// missing precondition or a trip.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Run {
+    started_ns: u64,
+    window: JointRange,
+    /// The position commanded in the last verdict.
+    commanded: f32,
+    /// Where the jog steps lead (at most one step from `commanded`).
+    jog_target: f32,
+    last_press_ns: u64,
+    /// The measured position at the last press and the step's sign.
+    step: Option<(f32, f32)>,
+    /// The stiffness of the last verdict.
+    stiffness: f32,
+    following_cycles: u32,
+}
+
+/// Bring-up of one joint: the state between cycles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BringUp {
+    joint: Joint,
+    range: JointRange,
+    limits: BringUpLimits,
+    bounds: Bounds,
+    still_since: Option<u64>,
+    /// A hold seen that did not enable the joint: a release must come first.
+    needs_release: bool,
+    over_current_cycles: u32,
+    last_ns: Option<u64>,
+    run: Option<Run>,
+}
+
+impl BringUp {
+    /// Bring-up of `joint` within `limits`. A toe bumper already held at the
+    /// first step does not count: it must be released and pressed.
+    pub fn new(joint: Joint, limits: BringUpLimits) -> Self {
+        BringUp {
+            joint,
+            range: joint_range(joint),
+            limits,
+            bounds: Bounds::from(&limits),
+            still_since: None,
+            needs_release: true,
+            over_current_cycles: 0,
+            last_ns: None,
+            run: None,
+        }
+    }
+
+    /// The joint.
+    pub fn joint(&self) -> Joint {
+        self.joint
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &BringUpLimits {
+        &self.limits
+    }
+
+    /// One cycle: the verdict for this cycle's frame.
+    pub fn step(&mut self, input: &BringUpInput<'_>, ready: Readiness) -> BringUpVerdict {
+        let b = self.bounds;
+        let s = input.sensors;
+        let j = self.joint.index();
+        let t = input.now_ns;
+        let dt_ns = self
+            .last_ns
+            .map_or(0, |l| t.saturating_sub(l))
+            .min(MAX_STEP_GAP_NS);
+        self.last_ns = Some(t);
+        let measured = s.position[j];
+        let held = (s.bumpers[0] | s.bumpers[1]) & 0b11 != 0;
+        let temperature = f32::from(s.temperature[j]);
+
+        // Lying and still, held for a while.
+        let a = s.imu.accelerometer.map(|v| f32::from(v) / 1000.0);
+        let lying =
+            a[0].abs() > b.lying_accel && a[1].abs() < b.lying_cross && a[2].abs() < b.lying_cross;
+        let still = s
+            .imu
+            .gyroscope
+            .iter()
+            .all(|&g| (f32::from(g) / 1000.0).abs() < b.still_gyro);
+        if lying && still {
+            self.still_since.get_or_insert(t);
+        } else {
+            self.still_since = None;
+        }
+        let settled = self
+            .still_since
+            .is_some_and(|s0| t.saturating_sub(s0) >= b.lying_held_ns);
+
+        // Over-current: counted every cycle, stiff or not.
+        if f32::from(s.current_ma[j]) > b.over_current_ma {
+            self.over_current_cycles = self.over_current_cycles.saturating_add(1);
+        } else {
+            self.over_current_cycles = 0;
+        }
+
+        // Trips, judged on the answer to the last frame.
+        let mut trip = None;
+        if let Some(run) = &mut self.run {
+            if let Some((reference, sign)) = run.step {
+                if (measured - reference) * sign < -b.wrong_direction {
+                    trip = Some(Reason::BringupWrongDirection);
+                }
+            }
+            if run.stiffness > 0.0 && (measured - run.commanded).abs() > b.following_error {
+                run.following_cycles = run.following_cycles.saturating_add(1);
+            } else {
+                run.following_cycles = 0;
+            }
+            if trip.is_none() && run.following_cycles >= b.following_cycles {
+                trip = Some(Reason::BringupFollowingError);
+            }
+            if trip.is_none() && temperature >= b.start_temperature {
+                trip = Some(Reason::BringupTooHot);
+            }
+        }
+        if trip.is_none() && self.over_current_cycles >= b.over_current_cycles {
+            trip = Some(Reason::BringupOverCurrent);
+        }
+
+        // Preconditions, in the order shown. A load that is not a number
+        // (a calibration that is not) counts as weight on the feet.
+        let load = foot_load_kg(s, input.foot_calibration);
+        let weight_on_feet = !load.is_finite() || load > b.foot_load_kg;
+        let missing_before_bumper = if !ready.armed {
+            Some(Missing::SwitchTripped)
+        } else if !ready.woken {
+            Some(Missing::NotWoken)
+        } else if !input.board_accepted {
+            Some(Missing::BoardNotAccepted)
+        } else if !s.measured[j] {
+            Some(Missing::NotMeasured)
+        } else if !lying {
+            Some(Missing::NotLying)
+        } else if !still {
+            Some(Missing::Moving)
+        } else if !settled {
+            Some(Missing::Settling)
+        } else if weight_on_feet {
+            Some(Missing::WeightOnFeet)
+        } else if self.run.is_none() && temperature >= b.start_temperature {
+            Some(Missing::TooHot)
+        } else {
+            None
+        };
+
+        let joint = self.joint;
+        let limp = |missing: Option<Missing>, trip: Option<Reason>| BringUpVerdict {
+            joint,
+            stiffness: 0.0,
+            target: measured,
+            window: None,
+            missing,
+            trip,
+        };
+
+        if trip.is_some() || missing_before_bumper.is_some() || !held {
+            // Hold-to-run: the joint is limp from this frame; a hold that
+            // outlives this must be released before it counts again.
+            self.run = None;
+            self.needs_release = held;
+            let missing = missing_before_bumper.or((!held).then_some(Missing::BumperNotHeld));
+            return limp(missing, trip);
+        }
+        if self.run.is_none() && self.needs_release {
+            return limp(Some(Missing::ReleaseBumper), None);
+        }
+
+        // Enabled: a fresh press starts a run at the measured position.
+        let range = self.range;
+        let run = self.run.get_or_insert_with(|| Run {
+            started_ns: t,
+            window: window_around(measured, b.window, range),
+            commanded: measured,
+            jog_target: measured,
+            last_press_ns: t,
+            step: None,
+            stiffness: 0.0,
+            following_cycles: 0,
+        });
+        let w = run.window;
+        if let Some(jog) = input.jog {
+            let sign = jog.sign();
+            run.jog_target = (run.commanded + sign * b.jog_step).clamp(w.min, w.max);
+            run.last_press_ns = t;
+            run.step = Some((measured, sign));
+        } else if t.saturating_sub(run.last_press_ns) >= b.jog_hold_ns {
+            run.jog_target = run.commanded;
+        }
+        let max_move = b.rate * (dt_ns as f32 / 1e9);
+        let delta = (run.jog_target - run.commanded).clamp(-max_move, max_move);
+        run.commanded = (run.commanded + delta).clamp(w.min, w.max);
+        let elapsed = t.saturating_sub(run.started_ns);
+        let ramp = if b.ramp_ns == 0 {
+            1.0
+        } else {
+            (elapsed as f64 / b.ramp_ns as f64).min(1.0) as f32
+        };
+        run.stiffness = (b.cap * ramp).clamp(0.0, b.cap);
+        BringUpVerdict {
+            joint: self.joint,
+            stiffness: run.stiffness,
+            target: run.commanded,
+            window: Some(w),
+            missing: None,
+            trip: None,
+        }
+    }
+}
+
+/// The positions allowed around `p0`: `p0 +- window`, within `range`. A
+/// joint measured outside its range keeps `p0` in the window (it may be held
+/// where it is and moved back toward the range, never farther out).
+fn window_around(p0: f32, window: f32, range: JointRange) -> JointRange {
+    let min = (p0 - window).max(range.min).min(p0);
+    let max = (p0 + window).min(range.max).max(p0);
+    JointRange { min, max }
+}
+
+/// The load on the feet, kg: the eight foot pressure sensors through their
+/// calibration (`kg = raw x gain + offset`, as LoLA's `FSR`), summed. Not a
+/// number when a calibration is not.
+pub fn foot_load_kg(sensors: &Sensors, calibration: &[[PressureCalibration; 4]; 2]) -> f32 {
+    let mut kg = 0.0;
+    for (raw, cal) in sensors.foot_pressure.iter().zip(calibration) {
+        for (&r, c) in raw.iter().zip(cal) {
+            kg += f32::from(r) * c.gain + c.offset;
+        }
+    }
+    kg
+}

@@ -493,13 +493,7 @@ fn map_page(path: &std::ffi::CStr, make: Make) -> Result<(Box<Mapping>, Opening)
     });
     let cells = m.cells();
     let lost = |seen: u64| {
-        cells.initialize_after(
-            Reason::PageLost,
-            now_ns(),
-            unix_now_ns(),
-            repaired_count_floor(seen),
-            fresh_nonce(),
-        );
+        make_whole_lost(cells, seen);
         Opening::MadeWhole
     };
     let opening = match make {
@@ -514,6 +508,27 @@ fn map_page(path: &std::ffi::CStr, make: Make) -> Result<(Box<Mapping>, Opening)
         _ => Opening::Existing,
     };
     Ok((m, opening))
+}
+
+/// The first half of a repair: trips the page `page-lost` whatever it
+/// stored (damage: the stored reason is not trusted), at once.
+pub(crate) fn trip_lost(cells: &Cells) {
+    cells.force_trip(Reason::PageLost, now_ns(), unix_now_ns());
+}
+
+/// The second half of a repair (and the opening of a page found without
+/// its magic): makes the page whole, tripped `page-lost`, with a new nonce
+/// and a `trip_count` beyond both its own and [`repaired_count_floor`] of
+/// `seen` (the highest count the repairing holder read). One `getrandom`,
+/// two clock reads, no allocation.
+pub(crate) fn make_whole_lost(cells: &Cells, seen: u64) {
+    cells.initialize_after(
+        Reason::PageLost,
+        now_ns(),
+        unix_now_ns(),
+        repaired_count_floor(seen),
+        fresh_nonce(),
+    );
 }
 
 /// The count a repaired page goes beyond: the highest count the repairer
@@ -599,7 +614,7 @@ impl Page {
         })
     }
 
-    fn cells(&self) -> &Cells {
+    pub(crate) fn cells(&self) -> &Cells {
         // Acquire: pairs with the Release store in `check`'s replacement.
         let m = self.current.load(Ordering::Acquire);
         // SAFETY: `current` always points into a Box owned by `self.all`,
@@ -626,12 +641,7 @@ impl Page {
     /// this call tripped it; the first reason stays until re-arm. Safe from
     /// any thread, process and signal handler (atomics and `clock_gettime`).
     pub fn trip(&self, reason: Reason) -> bool {
-        let cells = self.cells();
-        // Already tripped: no clock reads (the compare-and-swap would fail).
-        if cells.reason_code() != 0 {
-            return false;
-        }
-        cells.trip(reason, now_ns(), unix_now_ns())
+        crate::switch::trip_now(self.cells(), reason)
     }
 
     /// Re-arms the switch. For `naoctl rearm` only: re-arming is a person's
@@ -871,7 +881,7 @@ impl Page {
         let detached = m.detached();
         if detached.is_none() {
             // Trip the mapped page at once, then make the file whole.
-            cells.force_trip(Reason::PageLost, now_ns(), unix_now_ns());
+            trip_lost(cells);
         }
         match sigbus::back(m.fd()) {
             Ok(()) => {
@@ -880,13 +890,7 @@ impl Page {
                         return Integrity::Repaired;
                     }
                 }
-                cells.initialize_after(
-                    Reason::PageLost,
-                    now_ns(),
-                    unix_now_ns(),
-                    repaired_count_floor(self.seen.load(Ordering::Acquire)),
-                    fresh_nonce(),
-                );
+                make_whole_lost(cells, self.seen.load(Ordering::Acquire));
                 self.restore_identity(cells);
                 self.seen.store(cells.trip_count(), Ordering::Release);
             }

@@ -11,7 +11,7 @@
 
 use crate::damage::{Damage, TimeField, FUTURE_TOLERANCE_NS};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::{Motion, Reason, Snapshot};
+use crate::{Beat, Motion, Reason, Snapshot};
 
 /// The magic value at offset 0 and offset 120 (ASCII "NAORS-DS", little
 /// endian). A page without both counts as tripped.
@@ -267,6 +267,15 @@ impl Cells {
         self.beat_ns.store(t_ns, Ordering::Release);
         // Release: pairs with the Acquire load of `beat_cycle` in `snapshot`.
         self.beat_cycle.store(stored, Ordering::Release);
+    }
+
+    /// One cycle's [`crate::Switch::beat`]: the motion state and the
+    /// safety flags, then the heartbeat ([`Cells::write_heartbeat`]), so a
+    /// reader that sees cycle N sees N's motion and flags.
+    pub fn beat(&self, beat: &Beat) {
+        self.set_motion(beat.motion);
+        self.set_safety_flags(beat.safety_flags);
+        self.write_heartbeat(beat.cycle, beat.t_ns, beat.all_off);
     }
 
     /// Stores the runtime's identity: its process id and its start time

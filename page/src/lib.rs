@@ -14,9 +14,12 @@ pub mod process;
 mod reason;
 pub mod rules;
 pub mod stop;
+mod switch;
 mod sync;
 mod time;
 
+#[cfg(not(loom))]
+mod memory;
 #[cfg(not(loom))]
 mod page;
 #[cfg(not(loom))]
@@ -24,6 +27,8 @@ pub mod sigbus;
 
 pub use cells::{impossible, Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
 pub use damage::{errno_text, Damage, TimeField, FUTURE_TOLERANCE_NS};
+#[cfg(not(loom))]
+pub use memory::MemorySwitch;
 pub use motion::Motion;
 #[cfg(not(loom))]
 pub use page::{
@@ -31,6 +36,7 @@ pub use page::{
     ROBOT_PATH,
 };
 pub use reason::Reason;
+pub use switch::{Beat, Switch};
 pub use time::{now_ns, unix_now_ns};
 
 /// Every field of the page at one moment.

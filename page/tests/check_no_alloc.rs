@@ -1,8 +1,10 @@
 //! `Page::check` allocates nothing on any path, including while a replaced
-//! page cannot be recreated (it once allocated on every retry). A counting global allocator counts this thread's allocations
-//! over 1,000 checks of each broken path.
+//! page cannot be recreated. A counting global allocator counts this
+//! thread's allocations over 1,000 checks of each broken path, and over the
+//! cycle's switch calls (`Switch::read`, `trip`, `beat`) on the page and on
+//! the in-memory switch, intact and damaged.
 
-use deathswitch::{Integrity, Page, Reason};
+use deathswitch::{Beat, Integrity, MemorySwitch, Motion, Page, Reason, Switch};
 use testkit::{allocations, sh_ok};
 
 #[global_allocator]
@@ -82,4 +84,48 @@ fn check_allocates_nothing_on_an_intact_page_and_while_repairing() {
         assert_eq!(n, 0, "{script}");
         assert_eq!(page.snapshot().driver_pid, Some(4242));
     }
+}
+
+/// One cycle's switch calls, `n` times: read, trip, beat.
+fn cycles(switch: &dyn Switch, n: u64) {
+    for cycle in 0..n {
+        let s = switch.read();
+        let _ = switch.trip(Reason::Api);
+        switch.beat(&Beat {
+            cycle,
+            t_ns: switch.now_ns(),
+            all_off: !s.armed,
+            motion: Motion::LimpTripped,
+            safety_flags: 0,
+        });
+    }
+}
+
+#[test]
+fn switch_read_trip_and_beat_allocate_nothing() {
+    let (dir, path) = testkit::page_path();
+    let page = Page::open(&path).unwrap();
+    page.rearm();
+    Switch::register(&page, 4242);
+    let n = allocations(|| cycles(&page, 1000));
+    assert_eq!(n, 0, "page, intact");
+    sh_ok("truncate -s 8 \"$1/deathswitch\"", dir.path());
+    let n = allocations(|| {
+        let s = page.read();
+        assert_eq!(s.reason, Some(Reason::PageLost), "{s:?}");
+        cycles(&page, 10);
+    });
+    assert_eq!(n, 0, "page, repaired");
+
+    let memory = MemorySwitch::armed();
+    memory.register(4242);
+    let n = allocations(|| {
+        cycles(&memory, 1000);
+        memory.rearm();
+        memory.damage();
+        let s = memory.read();
+        assert_eq!(s.reason, Some(Reason::PageLost), "{s:?}");
+        cycles(&memory, 10);
+    });
+    assert_eq!(n, 0, "memory switch");
 }

@@ -1,12 +1,12 @@
 //! Loom models of the page's orderings, on an in-memory [`Cells`] (no file):
-//! the heartbeat order (a reader that sees cycle N sees N's confirmation)
-//! the trip compare-and-swap (the first reason wins), and the impossible
+//! the heartbeat order (a reader that sees cycle N sees N's confirmation,
+//! and the motion and safety flags of N's `Switch::beat`), the trip compare-and-swap (the first reason wins), and the impossible
 //! values check racing a trip or a re-arm.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test -p deathswitch --release --test loom_heartbeat`.
 #![cfg(loom)]
 
-use deathswitch::{Cells, Reason};
+use deathswitch::{Beat, Cells, Motion, Reason};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -41,6 +41,42 @@ fn loom_heartbeat_reader_that_sees_cycle_n_sees_its_confirmation() {
                 let t = s.last_beat_ns.unwrap();
                 assert!(t >= (c + 1) * 100, "{s:?}");
             }
+        }
+        w.join().unwrap();
+    });
+}
+
+/// `Switch::beat` stores motion and flags before the heartbeat: a reader
+/// that sees cycle N's beat sees N's motion and flags (or a later beat's).
+#[test]
+fn loom_a_reader_that_sees_cycle_n_sees_its_motion() {
+    loom::model(|| {
+        let cells = Arc::new(armed());
+        let beat = |cycle: u64, motion| Beat {
+            cycle,
+            t_ns: 100 * (cycle + 1),
+            all_off: false,
+            motion,
+            safety_flags: cycle as u32 + 1,
+        };
+        let w = {
+            let cells = cells.clone();
+            thread::spawn(move || {
+                cells.beat(&beat(0, Motion::LimpWaitingForWake));
+                cells.beat(&beat(1, Motion::Awake));
+            })
+        };
+        let s = cells.snapshot();
+        match s.last_cycle {
+            None => {}
+            Some(0) => {
+                assert!(
+                    matches!(s.motion, Motion::LimpWaitingForWake | Motion::Awake),
+                    "{s:?}"
+                );
+                assert!(s.safety_flags >= 1, "{s:?}");
+            }
+            Some(_) => assert_eq!((s.motion, s.safety_flags), (Motion::Awake, 2), "{s:?}"),
         }
         w.join().unwrap();
     });

@@ -1,0 +1,246 @@
+//! [`MemorySwitch`]: the page's own [`Cells`] on the heap, no file, for
+//! tests and replay. Every rule is the page's (the `Cells` methods and the
+//! repair of [`crate::Page::check`]); only the file is missing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::cells::Cells;
+use crate::page::{make_whole_lost, trip_lost};
+use crate::switch::{checked, trip_now};
+use crate::{Beat, Reason, Snapshot, Switch};
+
+/// A death switch in memory: the page's [`Cells`] in one heap allocation
+/// made at construction (aligned for them; nothing allocates afterwards),
+/// with the page's rules: the first reason wins, `trip_count` counts armed
+/// -> tripped transitions (a re-arm does not), the heartbeat's order, and
+/// a damaged page reads tripped `page-lost` with its count raised, as a
+/// repaired page does. `Send + Sync`; share it with an `Arc`.
+pub struct MemorySwitch {
+    cells: Box<Cells>,
+    /// [`MemorySwitch::damage`] was called: the next read repairs.
+    damaged: AtomicBool,
+}
+
+impl MemorySwitch {
+    /// A new switch as a new page starts: tripped `boot`, `trip_count` 1.
+    pub fn new() -> MemorySwitch {
+        let cells = Box::new(Cells::zeroed());
+        cells.initialize(Reason::Boot, crate::now_ns(), crate::unix_now_ns(), 1);
+        MemorySwitch {
+            cells,
+            damaged: AtomicBool::new(false),
+        }
+    }
+
+    /// A new switch, re-armed (`trip_count` 1, the boot trip).
+    pub fn armed() -> MemorySwitch {
+        let s = MemorySwitch::new();
+        s.rearm();
+        s
+    }
+
+    /// Re-arms (on a real page only `naoctl rearm` does, a person's act).
+    /// Does not change `trip_count`.
+    pub fn rearm(&self) {
+        self.cells.rearm(crate::unix_now_ns())
+    }
+
+    /// Damages the page: the next [`Switch::read`] finds it lost, makes it
+    /// whole tripped `page-lost` with `trip_count` raised beyond every
+    /// count read before (the repair of [`crate::Page::check`]), and reads
+    /// tripped `page-lost` even if a re-arm came in between.
+    pub fn damage(&self) {
+        // Release: pairs with the AcqRel swap in `check`.
+        self.damaged.store(true, Ordering::Release);
+    }
+
+    /// Every field now, without a check (a read of the page by another
+    /// process: `naoctl status`, the guard).
+    pub fn snapshot(&self) -> Snapshot {
+        self.cells.snapshot()
+    }
+
+    /// Publishes a guard as the guard does (`pid` 0: none; `start` its
+    /// process start time, 0 unknown).
+    pub fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
+        self.cells.set_guard(pid, start, holding_board)
+    }
+
+    /// The integrity check: true when the page was damaged, after
+    /// repairing it as [`crate::Page::check`] does (trip `page-lost`, make
+    /// whole beyond the count it held).
+    fn check(&self) -> bool {
+        // AcqRel: one read repairs each damage.
+        if !self.damaged.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        trip_lost(&self.cells);
+        make_whole_lost(&self.cells, self.cells.trip_count());
+        true
+    }
+}
+
+impl Default for MemorySwitch {
+    fn default() -> MemorySwitch {
+        MemorySwitch::new()
+    }
+}
+
+impl Switch for MemorySwitch {
+    fn read(&self) -> Snapshot {
+        let lost = self.check();
+        checked(lost, self.cells.snapshot())
+    }
+
+    fn trip(&self, reason: Reason) -> bool {
+        trip_now(&self.cells, reason)
+    }
+
+    fn beat(&self, beat: &Beat) {
+        self.cells.beat(beat)
+    }
+
+    /// Stores `pid` as the runtime's, its start time unknown (0): no
+    /// process is looked up.
+    fn register(&self, pid: u32) {
+        self.cells.register_driver(pid, 0)
+    }
+}
+
+impl std::fmt::Debug for MemorySwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemorySwitch")
+            .field("snapshot", &self.snapshot())
+            .field("damaged", &self.damaged.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Motion;
+
+    fn beat(cycle: u64, all_off: bool, motion: Motion) -> Beat {
+        Beat {
+            cycle,
+            t_ns: 1_000 + cycle,
+            all_off,
+            motion,
+            safety_flags: cycle as u32,
+        }
+    }
+
+    #[test]
+    fn a_new_memory_switch_starts_tripped_boot_and_armed_is_rearmed() {
+        let s = MemorySwitch::new();
+        let r = s.read();
+        assert_eq!(
+            (r.armed, r.reason, r.trip_count),
+            (false, Some(Reason::Boot), 1)
+        );
+        let a = MemorySwitch::armed();
+        let r = a.read();
+        assert_eq!((r.armed, r.reason, r.trip_count), (true, None, 1));
+        assert_eq!(r.wake_generation(), Some(1));
+    }
+
+    #[test]
+    fn memory_switch_first_reason_wins() {
+        let s = MemorySwitch::armed();
+        assert!(s.trip(Reason::Udp));
+        assert!(!s.trip(Reason::Naoctl));
+        let r = s.read();
+        assert!(!r.armed);
+        assert_eq!(r.reason, Some(Reason::Udp));
+        assert_eq!(r.reason_code, Reason::Udp.code());
+        assert_ne!(r.tripped_at_ns, crate::TRIP_TIME_PENDING);
+    }
+
+    #[test]
+    fn memory_switch_counts_trips_and_a_rearm_does_not_count() {
+        let s = MemorySwitch::armed();
+        assert_eq!(s.read().trip_count, 1);
+        s.trip(Reason::Udp);
+        s.trip(Reason::Api);
+        assert_eq!(s.read().trip_count, 2, "one armed -> tripped transition");
+        s.rearm();
+        s.rearm();
+        let r = s.read();
+        assert_eq!((r.armed, r.trip_count), (true, 2), "re-arms do not count");
+        assert_eq!(r.wake_generation(), Some(2));
+        s.trip(Reason::Api);
+        assert_eq!(s.read().trip_count, 3);
+    }
+
+    #[test]
+    fn memory_switch_damage_reads_page_lost_with_the_count_raised() {
+        let s = MemorySwitch::armed();
+        s.register(42);
+        s.beat(&beat(5, true, Motion::Awake));
+        let before = s.read();
+        s.damage();
+        // A re-arm racing the repair: the read still says page-lost.
+        s.rearm();
+        let r = s.read();
+        assert!(!r.armed);
+        assert_eq!(r.reason, Some(Reason::PageLost));
+        assert!(r.trip_count > before.trip_count, "{r:?}");
+        assert!(r.magic_ok, "made whole");
+        assert_eq!(r.last_cycle, None, "a whole page has no beat");
+        assert_eq!(r.motion, Motion::None);
+        // One repair per damage: the next read finds the page as it is.
+        let again = s.read();
+        assert_eq!(again, s.snapshot());
+        assert_eq!(again.trip_count, r.trip_count);
+        s.rearm();
+        let armed = s.read();
+        assert!(armed.armed);
+        assert_eq!(armed.wake_generation(), Some(r.trip_count));
+    }
+
+    #[test]
+    fn memory_switch_damage_while_armed_rearms_nothing() {
+        let s = MemorySwitch::armed();
+        s.damage();
+        let r = s.read();
+        assert_eq!((r.armed, r.reason), (false, Some(Reason::PageLost)));
+        assert_eq!(s.snapshot().reason, Some(Reason::PageLost), "stays tripped");
+    }
+
+    #[test]
+    fn memory_switch_beat_stores_motion_and_flags_then_the_heartbeat_in_order() {
+        let s = MemorySwitch::armed();
+        assert_eq!(s.read().last_cycle, None);
+        s.beat(&beat(0, false, Motion::LimpWaitingForWake));
+        let r = s.read();
+        assert_eq!((r.last_cycle, r.last_beat_ns), (Some(0), Some(1_000)));
+        assert_eq!(
+            r.all_off_confirmed_cycle, None,
+            "confirmation only when all-off"
+        );
+        assert_eq!((r.motion, r.safety_flags), (Motion::LimpWaitingForWake, 0));
+        s.beat(&beat(1, true, Motion::Awake));
+        s.beat(&beat(2, false, Motion::Awake));
+        let r = s.read();
+        assert_eq!(
+            (r.last_cycle, r.all_off_confirmed_cycle, r.last_beat_ns),
+            (Some(2), Some(1), Some(1_002))
+        );
+        assert_eq!((r.motion, r.safety_flags), (Motion::Awake, 2));
+    }
+
+    #[test]
+    fn memory_switch_register_and_guard_are_stored() {
+        let s = MemorySwitch::armed();
+        s.register(42);
+        s.set_guard(7, 99, true);
+        let r = s.read();
+        assert_eq!((r.driver_pid, r.driver_start), (Some(42), 0));
+        assert_eq!(
+            (r.guard_pid, r.guard_start, r.guard_holding),
+            (Some(7), 99, true)
+        );
+        assert_eq!(s.path(), None);
+    }
+}

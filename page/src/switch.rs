@@ -1,0 +1,131 @@
+//! What one cycle needs of the death switch ([`Switch`]), the rules every
+//! switch shares (written once here and in [`Cells`]), and the switch over
+//! the page file (`impl Switch for Page`). The in-memory switch for tests
+//! and replay is [`crate::MemorySwitch`].
+//!
+//! The order of one cycle (`docs/page.md`, "The switch a cycle uses"):
+//! [`Switch::read`] once before the frame (the integrity check, then every
+//! field), [`Switch::beat`] once after it (motion and safety flags, then
+//! the heartbeat), so a reader that sees cycle N's beat sees N's motion.
+
+#[cfg(not(loom))]
+use crate::cells::Cells;
+use crate::{Motion, Reason, Snapshot};
+
+/// What one cycle needs of the death switch.
+pub trait Switch: Send + Sync {
+    /// One read a cycle: the integrity check (Page: `check()`), then every
+    /// field (`snapshot()`). A page found damaged reads as tripped
+    /// `page-lost` (armed false, reason Some(PageLost)) even if a re-arm
+    /// raced the repair.
+    fn read(&self) -> Snapshot;
+    /// Trips with `reason` (first reason wins); true when this call tripped it.
+    fn trip(&self, reason: Reason) -> bool;
+    /// After a frame: motion and safety flags, then the heartbeat in its
+    /// fixed order (confirmation only when all_off, time, cycle).
+    fn beat(&self, beat: &Beat);
+    /// Registers the runtime's process (pid; start time looked up by the impl).
+    fn register(&self, pid: u32);
+    /// The clock heartbeats are stamped with (monotonic ns). Provided:
+    /// [`crate::now_ns`].
+    fn now_ns(&self) -> u64 {
+        crate::now_ns()
+    }
+    /// The page file's path, if the switch is one. Provided: None.
+    fn path(&self) -> Option<&std::path::Path> {
+        None
+    }
+}
+
+/// What one cycle's [`Switch::beat`] stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Beat {
+    /// The cycle whose frame was sent.
+    pub cycle: u64,
+    /// When (monotonic ns, [`Switch::now_ns`]).
+    pub t_ns: u64,
+    /// The frame was all-off (no joint stiff): the guard's confirmation.
+    pub all_off: bool,
+    /// The motion state the frame left.
+    pub motion: Motion,
+    /// The runtime's [`crate::flags::SafetyFlags`] bits.
+    pub safety_flags: u32,
+}
+
+/// The read rule of every switch: `snapshot` was taken after a check that
+/// found the page lost (`lost`); if it reads armed anyway (a re-arm landed
+/// between the repair and the snapshot), it is read tripped `page-lost`.
+/// A lost page never reads armed in the cycle that found it lost.
+#[cfg(not(loom))]
+pub(crate) fn checked(lost: bool, mut snapshot: Snapshot) -> Snapshot {
+    if lost && snapshot.armed {
+        snapshot.armed = false;
+        snapshot.reason = Some(Reason::PageLost);
+        snapshot.reason_code = Reason::PageLost.code();
+    }
+    snapshot
+}
+
+/// The trip of every switch: a tripped page is left alone without a clock
+/// read (the compare-and-swap would fail anyway); else [`Cells::trip`]
+/// stamped now.
+#[cfg(not(loom))]
+pub(crate) fn trip_now(cells: &Cells, reason: Reason) -> bool {
+    if cells.reason_code() != 0 {
+        return false;
+    }
+    cells.trip(reason, crate::now_ns(), crate::unix_now_ns())
+}
+
+#[cfg(not(loom))]
+impl Switch for crate::Page {
+    /// [`crate::Page::check`], then [`crate::Page::snapshot`]; `Repaired`
+    /// and `Replaced` read tripped `page-lost` whatever a racing re-arm
+    /// left.
+    fn read(&self) -> Snapshot {
+        let lost = self.check() != crate::Integrity::Intact;
+        checked(lost, self.snapshot())
+    }
+
+    fn trip(&self, reason: Reason) -> bool {
+        crate::Page::trip(self, reason)
+    }
+
+    fn beat(&self, beat: &Beat) {
+        self.cells().beat(beat)
+    }
+
+    /// [`crate::Page::register_driver`].
+    fn register(&self, pid: u32) {
+        self.register_driver(pid)
+    }
+
+    fn path(&self) -> Option<&std::path::Path> {
+        Some(crate::Page::path(self))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_page_that_reads_armed_reads_tripped_page_lost() {
+        let armed = Snapshot {
+            armed: true,
+            magic_ok: true,
+            ..Snapshot::default()
+        };
+        let s = checked(true, armed);
+        assert!(!s.armed);
+        assert_eq!(s.reason, Some(Reason::PageLost));
+        assert_eq!(s.wake_generation(), None);
+        assert_eq!(checked(false, armed), armed, "an intact page reads as is");
+        let tripped = Snapshot {
+            reason: Some(Reason::Naoctl),
+            reason_code: Reason::Naoctl.code(),
+            ..Snapshot::default()
+        };
+        assert_eq!(checked(true, tripped), tripped, "a trip keeps its reason");
+    }
+}

@@ -85,6 +85,9 @@ fn pid(v: u32) -> Option<u32> {
     (v != 0).then_some(v)
 }
 
+// Under loom the page file is compiled out, and with it the only users of
+// the crate-internal methods.
+#[cfg_attr(loom, allow(dead_code))]
 impl Cells {
     /// An all-zero page in memory (no magic: it reads tripped), for models
     /// and tests.
@@ -169,18 +172,18 @@ impl Cells {
     }
 
     /// Both magic values present (the version is checked apart).
-    pub fn magic_present(&self) -> bool {
+    pub(crate) fn magic_present(&self) -> bool {
         self.magic_head.load(Ordering::Acquire) == MAGIC
             && self.magic_tail.load(Ordering::Acquire) == MAGIC
     }
 
     /// The stored layout version.
-    pub fn version(&self) -> u32 {
+    pub(crate) fn version(&self) -> u32 {
         self.version.load(Ordering::Acquire)
     }
 
     /// Both magic values and this crate's layout version.
-    pub fn magic_ok(&self) -> bool {
+    pub(crate) fn magic_ok(&self) -> bool {
         self.magic_present() && self.version() == VERSION
     }
 
@@ -204,7 +207,7 @@ impl Cells {
 
     /// Trips with `reason` whatever was stored (damage: the stored reason is
     /// not trusted). Used by the integrity repair only.
-    pub fn force_trip(&self, reason: Reason, now_ns: u64, unix_ns: u64) {
+    pub(crate) fn force_trip(&self, reason: Reason, now_ns: u64, unix_ns: u64) {
         self.reason.store(reason.code(), Ordering::Release);
         self.tripped_at_ns.store(now_ns, Ordering::Release);
         self.tripped_at_unix_ns.store(unix_ns, Ordering::Release);
@@ -228,24 +231,24 @@ impl Cells {
     /// was made whole (a repair or a fresh page counts its own trip: 1).
     /// A holder that sees this number change since its last frame knows a
     /// trip happened in between, even if a re-arm came before it looked.
-    pub fn trip_count(&self) -> u64 {
+    pub(crate) fn trip_count(&self) -> u64 {
         // Acquire: pairs with the AcqRel increment in `trip`/`force_trip`.
         self.trip_count.load(Ordering::Acquire)
     }
 
     /// The raw `reason` word (0: armed, if the magic is present).
-    pub fn reason_code(&self) -> u32 {
+    pub(crate) fn reason_code(&self) -> u32 {
         self.reason.load(Ordering::Acquire)
     }
 
     /// Tripped, or without its magic. Atomic loads only.
-    pub fn is_tripped(&self) -> bool {
+    pub(crate) fn is_tripped(&self) -> bool {
         self.reason.load(Ordering::Acquire) != 0 || !self.magic_ok()
     }
 
     /// The reason: the stored one, or [`Reason::PageLost`] for a page
     /// without its magic (or with an unknown code); `None` while armed.
-    pub fn reason(&self) -> Option<Reason> {
+    pub(crate) fn reason(&self) -> Option<Reason> {
         let code = self.reason.load(Ordering::Acquire);
         if !self.magic_ok() {
             return Some(Reason::PageLost);
@@ -286,7 +289,7 @@ impl Cells {
     /// would see a runtime still in its start-up as hung since the
     /// predecessor's last beat and kill it. The same identity again (or
     /// one stored after a repair zeroed it) keeps the beat.
-    pub fn register_driver(&self, pid: u32, start: u64) {
+    pub(crate) fn register_driver(&self, pid: u32, start: u64) {
         let before = self.driver_pid.load(Ordering::Acquire);
         let before_start = self.driver_start.load(Ordering::Acquire);
         if before != 0 && (before != pid || before_start != start) {
@@ -301,12 +304,12 @@ impl Cells {
     }
 
     /// The stored `driver_start` (0: unknown).
-    pub fn driver_start(&self) -> u64 {
+    pub(crate) fn driver_start(&self) -> u64 {
         self.driver_start.load(Ordering::Acquire)
     }
 
     /// The stored `guard_start` (0: unknown).
-    pub fn guard_start(&self) -> u64 {
+    pub(crate) fn guard_start(&self) -> u64 {
         self.guard_start.load(Ordering::Acquire)
     }
 
@@ -316,12 +319,12 @@ impl Cells {
     }
 
     /// The stored `driver_pid` (0: none).
-    pub fn driver_pid(&self) -> u32 {
+    pub(crate) fn driver_pid(&self) -> u32 {
         self.driver_pid.load(Ordering::Acquire)
     }
 
     /// The stored guard: (`guard_pid`, `guard_holding` != 0).
-    pub fn guard(&self) -> (u32, bool) {
+    pub(crate) fn guard(&self) -> (u32, bool) {
         (
             self.guard_pid.load(Ordering::Acquire),
             self.guard_holding.load(Ordering::Acquire) != 0,
@@ -330,14 +333,14 @@ impl Cells {
 
     /// Clears the heartbeat (cycle first, so readers see "no heartbeat"),
     /// keeps `driver_pid`.
-    pub fn clear_heartbeat(&self) {
+    pub(crate) fn clear_heartbeat(&self) {
         self.beat_cycle.store(0, Ordering::Release);
         self.beat_ns.store(0, Ordering::Release);
         self.all_off_cycle.store(0, Ordering::Release);
     }
 
     /// Clears the driver's identity, its motion state and the heartbeat.
-    pub fn clear_driver(&self) {
+    pub(crate) fn clear_driver(&self) {
         self.clear_heartbeat();
         self.motion.store(Motion::None.code(), Ordering::Release);
         self.driver_pid.store(0, Ordering::Release);
@@ -347,7 +350,7 @@ impl Cells {
     /// Guard release without a race: clears `driver_pid` only while it still
     /// is `pid` (compare-and-swap), then the heartbeat. Returns false, and
     /// changes nothing, when another runtime registered in the meantime.
-    pub fn clear_driver_if(&self, pid: u32) -> bool {
+    pub(crate) fn clear_driver_if(&self, pid: u32) -> bool {
         // AcqRel pairs with the Release store of `register_driver`.
         let cleared = self
             .driver_pid
@@ -362,18 +365,18 @@ impl Cells {
     }
 
     /// Publishes the runtime's safety flags ([`crate::flags::SafetyFlags`] bits).
-    pub fn set_safety_flags(&self, bits: u32) {
+    pub(crate) fn set_safety_flags(&self, bits: u32) {
         self.safety_flags.store(bits, Ordering::Release);
     }
 
     /// The published safety flags.
-    pub fn safety_flags(&self) -> u32 {
+    pub(crate) fn safety_flags(&self) -> u32 {
         self.safety_flags.load(Ordering::Acquire)
     }
 
     /// Publishes the guard's identity (pid 0: none; `start` its process
     /// start time, 0 unknown) and whether it holds the chest board.
-    pub fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
+    pub(crate) fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
         self.guard_start.store(start, Ordering::Release);
         self.guard_pid.store(pid, Ordering::Release);
         self.guard_holding
@@ -383,7 +386,7 @@ impl Cells {
     /// The reserved word is not zero, `guard_holding` is neither 0 nor 1,
     /// `motion` is no [`Motion`] code, or the nonce is 0: values no nao-rs
     /// writes.
-    pub fn garbage(&self) -> bool {
+    pub(crate) fn garbage(&self) -> bool {
         self.reserved.load(Ordering::Acquire) != 0
             || self.guard_holding.load(Ordering::Acquire) > 1
             || Motion::from_code(self.motion.load(Ordering::Acquire)).is_none()
@@ -392,7 +395,7 @@ impl Cells {
 
     /// The page's own damage, judged from its values alone: a missing
     /// magic, another version, garbage, or an impossible value
-    /// ([`impossible`]). `clock` gives the monotonic ns and is read after
+    /// (`impossible`). `clock` gives the monotonic ns and is read after
     /// the fields are loaded, so a genuine time is never after it.
     /// "Armed with a trip time" is confirmed by a second load of `reason`:
     /// a trip that lands between the loads is a trip, not damage. Atomic
@@ -466,7 +469,7 @@ impl Cells {
 /// after `now_ns` + [`FUTURE_TOLERANCE_NS`]. The Unix times are display
 /// only and never judged: a wall clock stepped by hours changes nothing.
 /// Pure: the time is passed in.
-pub fn impossible(s: &Snapshot, now_ns: u64) -> Option<Damage> {
+pub(crate) fn impossible(s: &Snapshot, now_ns: u64) -> Option<Damage> {
     let code = s.reason_code;
     if code != 0 && Reason::from_code(code).is_none() {
         return Some(Damage::UnknownReason { code });
@@ -489,7 +492,7 @@ pub fn impossible(s: &Snapshot, now_ns: u64) -> Option<Damage> {
 impl Cells {
     /// A page in memory holding a copy of `bytes` (a page file read with
     /// `pread`), for read-only inspection (`deathswitch::inspect`).
-    pub fn from_bytes(bytes: &[u8; LEN]) -> Cells {
+    pub(crate) fn from_bytes(bytes: &[u8; LEN]) -> Cells {
         let c = Cells::zeroed();
         let u64_at = |o: usize| {
             let mut b = [0u8; 8];

@@ -15,7 +15,7 @@
 /// tolerance only absorbs clock-read granularity. It is below the guard's
 /// 60 ms beat timeout, so a beat time damaged into the future can blind the
 /// guard for at most this long.
-pub const FUTURE_TOLERANCE_NS: u64 = 50_000_000;
+pub(crate) const FUTURE_TOLERANCE_NS: u64 = 50_000_000;
 
 /// A time field of the page (for [`Damage::FutureTime`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,7 +28,7 @@ pub enum TimeField {
 
 impl TimeField {
     /// The field's name in the layout (`docs/page.md`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TimeField::TrippedAt => "tripped_at_ns",
             TimeField::Beat => "beat_ns",
@@ -57,7 +57,7 @@ pub enum Damage {
         code: u32,
     },
     /// A time later than the reader's clock plus the tolerance
-    /// ([`FUTURE_TOLERANCE_NS`]; monotonic times only: the Unix times are
+    /// (`FUTURE_TOLERANCE_NS`, 50 ms; monotonic times only: the Unix times are
     /// display only and never judged).
     FutureTime {
         /// Which field.
@@ -126,6 +126,7 @@ impl Damage {
     }
 
     /// Encoded in one word (for [`crate::Page::damage`]'s atomic).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn encode(self) -> u64 {
         let (kind, sub, val): (u64, u64, u64) = match self {
             Damage::Short { len } => (1, 0, len.min(u64::from(u32::MAX))),
@@ -146,6 +147,7 @@ impl Damage {
     }
 
     /// The inverse of [`Damage::encode`] (0: none).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn decode(w: u64) -> Option<Damage> {
         let val = w & 0xffff_ffff;
         let v32 = val as u32;
@@ -174,7 +176,7 @@ impl Damage {
 }
 
 /// The text of an errno (`strerror`), e.g. "Too many levels of symbolic links".
-pub fn errno_text(errno: i32) -> String {
+pub(crate) fn errno_text(errno: i32) -> String {
     std::io::Error::from_raw_os_error(errno).to_string()
 }
 

@@ -26,7 +26,7 @@ bitflags::bitflags! {
 }
 
 /// Every flag with its name (as `naoctl` prints it), in bit order.
-pub const NAMES: [(SafetyFlags, &str); 8] = [
+pub(crate) const NAMES: [(SafetyFlags, &str); 8] = [
     (SafetyFlags::CONTROLLER_LOST, "controller-lost"),
     (SafetyFlags::CYCLE_STALL, "cycle-stall"),
     (SafetyFlags::OVER_CURRENT, "over-current"),

@@ -4,6 +4,27 @@
 //!
 //! See `docs/page.md` (fixed points, layout, encodings, choices, the
 //! guard's rules).
+//!
+//! The public face:
+//! - what a cycle uses: [`Switch`] (read, trip, beat, register), [`Beat`],
+//!   [`Snapshot`], [`Reason`], [`Motion`]; its two switches, [`Page`] (the
+//!   page file) and [`MemorySwitch`] (the page's cells on the heap, for
+//!   tests and replay);
+//! - the page file: [`Page`] ([`Page::open`], [`Page::check`] and the
+//!   other holders' calls), [`Opening`], [`Integrity`], [`Damage`],
+//!   [`TimeField`], [`PageError`], [`fix`], [`default_path`], and read-only
+//!   [`inspect`] ([`Inspection`]);
+//! - the layout: [`Cells`], [`LEN`], [`MAGIC`], [`VERSION`],
+//!   [`TRIP_TIME_PENDING`];
+//! - the clocks: [`now_ns`], [`unix_now_ns`];
+//! - modules: [`flags`] (the runtime's safety flags), [`process`] (a
+//!   process's identity), [`rules`] (the guard's rules), [`stop`] (the UDP
+//!   stop datagram), [`sigbus`] (the fault handler's counters).
+//!
+//! Under `cfg(loom)` only the layout, the trait and the pure parts are
+//! built (the loom models run the `Cells` methods in memory).
+
+#![warn(missing_docs, unreachable_pub)]
 
 mod cells;
 mod damage;
@@ -25,16 +46,13 @@ mod page;
 #[cfg(not(loom))]
 pub mod sigbus;
 
-pub use cells::{impossible, Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
-pub use damage::{errno_text, Damage, TimeField, FUTURE_TOLERANCE_NS};
+pub use cells::{Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
+pub use damage::{Damage, TimeField};
 #[cfg(not(loom))]
 pub use memory::MemorySwitch;
 pub use motion::Motion;
 #[cfg(not(loom))]
-pub use page::{
-    default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError, ENV_PATH,
-    ROBOT_PATH,
-};
+pub use page::{default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError};
 pub use reason::Reason;
 pub use switch::{Beat, Switch};
 pub use time::{now_ns, unix_now_ns};

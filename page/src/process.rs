@@ -17,20 +17,6 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// This process.
-    pub fn current() -> Identity {
-        let pid = std::process::id();
-        Identity {
-            pid,
-            start: start_time(pid).unwrap_or(0),
-        }
-    }
-
-    /// The identity of whatever process has `pid` now, if any.
-    pub fn of(pid: u32) -> Option<Identity> {
-        start_time(pid).map(|start| Identity { pid, start })
-    }
-
     /// The process still runs: `pid` exists and has this start time. A
     /// known start time (not 0) that differs means the pid was reused; an
     /// unknown one (0) can only be matched by the pid existing.
@@ -44,7 +30,7 @@ impl Identity {
 
 /// The pure rule of [`Identity::is_alive`]: the process with `pid` now
 /// started at `start_now`; is that the process `id` names?
-pub fn matches(id: Identity, start_now: u64) -> bool {
+pub(crate) fn matches(id: Identity, start_now: u64) -> bool {
     id.pid != 0 && (id.start == 0 || id.start == start_now)
 }
 
@@ -80,7 +66,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// Field 22 of a `/proc/PID/stat` line. The command name (field 2) is in
 /// parentheses and may hold spaces and parentheses itself, so the fields
 /// are counted from the last `)`.
-pub fn parse_start_time(stat: &[u8]) -> Option<u64> {
+pub(crate) fn parse_start_time(stat: &[u8]) -> Option<u64> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     // After ")": field 3 (state) is the first; field 22 is the 20th.
@@ -102,7 +88,11 @@ mod tests {
 
     #[test]
     fn this_process_is_alive_and_a_reused_pid_is_not() {
-        let me = Identity::current();
+        let pid = std::process::id();
+        let me = Identity {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        };
         assert!(me.start > 0);
         assert!(me.is_alive());
         let reused = Identity {

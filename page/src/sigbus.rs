@@ -4,7 +4,7 @@
 //! finds the mapping by `si_addr` in a fixed table of slots and always
 //! resolves the fault:
 //!
-//! 1. On the first two faults of a slot since the last [`settle`], it
+//! 1. On the first two faults of a slot since the last `check` (`settle`), it
 //!    backs the file with `fallocate(fd, 0, 0, LEN)` (which also extends a
 //!    truncated file; `ftruncate` where the filesystem has no `fallocate`)
 //!    and returns: the access is retried and reads zeros (no magic:
@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 
 /// How many mappings one process can register (each replacement of the
 /// page file adds one).
-pub const SLOTS: usize = 64;
+pub(crate) const SLOTS: usize = 64;
 
 /// Faults a slot may have between two [`settle`]s that are answered by
 /// backing the file; later ones detach it.

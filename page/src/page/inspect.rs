@@ -27,10 +27,15 @@ pub struct Inspection {
 
 /// Reads the page at `path` without changing anything (`naoctl status`):
 /// `O_RDONLY` (`O_NOATIME` where permitted), one `pread`, no mapping, no
-/// creation, no repair. Errors: no file ([`PageError::Missing`], or
-/// [`PageError::MissingDir`]), not a regular file, permission, any other
-/// errno (named, with the fix). A file that is not a sound page is `Ok`
-/// with its [`Damage`].
+/// creation, no repair. A file that is not a sound page is `Ok` with its
+/// [`Damage`].
+///
+/// # Errors
+///
+/// No file ([`PageError::Missing`], or [`PageError::MissingDir`] when its
+/// directory is missing too), not a regular file ([`PageError::NotAFile`]),
+/// permission ([`PageError::Permission`]), any other errno
+/// ([`PageError::Io`], named, with the fix).
 pub fn inspect(path: &Path) -> Result<Inspection, PageError> {
     let cpath = c_path(path)?;
     let flags = libc::O_RDONLY | OPEN_FLAGS;

@@ -48,9 +48,9 @@ pub use integrity::Integrity;
 pub(crate) use integrity::{make_whole_lost, trip_lost};
 
 /// The page's default path on the robot.
-pub const ROBOT_PATH: &str = "/run/nao-rs/deathswitch";
+pub(crate) const ROBOT_PATH: &str = "/run/nao-rs/deathswitch";
 /// The environment variable that overrides [`ROBOT_PATH`].
-pub const ENV_PATH: &str = "NAO_RS_DEATHSWITCH";
+pub(crate) const ENV_PATH: &str = "NAO_RS_DEATHSWITCH";
 
 /// `$NAO_RS_DEATHSWITCH` when set (and not empty), else `/run/nao-rs/deathswitch`.
 pub fn default_path() -> PathBuf {
@@ -125,6 +125,15 @@ impl Page {
     /// without the magic, or shorter than the layout, made whole and tripped
     /// `page-lost`. The file's bytes are allocated (`fallocate`): on a full
     /// filesystem this fails with the fix rather than faulting later.
+    ///
+    /// # Errors
+    ///
+    /// [`PageError`], its `Display` naming the path and the fix: the
+    /// directory is missing ([`PageError::MissingDir`]), permission denied
+    /// ([`PageError::Permission`]), the path names no regular file
+    /// ([`PageError::NotAFile`]), a page of another layout version
+    /// ([`PageError::Version`]), any other errno, a full filesystem among
+    /// them ([`PageError::Io`]).
     pub fn open(path: &Path) -> Result<Page, PageError> {
         Page::open_with(path, Make::Open)
     }
@@ -132,6 +141,10 @@ impl Page {
     /// [`Page::open`] for a stop (`naoctl stop`): a page of another layout
     /// version is made whole and tripped `page-lost` too, so any file at
     /// the path becomes a tripped page (a stop must land).
+    ///
+    /// # Errors
+    ///
+    /// As [`Page::open`], but never [`PageError::Version`].
     pub fn open_to_trip(path: &Path) -> Result<Page, PageError> {
         Page::open_with(path, Make::OpenAny)
     }
@@ -200,7 +213,7 @@ impl Page {
     }
 
     /// Armed -> tripped transitions since the page was made whole
-    /// ([`Cells::trip_count`]).
+    /// (the page's `trip_count`).
     pub fn trip_count(&self) -> u64 {
         self.cells().trip_count()
     }

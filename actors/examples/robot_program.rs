@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use nao_runtime::{wake, Blackboard, Config, Runtime};
+use nao_runtime::{wake, Config, Runtime, Switch};
 use nao_wire::link::sim::SimLink;
 use nao_wire::{Command, Joint};
 
@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let page = deathswitch::Page::open(&page_path)?;
     // The wake socket next to the page, bound before the runtime starts.
     let wake_socket = wake::WakeListener::bind(&wake::socket_path(&page_path))?;
-    let board: Arc<dyn Blackboard> = Arc::new(page);
+    let board: Arc<dyn Switch> = Arc::new(page);
     let config = Config {
         cycle_priority: None,
         udp_port: None,

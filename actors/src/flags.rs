@@ -98,7 +98,13 @@ mod tests {
 
     fn out(k: u64) -> CycleOutput {
         let mut c = nao_wire::protocol::cycle::Cycle::with_default_accepted([2048; 25]);
-        c.build(&Default::default(), 0);
+        c.build(
+            &nao_wire::protocol::cycle::CycleInput {
+                command: None,
+                verdict: &nao_wire::protocol::gate::Verdict::AWAKE,
+            },
+            0,
+        );
         let mut o = c.complete(nao_wire::protocol::cycle::ReadResult::Skipped, Ok(()));
         o.k = k;
         o.failure = None;

@@ -8,8 +8,9 @@ use nao_wire::protocol::devices::{Battery, Imu};
 use nao_wire::{Command, JOINTS};
 
 use super::flags::SafetyFlags;
-use super::switch::Reason;
+use deathswitch::Reason;
 use nao_kit::notify::Notify;
+use nao_wire::protocol::bringup::BringUpVerdict;
 
 /// The death switch as one cycle saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -20,7 +21,7 @@ pub struct SwitchState {
     pub reason: Option<Reason>,
     /// The page was found damaged or gone (and not re-armed since).
     pub page_lost: bool,
-    /// The runtime's wake latch held every stiffness at 0 in this frame:
+    /// The gate held every stiffness at 0 in this frame:
     /// tripped, or re-armed and not yet woken (`nao-rs wake`). A controller
     /// may use it to start its motion afresh once it ends.
     pub limp: bool,
@@ -58,6 +59,9 @@ pub struct SensorFrame {
     pub chest_button: bool,
     /// The switch when this cycle's frame was built.
     pub switch: SwitchState,
+    /// Bring-up's verdict for this frame (only in bring-up): the joint, its
+    /// stiffness and target, the precondition missing, a trip.
+    pub bringup: Option<BringUpVerdict>,
     /// Every joint's stiffness in this cycle's frame was 0.
     pub all_off: bool,
     /// The safety status bits.
@@ -83,6 +87,7 @@ impl Default for SensorFrame {
             bumpers: [0; 2],
             chest_button: false,
             switch: SwitchState::default(),
+            bringup: None,
             all_off: true,
             safety: SafetyFlags::empty(),
             lateness_ns: 0,

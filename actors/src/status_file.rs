@@ -268,7 +268,11 @@ impl Monitor {
                     let last = s2.load(Ordering::Acquire);
                     if until_guard == 0 {
                         until_guard = guard_every;
-                        let named = handle.board().guard_identity();
+                        let s = handle.death_switch().read();
+                        let named = s.guard_pid.map(|pid| deathswitch::process::Identity {
+                            pid,
+                            start: s.guard_start,
+                        });
                         let dead = guard_dead(named, || named.is_some_and(|g| g.is_alive()));
                         // Relaxed: a status flag the cycle reads.
                         if guard_dead_flag.swap(dead, Ordering::Relaxed) != dead {

@@ -7,8 +7,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nao_runtime::{Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime};
+use deathswitch::MemorySwitch;
+use nao_runtime::{Config, CycleHook, Reason, Runtime, Switch};
 use nao_wire::link::sim::SimLink;
+use nao_wire::step::Observed;
 
 #[global_allocator]
 static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
@@ -24,7 +26,7 @@ struct Meter {
 }
 
 impl<L> CycleHook<L> for Meter {
-    fn before_cycle(&mut self, _link: &mut L, inputs: &CycleInputs<'_>) {
+    fn before_cycle(&mut self, _link: &mut L, inputs: &Observed<'_>) {
         if inputs.k == WARM_UP {
             self.from = testkit::thread_allocations();
         }
@@ -47,7 +49,7 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
         logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
         ..Config::default()
     };
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io) = Runtime::start_with_hook(
         SimLink::new(sim.socket()),
         board.clone(),

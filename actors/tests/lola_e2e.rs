@@ -9,9 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use deathswitch::MemorySwitch;
 use nao_rs_sim::Spawned;
 use nao_runtime::lola::{serve_runtime, LolaConfig, FRAME_LEN, SENSOR_KEYS};
-use nao_runtime::{Blackboard, Config, MemoryBoard, Reason, Runtime};
+use nao_runtime::{Config, Reason, Runtime, Switch};
 use nao_wire::link::sim::SimLink;
 use nao_wire::JOINTS;
 use serde::Serialize;
@@ -109,7 +110,7 @@ fn head_yaw_stiff(f: &Frame) -> Option<Answer> {
 fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
     let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
         .expect("start nao-rs-sim");
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let config = Config {
         cycle_priority: None,
         udp_port: None,

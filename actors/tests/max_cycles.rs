@@ -5,9 +5,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use deathswitch::MemorySwitch;
 use nao_rs_sim::Spawned;
-use nao_runtime::{Blackboard, Config, CycleHook, CycleInputs, MemoryBoard, Reason, Runtime};
+use nao_runtime::{Config, CycleHook, Reason, Runtime};
 use nao_wire::link::sim::SimLink;
+use nao_wire::step::Observed;
 
 /// Counts the cycles and records which of them were built tripped.
 #[derive(Clone, Default)]
@@ -17,12 +19,12 @@ struct Cycles {
 }
 
 impl<L> CycleHook<L> for Cycles {
-    fn before_cycle(&mut self, _link: &mut L, i: &CycleInputs<'_>) {
+    fn before_cycle(&mut self, _link: &mut L, i: &Observed<'_>) {
         self.count.fetch_add(1, Ordering::SeqCst);
         self.tripped
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(i.tripped);
+            .push(i.verdict.tripped);
     }
 }
 
@@ -30,7 +32,7 @@ impl<L> CycleHook<L> for Cycles {
 fn runs_exactly_max_cycles_the_last_two_tripped() {
     let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
     for max in [0u64, 1, 2, 3, 7] {
-        let board = Arc::new(MemoryBoard::armed());
+        let board = Arc::new(MemorySwitch::armed());
         let hook = Cycles::default();
         let config = Config {
             cycle_priority: None,
@@ -54,7 +56,11 @@ fn runs_exactly_max_cycles_the_last_two_tripped() {
             "max_cycles {max}: cycles hooked"
         );
         assert!(!summary.panicked);
-        assert_eq!(board.reason(), Some(Reason::Shutdown), "max_cycles {max}");
+        assert_eq!(
+            board.snapshot().reason,
+            Some(Reason::Shutdown),
+            "max_cycles {max}"
+        );
         let tripped = hook.tripped.lock().unwrap().clone();
         let stiff = max.saturating_sub(2) as usize;
         assert!(

@@ -1,11 +1,12 @@
 //! The runtime library against the virtual robot (a real `nao-rs-sim`
-//! process), with an in-process death switch (`MemoryBoard`).
+//! process), with an in-process death switch (`deathswitch::MemorySwitch`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use deathswitch::MemorySwitch;
 use nao_rs_sim::{Spawned, TraceLine};
-use nao_runtime::{Blackboard, Config, MemoryBoard, ProgramIo, Reason, Runtime, SensorFrame};
+use nao_runtime::{Config, ProgramIo, Reason, Runtime, SensorFrame};
 use nao_wire::link::sim::SimLink;
 use nao_wire::Command;
 
@@ -67,9 +68,12 @@ impl Seen {
 }
 
 impl<L> nao_runtime::CycleHook<L> for Seen {
-    fn before_cycle(&mut self, _link: &mut L, i: &nao_runtime::CycleInputs<'_>) {
+    fn before_cycle(&mut self, _link: &mut L, i: &nao_wire::step::Observed<'_>) {
         if let Some(v) = self.0.get(i.k as usize) {
-            v.store(1 + u8::from(i.tripped), std::sync::atomic::Ordering::SeqCst);
+            v.store(
+                1 + u8::from(i.verdict.tripped),
+                std::sync::atomic::Ordering::SeqCst,
+            );
         }
     }
 }
@@ -78,7 +82,7 @@ impl<L> nao_runtime::CycleHook<L> for Seen {
 /// driven until every joint is stiff (500).
 fn start_stiff(
     sim: &Spawned,
-    board: &Arc<MemoryBoard>,
+    board: &Arc<MemorySwitch>,
 ) -> (Runtime<SimLink>, nao_runtime::ProgramIo, Seen) {
     let seen = Seen::new();
     let (rt, mut io) = Runtime::start_with_hook(
@@ -126,14 +130,11 @@ fn assert_first_tripped_frame_all_off(sim: &Spawned, first_tripped_cycle: u64) {
 #[test]
 fn runtime_returns_identity_at_once_and_cycles() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
     rt.handle().wake().unwrap();
     assert!(!rt.identity().body_id().is_empty());
-    assert_eq!(
-        board.driver_pid.load(std::sync::atomic::Ordering::SeqCst),
-        std::process::id()
-    );
+    assert_eq!(board.snapshot().driver_pid, Some(std::process::id()));
     // Once the boards are accepted, the commanded stiffness reaches the frame.
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     let f = io.next_sensors(1_000_000_000).unwrap();
@@ -151,7 +152,7 @@ fn runtime_returns_identity_at_once_and_cycles() {
 #[test]
 fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
     let mut n = 0;
     drive(&mut io, |f| {
@@ -163,13 +164,16 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
         n += 1;
         n == 200
     });
-    assert_eq!(board.motion(), nao_runtime::Motion::LimpWaitingForWake);
+    assert_eq!(
+        board.snapshot().motion,
+        nao_runtime::Motion::LimpWaitingForWake
+    );
     assert_eq!(rt.handle().wake(), Ok(0), "armed in generation 0");
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
-    assert_eq!(board.motion(), nao_runtime::Motion::Awake);
+    assert_eq!(board.snapshot().motion, nao_runtime::Motion::Awake);
     io.trip();
     drive(&mut io, |f| f.switch.tripped);
-    assert_eq!(board.motion(), nao_runtime::Motion::LimpTripped);
+    assert_eq!(board.snapshot().motion, nao_runtime::Motion::LimpTripped);
     assert!(rt.handle().wake().is_err(), "no wake while tripped");
     drop(rt);
 }
@@ -179,12 +183,12 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
 /// latest sensors; the frame of the first cycle that saw the switch tripped
 /// is all-off.
 fn fault_gives_an_all_off_frame(
-    fault: impl FnOnce(&Spawned, &MemoryBoard, &ProgramIo),
+    fault: impl FnOnce(&Spawned, &MemorySwitch, &ProgramIo),
     until: impl FnMut(&SensorFrame) -> bool,
-    check: impl FnOnce(&MemoryBoard, &SensorFrame),
+    check: impl FnOnce(&MemorySwitch, &SensorFrame),
 ) {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io, seen) = start_stiff(&sim, &board);
     fault(&sim, &board, &io);
     drive(&mut io, until);
@@ -214,14 +218,14 @@ fn chest_button_trips_and_the_next_frame_is_all_off() {
             sim.ctl("button").unwrap();
         },
         |f| f.all_off,
-        |board, _| assert_eq!(board.reason(), Some(Reason::ChestButton)),
+        |board, _| assert_eq!(board.snapshot().reason, Some(Reason::ChestButton)),
     );
 }
 
 #[test]
 fn page_lost_gives_all_off_from_that_frame_on() {
     fault_gives_an_all_off_frame(
-        |_, board, _| board.lose(),
+        |_, board, _| board.damage(),
         |f| f.switch.page_lost,
         |_, f| assert_eq!(f.switch.reason, Some(Reason::PageLost)),
     );
@@ -230,12 +234,12 @@ fn page_lost_gives_all_off_from_that_frame_on() {
 #[test]
 fn stopping_trips_shutdown_and_the_last_frame_is_all_off() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
     rt.handle().wake().unwrap();
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     let (_, summary) = rt.stop();
-    assert_eq!(board.reason(), Some(Reason::Shutdown));
+    assert_eq!(board.snapshot().reason, Some(Reason::Shutdown));
     std::thread::sleep(Duration::from_millis(50));
     let trace = sim.trace().unwrap();
     let cycle_frames: Vec<_> = trace.iter().filter(|l| l.is_cycle_frame()).collect();
@@ -247,19 +251,15 @@ fn stopping_trips_shutdown_and_the_last_frame_is_all_off() {
     );
     assert_eq!(last.seq as u64, summary.cycles + 1);
     // The heartbeat confirmed the last frame as all-off.
-    let beat = board.beat_cycle.load(std::sync::atomic::Ordering::SeqCst);
-    assert_eq!(
-        board
-            .all_off_cycle
-            .load(std::sync::atomic::Ordering::SeqCst),
-        beat
-    );
+    let s = board.snapshot();
+    assert!(s.last_cycle.is_some());
+    assert_eq!(s.all_off_confirmed_cycle, s.last_cycle);
 }
 
 #[test]
 fn full_command_ring_hands_the_command_back() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let cfg = Config {
         period_ns: 1_000_000_000,
         ..config()
@@ -286,7 +286,7 @@ fn full_command_ring_hands_the_command_back() {
 struct PanicAt(u64);
 
 impl<L> nao_runtime::CycleHook<L> for PanicAt {
-    fn before_cycle(&mut self, _link: &mut L, inputs: &nao_runtime::CycleInputs<'_>) {
+    fn before_cycle(&mut self, _link: &mut L, inputs: &nao_wire::step::Observed<'_>) {
         if inputs.k == self.0 {
             panic!("test: a panic in the cycle actor");
         }
@@ -296,7 +296,7 @@ impl<L> nao_runtime::CycleHook<L> for PanicAt {
 #[test]
 fn panic_in_the_cycle_trips_fault() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, _io) = Runtime::start_with_hook(
         SimLink::new(sim.socket()),
         board.clone(),
@@ -306,7 +306,7 @@ fn panic_in_the_cycle_trips_fault() {
     .unwrap();
     let (_, summary) = rt.wait();
     assert!(summary.panicked);
-    assert_eq!(board.reason(), Some(Reason::Fault));
+    assert_eq!(board.snapshot().reason, Some(Reason::Fault));
 }
 
 fn free_port() -> u16 {
@@ -329,7 +329,7 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
 
 /// The runtime on `sim` with its UDP stop listener (normal priority) on a
 /// free port.
-fn start_with_udp(sim: &Spawned, board: &Arc<MemoryBoard>) -> (Runtime<SimLink>, ProgramIo, u16) {
+fn start_with_udp(sim: &Spawned, board: &Arc<MemorySwitch>) -> (Runtime<SimLink>, ProgramIo, u16) {
     let port = free_port();
     let cfg = Config {
         udp_port: Some(port),
@@ -343,7 +343,7 @@ fn start_with_udp(sim: &Spawned, board: &Arc<MemoryBoard>) -> (Runtime<SimLink>,
 #[test]
 fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io, port) = start_with_udp(&sim, &board);
     let before = io.next_sensors(1_000_000_000).unwrap().cycle;
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -355,7 +355,7 @@ fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
     assert!(!after.switch.tripped, "junk datagrams are ignored");
     assert!(wait_until(|| {
         let _ = tx.send_to(b"NAO-RS STOP", ("127.0.0.1", port));
-        board.reason() == Some(Reason::Udp)
+        board.snapshot().reason == Some(Reason::Udp)
     }));
     drop(rt);
 }
@@ -367,7 +367,7 @@ fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
 #[test]
 fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     let sim = sim();
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let (rt, mut io, port) = start_with_udp(&sim, &board);
     assert!(wait_until(
         || std::net::UdpSocket::bind(("0.0.0.0", port)).is_err()
@@ -379,7 +379,7 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     assert!(!flags.contains(nao_runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
-    assert!(wait_until(|| board.is_tripped()));
+    assert!(wait_until(|| !board.snapshot().armed));
     drop(rt);
 }
 
@@ -392,7 +392,7 @@ fn the_library_runtime_writes_the_status_file_itself() {
     let sim = sim();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("status.json");
-    let board = Arc::new(MemoryBoard::armed());
+    let board = Arc::new(MemorySwitch::armed());
     let cfg = Config {
         status_file: Some(path.clone()),
         ..config()

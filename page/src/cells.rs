@@ -428,6 +428,10 @@ impl Cells {
         let cycle = self.beat_cycle.load(Ordering::Acquire);
         let beat = self.beat_ns.load(Ordering::Acquire);
         let conf = self.all_off_cycle.load(Ordering::Acquire);
+        // The count before the reason: an armed read is never paired with
+        // the count of a trip that came after it (the wake generation).
+        // Acquire: pairs with the Release increment in `trip`.
+        let trip_count = self.trip_count.load(Ordering::Acquire);
         let code = self.reason.load(Ordering::Acquire);
         let magic_ok = self.magic_ok();
         let reason = if !magic_ok {
@@ -453,7 +457,7 @@ impl Cells {
             guard_holding: self.guard_holding.load(Ordering::Acquire) != 0,
             magic_ok,
             version: self.version(),
-            trip_count: self.trip_count.load(Ordering::Acquire),
+            trip_count,
             armed_at_unix_ns: self.armed_at_unix_ns.load(Ordering::Acquire),
             driver_start: self.driver_start.load(Ordering::Acquire),
             guard_start: self.guard_start.load(Ordering::Acquire),

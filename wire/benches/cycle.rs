@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use nao_wire::protocol::cycle::{Cycle, CycleInput, ReadResult};
 use nao_wire::protocol::frame::{Frame, FrameWriter, SYNC_FRAME};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::tables::*;
 use nao_wire::recording;
 use nao_wire::replay::replay_lines;
@@ -66,9 +67,7 @@ fn main() {
     for k in 0..CYCLES {
         let input = CycleInput {
             command: Some(&cmd),
-            tripped: false,
-            page_lost: false,
-            trip_count: 0,
+            verdict: &Verdict::AWAKE,
         };
         let t0 = Instant::now();
         let frame_len = cycle.build(&input, k * 12_000_000).len();

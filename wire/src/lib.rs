@@ -7,6 +7,7 @@ pub mod link;
 pub mod protocol;
 pub mod recording;
 pub mod replay;
+pub mod step;
 
 pub use command::{Command, Joint, JOINTS};
 /// The death switch's trip reasons: answer trips and `trip` lines carry

@@ -1,26 +1,34 @@
-//! The replay driver: runs the runtime's own start-up and cycle code
-//! ([`Startup::run`], [`Cycle::run`]) over a [`ReplayLink`] with the
-//! recording's clock (its `cycle` lines), applying the inputs (`command`,
-//! `silence`, `trip`, `rearm`, `accepted`, `switch`) where they stand, and
-//! checks that every call matches and none is left over.
+//! The replay driver: runs the runtime's own start-up and step
+//! ([`Startup::run`], [`Step::run`]: the gate and the protocol core's cycle)
+//! over a [`ReplayLink`] with the recording's clock (its `cycle` lines),
+//! applying the inputs (`command`, `silence`, `trip`, `rearm`, `wake`,
+//! `accepted`, `switch`) where they stand, and checks that every call
+//! matches and none is left over.
 //!
-//! The replay's switch is virtual: `switch` sets it, `trip` trips it,
-//! `rearm` re-arms it, and a trip raised by an answer trips it (as the
-//! runtime trips the page). Like the page it counts its armed -> tripped
-//! transitions, and the cycle is given that count, so a `trip` and a
-//! `rearm` among one cycle's inputs make that cycle's frame tripped.
+//! The replay's switch is a `deathswitch::MemorySwitch` (the page's own
+//! cells and rules, in memory): `switch` sets it, `trip` trips it, `rearm`
+//! re-arms it, and a trip raised by an answer trips it (the step does, as
+//! on the robot). It counts its armed -> tripped transitions as the page
+//! does, so a `trip` and a `rearm` among one cycle's inputs make that
+//! cycle's frame tripped. A `wake` line is a person's wake in the switch's
+//! generation as it stands; a recording with at least one `wake` line runs
+//! the gate's wake latch (limp at the start and after every trip until a
+//! wake), one without runs the protocol model (`docs/recording.md`).
 
 use core::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use deathswitch::{MemorySwitch, Reason, Switch};
+
 use crate::command::Command;
 use crate::link::Link;
-use crate::protocol::cycle::{Cycle, CycleInput};
+use crate::protocol::gate::WakeLatch;
 use crate::protocol::handshake::DEFAULT_ACCEPTED;
 use crate::protocol::startup::{Startup, StartupError};
 use crate::recording::replay_link::{Mismatch, ReplayLink};
 use crate::recording::{self, Item, Line, ParseError, Recorded};
+use crate::step::{Step, StepInput};
 
 /// A replay that passed.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,36 +107,28 @@ const NS_PER_MS: u64 = 1_000_000;
 /// The inputs of the recording as they stand.
 struct Inputs {
     accepted: Vec<u8>,
-    armed: bool,
-    /// The virtual switch's armed -> tripped transitions.
-    trip_count: u64,
+    switch: MemorySwitch,
     command: Option<Command>,
+    /// A `wake` line since the last cycle's frame.
+    wake: bool,
 }
 
 impl Inputs {
-    /// Trips the virtual switch; counts the trip when it finds it armed.
-    fn trip(&mut self) {
-        if self.armed {
-            self.trip_count = self.trip_count.wrapping_add(1);
-        }
-        self.armed = false;
-    }
-
     /// Applies an input or setting line; false for a call or cycle line.
     fn apply(&mut self, item: &Item) -> bool {
         match item {
             Item::Accepted(v) => self.accepted = v.clone(),
-            Item::SwitchArmed(a) => self.armed = *a,
+            Item::SwitchArmed(true) => self.switch.rearm(),
+            Item::SwitchArmed(false) => {
+                self.switch.trip(Reason::Boot);
+            }
             Item::Command(c) => self.command = Some(**c),
             Item::Silence => self.command = None,
-            Item::Trip(_) => self.trip(),
-            Item::Rearm => self.armed = true,
-            // The recorded commands are the ones the runtime's wake latch
-            // let through, so a recording made by `nao-rs record` replays
-            // byte for byte without running the latch; running it for a
-            // hand-written recording with `wake` lines is the one-gate
-            // change (issue 19).
-            Item::Wake => {}
+            Item::Trip(r) => {
+                self.switch.trip(r.unwrap_or(Reason::PageLost));
+            }
+            Item::Rearm => self.switch.rearm(),
+            Item::Wake => self.wake = true,
             Item::Cycle { .. } | Item::Call(_) => return false,
         }
         true
@@ -138,12 +138,17 @@ impl Inputs {
 /// Replays parsed lines; `path` only names the file in the report.
 pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, ReplayFailure> {
     let start = Instant::now();
+    let wake_latch = if lines.iter().any(|l| matches!(l.item, Item::Wake)) {
+        WakeLatch::On
+    } else {
+        WakeLatch::Off
+    };
     let mut link = ReplayLink::new(lines);
     let mut inputs = Inputs {
         accepted: DEFAULT_ACCEPTED.to_vec(),
-        armed: true,
-        trip_count: 0,
+        switch: MemorySwitch::armed(),
         command: None,
+        wake: false,
     };
     let mismatch = |link: &ReplayLink| ReplayFailure::Mismatch {
         path: path.to_path_buf(),
@@ -168,8 +173,8 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
         Err(_) if link.mismatch().is_some() => return Err(mismatch(&link)),
         Err(e) => startup_error = Some(e),
         Ok(identity) => {
-            let mut cycle = Cycle::from_identity(&identity, &inputs.accepted);
-            cycle.set_initial_trip_count(inputs.trip_count);
+            let start = inputs.switch.read();
+            let mut step = Step::new(&identity, &inputs.accepted, &start, wake_latch);
             // (k, t_ms) of a cycle line whose calls have not run yet.
             let mut pending: Option<(u64, u64)> = None;
             loop {
@@ -177,18 +182,18 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
                 match next {
                     Some((number, Kind::Cycle { k, t_ms })) => {
                         if let Some((_, t)) = pending.take() {
-                            run_one(&mut cycle, &mut link, &mut inputs, t);
+                            run_one(&mut step, &mut link, &mut inputs, t);
                             cycles += 1;
                             if link.mismatch().is_some() {
                                 return Err(mismatch(&link));
                             }
                         }
-                        if k != cycle.k() {
+                        if k != step.cycle().k() {
                             return Err(ReplayFailure::CycleNumber {
                                 path: path.to_path_buf(),
                                 line: number,
                                 recorded: k,
-                                runtime: cycle.k(),
+                                runtime: step.cycle().k(),
                             });
                         }
                         pending = Some((k, t_ms));
@@ -202,7 +207,7 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
                     }
                     Some((_, Kind::Call)) if pending.is_some() => {
                         let (_, t) = pending.take().unwrap_or_default();
-                        run_one(&mut cycle, &mut link, &mut inputs, t);
+                        run_one(&mut step, &mut link, &mut inputs, t);
                         cycles += 1;
                         if link.mismatch().is_some() {
                             return Err(mismatch(&link));
@@ -262,17 +267,18 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
     })
 }
 
-fn run_one(cycle: &mut Cycle, link: &mut ReplayLink, inputs: &mut Inputs, t_ms: u64) {
-    let input = CycleInput {
+fn run_one(step: &mut Step, link: &mut ReplayLink, inputs: &mut Inputs, t_ms: u64) {
+    // A person's wake in the switch's generation as it stands (while
+    // tripped it is used up, as the runtime's would be).
+    let wake = std::mem::take(&mut inputs.wake).then(|| inputs.switch.snapshot().trip_count);
+    let input = StepInput {
         command: inputs.command.as_ref(),
-        tripped: !inputs.armed,
-        page_lost: false,
-        trip_count: inputs.trip_count,
+        wake,
+        jog: None,
+        now_ns: t_ms.saturating_mul(NS_PER_MS),
+        safety_flags: 0,
     };
-    let out = cycle.run(link, &input, t_ms.saturating_mul(NS_PER_MS));
-    if out.trips.any() {
-        inputs.trip();
-    }
+    step.run(&inputs.switch, link, &input, |_, _| {});
 }
 
 /// The kind of a line, without its data.

@@ -6,6 +6,7 @@
 mod protocol_support;
 
 use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::startup::Startup;
 use nao_wire::{Command, JOINTS};
 use protocol_support::FakeBoard;
@@ -46,9 +47,11 @@ fn cycle_path_allocates_nothing_over_1000_cycles() {
             }
             let input = CycleInput {
                 command,
-                tripped: (300..320).contains(&k),
-                page_lost: false,
-                trip_count: 0,
+                verdict: if (300..320).contains(&k) {
+                    &Verdict::LIMP
+                } else {
+                    &Verdict::AWAKE
+                },
             };
             let t = k * 12_000_000 + if k >= 650 { 200_000_000 } else { 0 };
             let out = cycle.run(&mut *board, &input, t);

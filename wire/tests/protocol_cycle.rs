@@ -6,6 +6,7 @@ use nao_wire::protocol::cycle::{
     Cycle, CycleInput, CycleOutput, ExchangeFailure, ReadResult, Reconnect,
 };
 use nao_wire::protocol::frame::{Frame, FrameError, SYNC_FRAME};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::startup::{link_up, Startup, StartupError};
 use nao_wire::protocol::tables::*;
 use nao_wire::{Command, Joint, JOINTS};
@@ -40,9 +41,11 @@ fn run(
         board,
         &CycleInput {
             command: cmd,
-            tripped,
-            page_lost: false,
-            trip_count: 0,
+            verdict: if tripped {
+                &Verdict::LIMP
+            } else {
+                &Verdict::AWAKE
+            },
         },
         t,
     )
@@ -318,7 +321,7 @@ fn handshake_board_silent_until_after_cycle_2_is_rejected() {
 }
 
 #[test]
-fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
+fn chest_button_in_an_answer_is_reported_as_a_trip() {
     let (mut board, mut cycle) = started();
     let c = stiff(1.0);
     for _ in 0..5 {
@@ -327,18 +330,9 @@ fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
     board.chest_button = true;
     let out = run(&mut board, &mut cycle, Some(&c), false); // answer pressed
     assert!(!out.trips.any());
-    assert!(!out.all_off);
     board.chest_button = false;
     let out = run(&mut board, &mut cycle, Some(&c), false); // hands it over
     assert_eq!(out.trips.reason(), Some(deathswitch::Reason::ChestButton));
-    // the runtime has not tripped the page yet: still all-off
-    let out = run(&mut board, &mut cycle, Some(&c), false);
-    assert!(out.all_off);
-    assert_eq!(out.stiffness, [0; JOINTS]);
-    // once the switch reports tripped and is re-armed, stiffness returns
-    run(&mut board, &mut cycle, Some(&c), true);
-    let out = run(&mut board, &mut cycle, Some(&c), false);
-    assert!(!out.all_off);
 }
 
 #[test]
@@ -382,9 +376,7 @@ fn tripped_or_page_lost_frame_is_all_off_but_leds_and_sonar_are_sent() {
         &mut *board,
         &CycleInput {
             command: Some(&c),
-            tripped: false,
-            page_lost: true,
-            trip_count: 0,
+            verdict: &Verdict::LIMP,
         },
         100 * 12 * MS,
     );
@@ -417,9 +409,7 @@ fn split_steps_make_the_same_frames_as_run() {
     for k in 0..30u64 {
         let input = CycleInput {
             command: Some(&c),
-            tripped: false,
-            page_lost: false,
-            trip_count: 0,
+            verdict: &Verdict::AWAKE,
         };
         run(&mut board, &mut a, Some(&c), false);
         let frame_a = board.frame();

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use nao_wire::protocol::cycle::{Cycle, CycleInput, ExchangeFailure, ReadResult};
 use nao_wire::protocol::frame::{Frame, FrameWriter, SYNC_ANSWER, SYNC_FRAME};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::tables::{decode_position, encode_position, stiffness_per_mille};
 use nao_wire::{Command, JOINTS};
 
@@ -18,7 +19,7 @@ proptest! {
     ) {
         let mut c = Cycle::with_default_accepted([2048; JOINTS]);
         let cmd = Command { stiffness: [stiffness; JOINTS], position: [position; JOINTS], ..Command::default() };
-        let input = CycleInput { command: Some(&cmd), tripped: false, page_lost: false, trip_count: 0 };
+        let input = CycleInput { command: Some(&cmd), verdict: &Verdict::AWAKE };
         c.build(&input, 0);
         c.complete(ReadResult::Skipped, Ok(()));
         c.build(&input, 12_000_000);
@@ -43,9 +44,9 @@ proptest! {
         }
         let n = w.finish();
         let mut c = Cycle::with_default_accepted([2048; JOINTS]);
-        c.build(&CycleInput::default(), 0);
+        c.build(&CycleInput { command: None, verdict: &Verdict::AWAKE }, 0);
         c.complete(ReadResult::Skipped, Ok(()));
-        c.build(&CycleInput::default(), 12_000_000);
+        c.build(&CycleInput { command: None, verdict: &Verdict::AWAKE }, 12_000_000);
         let out = c.complete(ReadResult::Answer(&buf[..n]), Ok(()));
         prop_assert!(out.failure.is_none());
     }

@@ -3,12 +3,14 @@
 //! inputs where they stand records each worked example again, text for text.
 //! This is what `nao-rs record` does against a live link.
 
-use nao_wire::protocol::cycle::{Cycle, CycleInput};
+use deathswitch::{MemorySwitch, Reason, Switch};
+use nao_wire::protocol::gate::WakeLatch;
 use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::record_link::RecordingLink;
 use nao_wire::recording::replay_link::ReplayLink;
 use nao_wire::recording::{read_file, Item};
+use nao_wire::step::{Step, StepInput};
 use nao_wire::Command;
 use testkit::recordings;
 
@@ -21,9 +23,14 @@ fn peek(rec: &Rec) -> Option<Item> {
 /// Records one recording again over its own replay.
 fn record_again(path: &std::path::Path) -> String {
     let lines = read_file(path).unwrap_or_else(|e| panic!("{e}"));
+    let wake_latch = if lines.iter().any(|l| matches!(l.item, Item::Wake)) {
+        WakeLatch::On
+    } else {
+        WakeLatch::Off
+    };
     let mut rec = RecordingLink::new(ReplayLink::new(lines), Vec::new()).expect("header");
     let mut accepted = DEFAULT_ACCEPTED.to_vec();
-    let mut armed = true;
+    let switch = MemorySwitch::armed();
     let mut command: Option<Command> = None;
     // Settings before the first call.
     while let Some(item) = peek(&rec) {
@@ -34,7 +41,11 @@ fn record_again(path: &std::path::Path) -> String {
             }
             Item::SwitchArmed(a) => {
                 rec.switch(a).expect("switch");
-                armed = a;
+                if a {
+                    switch.rearm();
+                } else {
+                    switch.trip(Reason::Boot);
+                }
             }
             _ => break,
         }
@@ -42,11 +53,10 @@ fn record_again(path: &std::path::Path) -> String {
     }
     let identity =
         Startup::run(&mut rec).unwrap_or_else(|e| panic!("{}: start-up: {e}", path.display()));
-    let mut cycle = Cycle::from_identity(&identity, &accepted);
-    let mut trip_count = 0u64;
-    cycle.set_initial_trip_count(trip_count);
+    let mut step = Step::new(&identity, &accepted, &switch.read(), wake_latch);
     while let Some(Item::Cycle { k, t_ms }) = peek(&rec) {
-        assert_eq!(k, cycle.k(), "{}", path.display());
+        assert_eq!(k, step.cycle().k(), "{}", path.display());
+        let mut wake = false;
         rec.inner_mut().advance();
         rec.cycle(k, t_ms).expect("cycle");
         // The inputs of this cycle, where they stand.
@@ -62,28 +72,27 @@ fn record_again(path: &std::path::Path) -> String {
                 }
                 Some(Item::Trip(r)) => {
                     rec.trip(r).expect("trip");
-                    trip_count += u64::from(armed);
-                    armed = false;
+                    switch.trip(r.unwrap_or(Reason::PageLost));
                 }
                 Some(Item::Rearm) => {
                     rec.rearm().expect("rearm");
-                    armed = true;
+                    switch.rearm();
+                }
+                Some(Item::Wake) => {
+                    rec.wake().expect("wake");
+                    wake = true;
                 }
                 _ => break,
             }
             rec.inner_mut().advance();
         }
-        let input = CycleInput {
+        let input = StepInput {
             command: command.as_ref(),
-            tripped: !armed,
-            page_lost: false,
-            trip_count,
+            wake: wake.then(|| switch.snapshot().trip_count),
+            now_ns: t_ms * 1_000_000,
+            ..StepInput::default()
         };
-        let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
-        if out.trips.any() {
-            trip_count += u64::from(armed);
-            armed = false;
-        }
+        step.run(&switch, &mut rec, &input, |_, _| {});
         if let Some(m) = rec.inner().mismatch() {
             panic!("{}: {m}", path.display());
         }

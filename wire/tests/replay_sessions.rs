@@ -6,11 +6,14 @@ mod protocol_support;
 
 use std::path::Path;
 
+use deathswitch::{MemorySwitch, Switch};
 use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use nao_wire::protocol::gate::{Verdict, WakeLatch};
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::parse;
 use nao_wire::recording::record_link::RecordingLink;
 use nao_wire::replay::{replay_lines, ReplayFailure};
+use nao_wire::step::{Step, StepInput};
 use nao_wire::{Command, JOINTS};
 use protocol_support::FakeBoard;
 
@@ -20,8 +23,9 @@ fn session() -> String {
     let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
     rec.accepted(&[10]).unwrap();
     rec.switch(true).unwrap();
+    let switch = MemorySwitch::armed();
     let id = Startup::run(&mut rec).unwrap();
-    let mut cycle = Cycle::from_identity(&id, &[10]);
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::Off);
     let stand = Command {
         stiffness: [0.5; JOINTS],
         position: [0.25; JOINTS],
@@ -29,8 +33,6 @@ fn session() -> String {
         sonar_mode: 0x0c,
         ..Command::default()
     };
-    let mut armed = true;
-    let mut trip_count = 0u64;
     let mut reconnects = 0;
     for k in 0..120u64 {
         let t_ms = k * 12 + if k >= 90 { 150 } else { 0 };
@@ -40,12 +42,11 @@ fn session() -> String {
         }
         if k == 60 {
             rec.trip(deathswitch::Reason::Udp).unwrap();
-            trip_count += u64::from(armed);
-            armed = false;
+            switch.trip(deathswitch::Reason::Udp);
         }
         if k == 70 || k == 100 {
             rec.rearm().unwrap();
-            armed = true;
+            switch.rearm();
         }
         if k == 95 {
             rec.silence().unwrap();
@@ -53,18 +54,13 @@ fn session() -> String {
         rec.inner_mut().fail_reads = if k == 30 { 11 } else { rec.inner().fail_reads };
         rec.inner_mut().chest_button = k == 80;
         let command = (10..95).contains(&k).then_some(&stand);
-        let input = CycleInput {
+        let input = StepInput {
             command,
-            tripped: !armed,
-            page_lost: false,
-            trip_count,
+            now_ns: t_ms * 1_000_000,
+            ..StepInput::default()
         };
-        let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
-        reconnects += (out.reconnect == Reconnect::Done) as u32;
-        if out.trips.any() {
-            trip_count += u64::from(armed);
-            armed = false;
-        }
+        let out = step.run(&switch, &mut rec, &input, |_, _| {});
+        reconnects += (out.cycle.reconnect == Reconnect::Done) as u32;
     }
     assert_eq!(reconnects, 1);
     let (_, bytes) = rec.finish().unwrap();
@@ -204,9 +200,7 @@ fn recording_that_starts_tripped_replays_all_off_frames() {
         }
         let input = CycleInput {
             command: Some(&stand),
-            tripped: true,
-            page_lost: false,
-            trip_count: 0,
+            verdict: &Verdict::LIMP,
         };
         assert!(cycle.run(&mut rec, &input, k * 12_000_000).all_off);
     }
@@ -236,14 +230,16 @@ fn scripted(
     let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
     rec.switch(true).unwrap();
     let id = Startup::run(&mut rec).unwrap();
+    let switch = MemorySwitch::armed();
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::Off);
+    // The blind runtime: the protocol core's cycle given the switch's
+    // armed state alone.
     let mut cycle = Cycle::from_identity(&id, &[10]);
-    cycle.set_initial_trip_count(0);
     let stand = Command {
         stiffness: [0.5; JOINTS],
         position: [0.25; JOINTS],
         ..Command::default()
     };
-    let (mut armed, mut trip_count) = (true, 0u64);
     let mut stiffness = Vec::new();
     for k in 0..cycles {
         rec.cycle(k, k * 12).unwrap();
@@ -253,27 +249,38 @@ fn scripted(
         for &(_, what) in inputs.iter().filter(|(at, _)| *at == k) {
             if what == "trip" {
                 rec.trip(deathswitch::Reason::Naoctl).unwrap();
-                trip_count += u64::from(armed);
-                armed = false;
+                switch.trip(deathswitch::Reason::Naoctl);
             } else {
                 rec.rearm().unwrap();
-                armed = true;
+                switch.rearm();
             }
         }
         // The answer read in cycle k+1 is made by this cycle's write.
         rec.inner_mut().status[3] = u8::from(faults.contains(&(k + 1)));
-        let input = CycleInput {
-            command: Some(&stand),
-            tripped: !armed,
-            page_lost: false,
-            trip_count: if count_trips { trip_count } else { 0 },
+        let out = if count_trips {
+            let input = StepInput {
+                command: Some(&stand),
+                now_ns: k * 12_000_000,
+                ..StepInput::default()
+            };
+            step.run(&switch, &mut rec, &input, |_, _| {}).cycle
+        } else {
+            let verdict = if switch.snapshot().armed {
+                Verdict::AWAKE
+            } else {
+                Verdict::LIMP
+            };
+            let input = CycleInput {
+                command: Some(&stand),
+                verdict: &verdict,
+            };
+            let out = cycle.run(&mut rec, &input, k * 12_000_000);
+            if let Some(r) = out.trips.reason() {
+                switch.trip(r);
+            }
+            out
         };
-        let out = cycle.run(&mut rec, &input, k * 12_000_000);
         stiffness.push(out.stiffness[0]);
-        if out.trips.any() {
-            trip_count += u64::from(armed);
-            armed = false;
-        }
     }
     let (_, bytes) = rec.finish().unwrap();
     (String::from_utf8(bytes).unwrap(), stiffness)

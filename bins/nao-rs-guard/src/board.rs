@@ -19,6 +19,7 @@ pub trait Board {
 }
 
 use nao_wire::protocol::cycle::{Cycle, CycleInput, ExchangeFailure};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::startup::{link_up, StartupError};
 use nao_wire::Link;
 
@@ -71,9 +72,7 @@ impl<L: Link> Board for WireBoard<L> {
     fn send_all_off(&mut self, t_ns: u64) -> Result<(), LinkError> {
         let input = CycleInput {
             command: None,
-            tripped: true,
-            page_lost: false,
-            trip_count: 0,
+            verdict: &Verdict::LIMP,
         };
         let out = self.cycle.run(&mut self.link, &input, t_ns);
         match out.failure {

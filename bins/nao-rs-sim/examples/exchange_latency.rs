@@ -10,6 +10,7 @@ use std::time::Instant;
 use nao_rs_sim::Spawned;
 use nao_wire::link::Link;
 use nao_wire::protocol::cycle::{Cycle, CycleInput};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::startup::Startup;
 
 fn main() {
@@ -35,7 +36,10 @@ fn main() {
         }
     };
     let mut cycle = Cycle::from_identity(&id, &[10]);
-    let input = CycleInput::default();
+    let input = CycleInput {
+        command: None,
+        verdict: &Verdict::AWAKE,
+    };
     let t0 = Instant::now();
     let mut us: Vec<u64> = Vec::with_capacity(n);
     for k in 0..n {

@@ -17,16 +17,19 @@
 
 use std::path::Path;
 
+use deathswitch::{MemorySwitch, Switch as _};
 use nao_rs_sim::ctl::CtlCommand;
 use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::codec::{decode_reply, encode_request};
 use nao_wire::link::{Call, Link, LinkError};
-use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use nao_wire::protocol::cycle::Reconnect;
+use nao_wire::protocol::gate::WakeLatch;
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::parse;
 use nao_wire::recording::record_link::RecordingLink;
 use nao_wire::replay::replay_lines;
+use nao_wire::step::{Step as RuntimeStep, StepInput};
 use nao_wire::Reason;
 use nao_wire::{Command, JOINTS};
 use proptest::prelude::*;
@@ -266,12 +269,15 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
     rec.accepted(&[10]).map_err(|e| e.to_string())?;
     rec.switch(armed_at_start).map_err(|e| e.to_string())?;
     let id = Startup::run(&mut rec).map_err(|e| format!("start-up: {e}"))?;
-    let mut cycle = Cycle::from_identity(&id, &[10]);
-    cycle.set_initial_trip_count(0);
-    let (mut armed, mut trip_count) = (armed_at_start, 0u64);
+    let switch = MemorySwitch::armed();
+    if !armed_at_start {
+        switch.trip(deathswitch::Reason::Boot);
+    }
+    let mut step = RuntimeStep::new(&id, &[10], &switch.read(), WakeLatch::Off);
     let mut held: Option<Command> = None;
     // The oracle's own memory, apart from the core's.
-    let (mut seen_count, mut answer_tripped, mut limp) = (0u64, false, false);
+    let (mut seen_count, mut answer_tripped, mut limp) =
+        (switch.snapshot().trip_count, false, false);
     let (mut t_ms, mut reconnects, mut tripped_frames) = (0u64, 0u32, 0u32);
     let mut all_off = Vec::with_capacity(steps.len());
     for (k, s) in steps.iter().enumerate() {
@@ -303,32 +309,31 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
             match sw {
                 Switch::Trip(r) => {
                     rec.trip(*r).map_err(|e| e.to_string())?;
-                    trip_count += u64::from(armed);
-                    armed = false;
+                    switch.trip(*r);
                 }
                 Switch::Rearm => {
                     rec.rearm().map_err(|e| e.to_string())?;
-                    armed = true;
+                    switch.rearm();
                 }
             }
         }
-        let input = CycleInput {
+        let input = StepInput {
             command: held.as_ref(),
-            tripped: !armed,
-            page_lost: false,
-            trip_count,
+            now_ns: t_ms * 1_000_000,
+            ..StepInput::default()
         };
+        let read = switch.snapshot();
+        let (armed, trip_count) = (read.armed, read.trip_count);
         // The oracle: is this frame tripped, must it be all-off?
         let frame_tripped = !armed || trip_count != seen_count || answer_tripped;
         seen_count = trip_count;
-        answer_tripped = false;
         if held.is_some() {
             limp = false;
         }
         limp |= frame_tripped;
         tripped_frames += u32::from(frame_tripped);
         rec.inner_mut().last_frame_all_off = None;
-        let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
+        let out = step.run(&switch, &mut rec, &input, |_, _| {}).cycle;
         if limp {
             if !out.all_off {
                 return Err(format!("cycle {k}: a stiff frame where all-off was due"));
@@ -338,11 +343,7 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
             }
         }
         all_off.push(out.all_off);
-        if out.trips.any() {
-            trip_count += u64::from(armed);
-            armed = false;
-            answer_tripped = true;
-        }
+        answer_tripped = out.trips.any();
         reconnects += u32::from(out.reconnect == Reconnect::Done);
     }
     let (_, bytes) = rec.finish().map_err(|e| e.to_string())?;

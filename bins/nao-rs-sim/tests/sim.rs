@@ -11,6 +11,7 @@ use nao_rs_sim::Spawned;
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::{Link, LinkError, PRODUCT_ID, VENDOR_ID};
 use nao_wire::protocol::cycle::{Cycle, CycleInput, CycleOutput, Reconnect};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::startup::Startup;
 use nao_wire::Command;
 
@@ -52,9 +53,7 @@ impl Runtime {
     fn cycles(&mut self, n: usize, command: Option<&Command>) -> Vec<CycleOutput> {
         let input = CycleInput {
             command,
-            tripped: false,
-            page_lost: false,
-            trip_count: 0,
+            verdict: &Verdict::AWAKE,
         };
         (0..n)
             .map(|_| {
@@ -378,9 +377,7 @@ fn a_recording_made_against_the_simulator_replays() {
         let command = (k >= 10).then_some(&stand);
         let input = CycleInput {
             command,
-            tripped: false,
-            page_lost: false,
-            trip_count: 0,
+            verdict: &Verdict::AWAKE,
         };
         let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
         reconnects += usize::from(out.reconnect == Reconnect::Done);

@@ -113,7 +113,9 @@ fn wake_once(page: &deathswitch::Page, socket: &Path, runtime: &mut Proc) -> Res
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let g = nao_runtime::Blackboard::wake_generation(page)
+    let g = page
+        .snapshot()
+        .wake_generation()
         .ok_or("the switch is tripped; re-arm first with `naoctl rearm`")?;
     nao_runtime::wake::send(socket, g).map_err(|e| e.to_string())?;
     Ok(g)

@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nao_runtime::controller::{self, Controller, Idle, Stand};
-use nao_runtime::{wake, Blackboard, Config, CycleHook, CycleInputs, Runtime};
+use nao_runtime::{wake, Config, CycleHook, Runtime, Switch};
 use nao_wire::link::Link;
 use nao_wire::recording::record_link::RecordingLink;
+use nao_wire::step::Observed;
 use nao_wire::Command;
 
 use crate::run::{catch_stop_signals, open_link, open_page, stop_on_signals, ControllerKind};
@@ -66,9 +67,10 @@ impl CycleHook<Rec> for InputRecorder {
         self.tripped = !armed;
     }
 
-    fn before_cycle(&mut self, link: &mut Rec, i: &CycleInputs<'_>) {
-        let _ = link.cycle(i.k, i.t_ms);
-        match (i.command, &self.last_command) {
+    fn before_cycle(&mut self, link: &mut Rec, seen: &Observed<'_>) {
+        let t_ms = seen.input.now_ns / 1_000_000;
+        let _ = link.cycle(seen.k, t_ms);
+        match (seen.input.command, &self.last_command) {
             (Some(c), Some(last)) if c == last => {}
             (Some(c), _) => {
                 let _ = link.command(c);
@@ -80,12 +82,14 @@ impl CycleHook<Rec> for InputRecorder {
             }
             (None, None) => {}
         }
-        let reason = i.reason.unwrap_or(deathswitch::Reason::PageLost);
+        let tripped = !seen.switch.armed;
+        let trip_count = seen.switch.trip_count;
+        let reason = seen.switch.reason.unwrap_or(deathswitch::Reason::PageLost);
         // No trip unseen: a trip count that moved while the switch reads as
         // it did is a trip and a re-arm between two frames; the recording
-        // says so with both lines, so replay's virtual switch counts it too.
-        let counted = self.trip_count.is_some_and(|c| c != i.trip_count);
-        match (self.tripped, i.tripped) {
+        // says so with both lines, so replay's switch counts it too.
+        let counted = self.trip_count.is_some_and(|c| c != trip_count);
+        match (self.tripped, tripped) {
             (false, true) => {
                 let _ = link.trip(reason);
             }
@@ -103,11 +107,17 @@ impl CycleHook<Rec> for InputRecorder {
             }
             _ => {}
         }
-        if i.wake.is_some() {
-            let _ = link.wake();
+        // A wake in the epoch read (or one the switch uses up while
+        // tripped): replay gives a `wake` line the generation of its switch
+        // as it stands, so a wake of another generation (stale, used up by
+        // the gate) is not written.
+        if let Some(g) = seen.input.wake {
+            if tripped || g == trip_count {
+                let _ = link.wake();
+            }
         }
-        self.tripped = i.tripped;
-        self.trip_count = Some(i.trip_count);
+        self.tripped = tripped;
+        self.trip_count = Some(trip_count);
     }
 }
 
@@ -125,7 +135,7 @@ pub fn main(args: Args) -> Result<(), String> {
     if args.page.is_none() && args.armed {
         page.rearm();
     }
-    let board: Arc<dyn Blackboard> = page;
+    let board: Arc<dyn Switch> = page;
     let wake_path = args
         .wake_socket
         .clone()

@@ -8,7 +8,7 @@ use signal_hook::consts::signal::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIG
 use signal_hook::iterator::Signals;
 
 use nao_runtime::controller::{self, Idle, Stand};
-use nao_runtime::{wake, Blackboard, Config, Handle, ProgramIo, Reason, Runtime};
+use nao_runtime::{wake, Config, Handle, ProgramIo, Reason, Runtime, Switch};
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::usb::UsbLink;
 use nao_wire::link::Link;
@@ -140,7 +140,7 @@ pub fn lock_memory() {
 fn spawn_controller(
     kind: ControllerKind,
     mut io: ProgramIo,
-    board: Arc<dyn Blackboard>,
+    board: Arc<dyn Switch>,
     lola: Option<nao_runtime::lola::LolaServer>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     std::thread::Builder::new()
@@ -176,7 +176,7 @@ pub fn main(args: Args) -> Result<(), String> {
     nao_runtime::udp::inherit_from_systemd();
     lock_memory();
     let (page, page_path) = open_page(args.page.as_deref())?;
-    let board: Arc<dyn Blackboard> = page;
+    let board: Arc<dyn Switch> = page;
     // The sockets are bound before the runtime starts: a path held by
     // another program (or user) is an error before any frame, with a
     // non-zero exit. Both get mode 0660 whatever the umask.
@@ -262,7 +262,7 @@ pub fn main(args: Args) -> Result<(), String> {
     }
     slog::info!(logger, "runtime stopped"; "cycles" => summary.cycles,
         "max_lateness_us" => summary.max_lateness_ns / 1000, "late" => summary.late,
-        "overruns" => summary.overruns, "reason" => board.reason().map(Reason::name));
+        "overruns" => summary.overruns, "reason" => board.read().reason.map(Reason::name));
     if summary.panicked {
         return Err("the cycle panicked: the switch was tripped (fault)".into());
     }

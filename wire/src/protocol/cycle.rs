@@ -19,12 +19,12 @@
 
 use super::devices::{hand_answer, Sensors, Trips};
 use super::frame::{Frame, FrameError, FrameWriter, MAX_FRAME_LEN};
+use super::gate::Verdict;
 use super::handshake::{Handshake, DEFAULT_ACCEPTED};
-use super::joints::{joint_values, Hold};
+use super::joints::joint_values;
 use super::safety::{Levels, Safety};
 use super::startup::{link_up, Identity};
 use super::tables::*;
-use super::trip_latch::{SwitchView, TripLatch};
 use crate::command::{Command, JOINTS};
 use crate::link::{Link, LinkError};
 
@@ -37,20 +37,14 @@ pub const GUARD_ZERO: u16 = 2048;
 pub const FIRST_CYCLE_SEQ: u16 = 2;
 
 /// What the cycle is given: the controller's command for this cycle (none:
-/// silence) and the death switch's state.
-#[derive(Debug, Clone, Copy, Default)]
+/// silence) and the gate's verdict for this frame.
+#[derive(Debug, Clone, Copy)]
 pub struct CycleInput<'a> {
     /// A new command from the controller for this cycle, or `None`.
     pub command: Option<&'a Command>,
-    /// The death switch is tripped.
-    pub tripped: bool,
-    /// The death switch page is lost.
-    pub page_lost: bool,
-    /// The switch's trip count (armed -> tripped transitions), read with
-    /// `tripped`. A count that differs from the one read for the last frame
-    /// built makes this frame tripped even when the switch is armed again
-    /// (a trip and a re-arm between two frames): see [`TripLatch`].
-    pub trip_count: u64,
+    /// What the frame may do ([`super::gate`]): applied to the held command
+    /// before each joint's values are taken.
+    pub verdict: &'a Verdict,
 }
 
 /// Why an exchange failed (`docs/protocol.md` section 7, step 6).
@@ -146,9 +140,6 @@ struct Core {
     /// The previous cycle's write on this link succeeded.
     prev_write_ok: bool,
     failures: u32,
-    /// No trip unseen: trips since the last frame built (a trip count that
-    /// moved, a trip raised by an answer), cleared by the next frame built.
-    trip_latch: TripLatch,
 }
 
 /// One cycle after another, with every buffer made in the constructor.
@@ -202,21 +193,11 @@ impl Cycle {
                 client_result: None,
                 prev_write_ok: false,
                 failures: 0,
-                trip_latch: TripLatch::new(),
             },
             frame: [0; MAX_FRAME_LEN],
             frame_len: 0,
             answer: [0; BULK_IN_LEN],
         }
-    }
-
-    /// The switch's trip count before the first frame (replay: the virtual
-    /// switch's count as the session starts), so that a trip and a re-arm
-    /// among cycle 0's inputs make cycle 0's frame tripped. Without it the
-    /// first frame's count is the baseline. Call before the first
-    /// [`Cycle::build`].
-    pub fn set_initial_trip_count(&mut self, count: u64) {
-        self.core.trip_latch = TripLatch::with_count(count);
     }
 
     /// The number of the next cycle.
@@ -263,32 +244,20 @@ impl Cycle {
         for (b, a) in accepted.iter_mut().enumerate() {
             *a = c.handshake.is_accepted(b);
         }
-        // No trip unseen: the latch decides whether this frame counts as
-        // tripped and is cleared by this frame being built.
-        let frame_tripped = c.trip_latch.frame(SwitchView {
-            tripped: input.tripped,
-            page_lost: input.page_lost,
-            trip_count: input.trip_count,
-        });
-        let hold = Hold {
-            tripped: frame_tripped,
-            page_lost: input.page_lost,
-        };
-        if hold.tripped || hold.page_lost {
-            // Safety deviation from HAL: a trip makes the held command limp,
-            // so a re-arm never resumes a command from before the trip when
-            // the controller stays silent (`docs/safety-rules.md`: a re-arm
-            // never brings back a pre-trip command). LEDs and sonar keep the
-            // controller's values.
-            c.command.stiffness = [0.0; JOINTS];
-        }
+        // The gate's verdict on the held command: a trip makes it limp, so
+        // a silent controller never brings a command from before the trip
+        // back. LEDs and sonar keep the controller's values.
+        input.verdict.apply(&mut c.command);
         (c.stiffness, c.position) = joint_values(
             &c.command,
             &c.levels,
-            hold,
             &accepted,
             &c.zero,
             &c.sensors.position_count,
+        );
+        debug_assert!(
+            !input.verdict.limp || c.stiffness.iter().all(|&s| s == 0),
+            "a limp verdict sends every stiffness 0"
         );
         c.client_request = (c.client_sent != CLIENT_CONNECTED).then_some(CLIENT_CONNECTED);
         c.client_result = None;
@@ -456,9 +425,6 @@ impl Core {
         }
         if let Some(frame) = answer {
             trips = hand_answer(&frame, &self.zero, &mut self.sensors, &mut self.handshake);
-            if trips.any() {
-                self.trip_latch.answer_tripped();
-            }
         }
         self.handshake.end_of_cycle(self.k);
         self.prev_write_ok = write.is_ok();

@@ -4,15 +4,6 @@ use super::safety::Levels;
 use super::tables::{encode_position, joint_board, stiffness_per_mille};
 use crate::command::{Command, JOINTS};
 
-/// Why every joint is held without stiffness this cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Hold {
-    /// The death switch is tripped.
-    pub tripped: bool,
-    /// The death switch page is lost.
-    pub page_lost: bool,
-}
-
 /// One joint's wire values: stiffness per mille and position count.
 ///
 /// `accepted` is whether j's board passed the handshake; `measured` is the
@@ -22,7 +13,6 @@ pub fn joint_value(
     j: usize,
     command: &Command,
     levels: &Levels,
-    hold: Hold,
     accepted: bool,
     zero: u16,
     measured: u16,
@@ -37,8 +27,9 @@ pub fn joint_value(
     };
     // Rule 2: scale by the three levels.
     let mut s_eff = levels.scale(s_q);
-    // Rule 3: switch, page, handshake.
-    if hold.tripped || hold.page_lost || !accepted {
+    // Rule 3: the handshake (the switch is the gate's: `super::gate`, applied
+    // to the command before this).
+    if !accepted {
         s_eff = 0;
     }
     // Rule 4: a joint without stiffness follows its sensor.
@@ -55,7 +46,6 @@ pub fn joint_value(
 pub fn joint_values(
     command: &Command,
     levels: &Levels,
-    hold: Hold,
     board_accepted: &[bool; 13],
     zero: &[u16; JOINTS],
     measured: &[u16; JOINTS],
@@ -67,7 +57,6 @@ pub fn joint_values(
             j,
             command,
             levels,
-            hold,
             board_accepted[joint_board(j)],
             zero[j],
             measured[j],
@@ -99,7 +88,7 @@ mod tests {
     /// Joint 0 commanded stiffness `s` at position `p`, measured at
     /// `measured`: full levels, not held, its board accepted, zero 2048.
     fn unheld(s: f32, p: f32, measured: u16) -> (u16, u16) {
-        joint_value(0, &cmd(s, p), &FULL, Hold::default(), true, 2048, measured)
+        joint_value(0, &cmd(s, p), &FULL, true, 2048, measured)
     }
 
     #[test]
@@ -122,39 +111,18 @@ mod tests {
             stall: 1000,
             overcurrent: 240,
         };
-        assert_eq!(
-            joint_value(0, &cmd(1.0, 0.0), &l, Hold::default(), true, 2048, 0).0,
-            120
-        );
+        assert_eq!(joint_value(0, &cmd(1.0, 0.0), &l, true, 2048, 0).0, 120);
     }
 
     #[test]
-    fn joint_is_limp_when_tripped_page_lost_or_board_not_accepted() {
+    fn joint_is_limp_when_its_board_is_not_accepted() {
         let c = cmd(1.0, 0.3);
-        for (hold, acc) in [
-            (
-                Hold {
-                    tripped: true,
-                    page_lost: false,
-                },
-                true,
-            ),
-            (
-                Hold {
-                    tripped: false,
-                    page_lost: true,
-                },
-                true,
-            ),
-            (Hold::default(), false),
-        ] {
-            assert_eq!(joint_value(3, &c, &FULL, hold, acc, 2048, 2222), (0, 2222));
-        }
+        assert_eq!(joint_value(3, &c, &FULL, false, 2048, 2222), (0, 2222));
     }
 
     #[test]
     fn stiff_joint_gets_the_encoded_commanded_position() {
-        let (s, p) = joint_value(0, &cmd(1.0, 0.3), &FULL, Hold::default(), true, 2051, 0);
+        let (s, p) = joint_value(0, &cmd(1.0, 0.3), &FULL, true, 2051, 0);
         assert_eq!(s, 1000);
         assert_eq!(
             p,

@@ -7,6 +7,7 @@ pub mod bringup;
 pub mod cycle;
 pub mod devices;
 pub mod frame;
+pub mod gate;
 pub mod handshake;
 pub mod joint_ranges;
 pub mod joints;
@@ -14,7 +15,6 @@ pub mod prefs;
 pub mod safety;
 pub mod startup;
 pub mod tables;
-pub mod trip_latch;
 
 /// What the unit tests of the protocol core share.
 #[cfg(test)]

@@ -39,6 +39,7 @@ use deathswitch::{Page, Reason};
 use nao_kit::Ticker;
 use nao_wire::link::sim::SimLink;
 use nao_wire::protocol::cycle::{Cycle, CycleInput};
+use nao_wire::protocol::gate::Verdict;
 use nao_wire::protocol::startup::{Startup, StartupError};
 use nao_wire::{Command, Link, LinkError, JOINTS};
 use signal_hook::consts::{SIGTERM, SIGUSR2};
@@ -175,12 +176,10 @@ fn run(a: Args) -> Result<(), String> {
         let tripped = !a.never_confirm && page.is_tripped();
         let input = CycleInput {
             command: Some(&cmd),
-            tripped,
-            page_lost: false,
-            trip_count: if a.never_confirm {
-                0
+            verdict: if tripped {
+                &Verdict::LIMP
             } else {
-                page.trip_count()
+                &Verdict::AWAKE
             },
         };
         let out = cycle.run(&mut link, &input, deathswitch::now_ns());

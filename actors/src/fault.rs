@@ -1,0 +1,124 @@
+//! Faults injected into the real runtime for the guard's tests (feature
+//! `fault-injection`, which no robot build enables): the guard is tested
+//! against the runtime it guards, not a third cycle loop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use deathswitch::{Beat, Reason, Snapshot, Switch};
+
+/// A fault `nao-rs run --fault` injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Beats but never confirms an all-off frame, and its frames ignore the
+    /// switch (it reads armed, its count as first read, no wake needed).
+    NeverConfirm,
+    /// Registers, then freezes for good (ignoring SIGTERM) before the
+    /// start-up.
+    FreezeRegistered,
+    /// Start-up done, holding the board, then freezes before the first beat.
+    FreezeLinked,
+    /// SIGUSR2 makes the cycle thread write through a null pointer: a real
+    /// segfault.
+    CrashOnUsr2,
+}
+
+impl Fault {
+    /// The fault named `name` (`never-confirm`, `freeze-registered`,
+    /// `freeze-linked`, `crash-on-usr2`).
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Some(match name {
+            "never-confirm" => Fault::NeverConfirm,
+            "freeze-registered" => Fault::FreezeRegistered,
+            "freeze-linked" => Fault::FreezeLinked,
+            "crash-on-usr2" => Fault::CrashOnUsr2,
+            _ => return None,
+        })
+    }
+}
+
+/// Sleeps for good; only SIGKILL ends the process.
+pub(crate) fn freeze() -> ! {
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+static USR2: AtomicBool = AtomicBool::new(false);
+
+/// With [`Fault::CrashOnUsr2`]: once SIGUSR2 came, the calling thread
+/// segfaults.
+pub(crate) fn crash_if_asked(fault: Option<Fault>) {
+    if fault != Some(Fault::CrashOnUsr2) {
+        return;
+    }
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let flag: &'static AtomicBool = &USR2;
+        // SAFETY: the handler only stores to a static atomic, which is
+        // async-signal-safe.
+        let _ = unsafe {
+            signal_hook::low_level::register(signal_hook::consts::SIGUSR2, move || {
+                flag.store(true, Ordering::Relaxed)
+            })
+        };
+    });
+    // Relaxed: a test's trigger, no data behind it.
+    if USR2.load(Ordering::Relaxed) {
+        let p: *mut u8 = std::ptr::null_mut();
+        // SAFETY: not safe, on purpose: the injected fault is a real
+        // segfault of the cycle thread (a SIGSEGV sent with kill(2) would be
+        // absorbed by Rust's stack-overflow handler).
+        unsafe { std::ptr::write_volatile(p, 1) };
+    }
+}
+
+/// The switch as the runtime with `fault` sees it.
+pub(crate) fn switch(inner: Arc<dyn Switch>, fault: Option<Fault>) -> Arc<dyn Switch> {
+    match fault {
+        Some(Fault::NeverConfirm) => Arc::new(IgnoringSwitch {
+            first: std::sync::OnceLock::new(),
+            inner,
+        }),
+        _ => inner,
+    }
+}
+
+/// A switch whose reads ignore every trip (armed, the count first read)
+/// and whose beats never confirm all-off.
+struct IgnoringSwitch {
+    first: std::sync::OnceLock<Snapshot>,
+    inner: Arc<dyn Switch>,
+}
+
+impl Switch for IgnoringSwitch {
+    fn read(&self) -> Snapshot {
+        let now = self.inner.read();
+        let first = *self.first.get_or_init(|| now);
+        Snapshot {
+            armed: true,
+            reason: None,
+            reason_code: 0,
+            trip_count: first.trip_count,
+            ..now
+        }
+    }
+    fn trip(&self, reason: Reason) -> bool {
+        self.inner.trip(reason)
+    }
+    fn beat(&self, beat: &Beat) {
+        self.inner.beat(&Beat {
+            all_off: false,
+            ..*beat
+        })
+    }
+    fn register(&self, pid: u32) {
+        self.inner.register(pid)
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn path(&self) -> Option<&std::path::Path> {
+        self.inner.path()
+    }
+}

@@ -1,0 +1,180 @@
+//! The runtime's step (`nao_wire::step`): the switch read once, the gate,
+//! the cycle, the heartbeat and the answer's trips, against a fake chest
+//! board and the page's own cells in memory (`deathswitch::MemorySwitch`).
+
+mod protocol_support;
+
+use deathswitch::{MemorySwitch, Motion, Reason, Switch};
+use nao_wire::protocol::bringup::{BringUp, BringUpLimits};
+use nao_wire::protocol::gate::{Change, WakeLatch};
+use nao_wire::protocol::startup::Startup;
+use nao_wire::step::{Step, StepInput, StepOutput};
+use nao_wire::{Command, Joint, JOINTS};
+use protocol_support::FakeBoard;
+
+const MS: u64 = 1_000_000;
+
+fn stiff(s: f32) -> Command {
+    Command {
+        stiffness: [s; JOINTS],
+        position: [0.1; JOINTS],
+        ..Command::default()
+    }
+}
+
+struct Rig {
+    board: Box<FakeBoard>,
+    switch: MemorySwitch,
+    step: Step,
+    t_ms: u64,
+}
+
+impl Rig {
+    fn new(wake: WakeLatch) -> Rig {
+        let mut board = FakeBoard::new();
+        let id = Startup::run(&mut *board).expect("start-up");
+        let switch = MemorySwitch::armed();
+        let step = Step::new(&id, &[10], &switch.read(), wake);
+        Rig {
+            board,
+            switch,
+            step,
+            t_ms: 0,
+        }
+    }
+
+    fn run(&mut self, command: Option<&Command>, wake: Option<u64>) -> StepOutput {
+        self.t_ms += 12;
+        let input = StepInput {
+            command,
+            wake,
+            now_ns: self.t_ms * MS,
+            ..StepInput::default()
+        };
+        self.step
+            .run(&self.switch, &mut *self.board, &input, |_, _| {})
+    }
+
+    fn generation(&self) -> Option<u64> {
+        self.switch.snapshot().wake_generation()
+    }
+}
+
+#[test]
+fn every_start_is_limp_until_a_wake_and_the_step_drives_after_it() {
+    let mut r = Rig::new(WakeLatch::On);
+    let c = stiff(0.6);
+    for _ in 0..20 {
+        let out = r.run(Some(&c), None);
+        assert!(out.cycle.all_off, "limp until the wake");
+        assert_eq!(out.verdict.motion, Motion::LimpWaitingForWake);
+    }
+    let g = r.generation();
+    let out = r.run(Some(&c), g);
+    assert_eq!(out.verdict.change, Change::Woken);
+    // The boards are accepted by now: the command reaches the frame.
+    let out = r.run(Some(&c), None);
+    assert!(!out.cycle.all_off);
+    assert_eq!(r.switch.snapshot().motion, Motion::Awake);
+}
+
+#[test]
+fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
+    let mut r = Rig::new(WakeLatch::Off);
+    let c = stiff(1.0);
+    for _ in 0..20 {
+        r.run(Some(&c), None);
+    }
+    r.board.chest_button = true;
+    let out = r.run(Some(&c), None); // answer pressed
+    assert!(!out.cycle.all_off);
+    r.board.chest_button = false;
+    let out = r.run(Some(&c), None); // hands it over: the step trips the switch
+    assert_eq!(out.answer_trip, Some(Reason::ChestButton));
+    assert_eq!(r.switch.snapshot().reason, Some(Reason::ChestButton));
+    // Re-armed at once, before the next read: the frame is still all-off.
+    r.switch.rearm();
+    let out = r.run(Some(&c), None);
+    assert!(out.cycle.all_off, "an answer trip is never unseen");
+    // Then, in the protocol model, the re-armed switch drives again.
+    let out = r.run(Some(&c), None);
+    assert!(!out.cycle.all_off);
+}
+
+#[test]
+fn a_silent_controller_never_leaves_a_stiff_command_held() {
+    let mut r = Rig::new(WakeLatch::On);
+    let c = stiff(0.6);
+    r.run(Some(&c), r.generation());
+    for _ in 0..20 {
+        assert!(!r.run(Some(&c), None).cycle.all_off || r.step.cycle().k() < 5);
+    }
+    // A trip and a re-arm, the controller silent from the trip on.
+    r.switch.trip(Reason::Naoctl);
+    assert!(r.run(None, None).cycle.all_off);
+    r.switch.rearm();
+    let g = r.generation();
+    r.run(None, g);
+    for _ in 0..20 {
+        let out = r.run(None, None);
+        assert!(
+            out.cycle.all_off,
+            "woken, but the held command was made limp by the trip"
+        );
+    }
+    // A new command drives.
+    assert!(!r.run(Some(&c), None).cycle.all_off);
+}
+
+#[test]
+fn the_step_beats_after_every_frame_and_confirms_all_off() {
+    let mut r = Rig::new(WakeLatch::On);
+    let out = r.run(Some(&stiff(0.6)), None);
+    let s = r.switch.snapshot();
+    assert_eq!(s.last_cycle, Some(out.cycle.k));
+    assert_eq!(s.all_off_confirmed_cycle, Some(out.cycle.k));
+    assert_eq!(s.motion, Motion::LimpWaitingForWake);
+}
+
+#[test]
+fn a_damaged_page_reads_tripped_page_lost_and_the_frame_is_all_off() {
+    let mut r = Rig::new(WakeLatch::Off);
+    let c = stiff(0.6);
+    for _ in 0..10 {
+        r.run(Some(&c), None);
+    }
+    r.switch.damage();
+    let out = r.run(Some(&c), None);
+    assert!(out.cycle.all_off);
+    assert_eq!(out.verdict.reason, Some(Reason::PageLost));
+}
+
+#[test]
+fn in_bring_up_no_joint_is_stiff_while_the_preconditions_fail() {
+    // The fake board reports no IMU (not lying) and no toe bumper: bring-up
+    // gives no joint any stiffness, whatever the command says.
+    let mut board = FakeBoard::new();
+    let id = Startup::run(&mut *board).expect("start-up");
+    let switch = MemorySwitch::armed();
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::On).with_bringup(BringUp::new(
+        Joint::LShoulderPitch,
+        BringUpLimits::default(),
+    ));
+    let c = stiff(1.0);
+    let g = switch.snapshot().wake_generation();
+    for k in 0..50u64 {
+        let input = StepInput {
+            command: Some(&c),
+            wake: if k == 0 { g } else { None },
+            now_ns: k * 12 * MS,
+            ..StepInput::default()
+        };
+        let out = step.run(&switch, &mut *board, &input, |_, _| {});
+        assert!(out.cycle.all_off, "cycle {k}");
+        let v = out.verdict.bringup.expect("bring-up's verdict");
+        assert!(v.missing.is_some(), "cycle {k}: a precondition is missing");
+        if k > 0 {
+            assert_eq!(out.verdict.motion, Motion::BringUp);
+        }
+    }
+}

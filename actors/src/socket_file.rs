@@ -5,7 +5,9 @@
 //! A socket is bound inside a private directory (mode 0700, made next to
 //! the final path, so on the same filesystem), given its mode (0660) and
 //! group (`hal` when that group exists) there, and only then renamed to
-//! its path with `renameat2(RENAME_NOREPLACE)`. Before that, what is at
+//! its path with `renameat2(RENAME_NOREPLACE)`: the one such bind,
+//! `deathswitch::socket_file::bind_private` (the UDP stop's hand-over file
+//! uses it too). Before that, what is at
 //! the path is judged ([`judge`], pure): nothing, or a stale socket file of
 //! this user (nobody answers on it), is fine (the stale file is removed);
 //! a socket another program answers on, a socket file of another user, or
@@ -14,10 +16,10 @@
 //! never a silent replacement.
 
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use deathswitch::socket_file::{bind_private, Replace, Step};
 
 /// The mode of the runtime's sockets: the owner and the group read and
 /// write, nobody else.
@@ -129,70 +131,12 @@ pub fn held_error(what: &str, path: &Path, v: Verdict, fix: &str) -> io::Error {
     io::Error::new(io::ErrorKind::AddrInUse, why)
 }
 
-/// A private directory next to `path` (mode 0700), removed on drop.
-struct PrivateDir(PathBuf);
-
-impl PrivateDir {
-    fn new(path: &Path) -> io::Result<PrivateDir> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let dir = parent.join(format!(
-            ".{name}.{}.{}",
-            std::process::id(),
-            // Relaxed: a unique number, nothing else.
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let d = PrivateDir(dir);
-        // The umask can only take bits away; 0700 exactly.
-        std::fs::set_permissions(&d.0, std::fs::Permissions::from_mode(0o700))?;
-        Ok(d)
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn cstring(p: &Path) -> io::Result<std::ffi::CString> {
-    std::ffi::CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
-}
-
-/// `rename(from, to)` that fails with `EEXIST` when `to` exists.
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    let (f, t) = (cstring(from)?, cstring(to)?);
-    // SAFETY: two NUL-terminated paths; renameat2 only reads them.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// Binds a socket at `path` with mode [`MODE`] and group [`GROUP`] (when
-/// it exists): `bind` binds at the private path it is given (and, for a
-/// stream socket, listens), then the file gets its mode and group and is
-/// renamed into place. `what` names the socket in errors, `fix` says what
-/// to do about a held path.
+/// it exists), after judging what is at the path ([`judge`]): `bind` binds
+/// at the private path it is given (and, for a stream socket, listens),
+/// then the file gets its mode and group and is renamed into place without
+/// replacing anything (`deathswitch::socket_file::bind_private`). `what`
+/// names the socket in errors, `fix` says what to do about a held path.
 pub fn bind_with_mode<S>(
     path: &Path,
     kind: Kind,
@@ -216,22 +160,13 @@ pub fn bind_with_mode<S>(
         },
         v => return Err(held_error(what, path, v, fix)),
     }
-    let dir = PrivateDir::new(path).map_err(|e| {
-        named(
-            e,
-            "cannot make a private directory next to it (is the directory there and writable?)",
-        )
-    })?;
-    let private = dir.0.join("s");
-    let sock = bind(&private).map_err(|e| named(e, "bind"))?;
-    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(MODE))
-        .map_err(|e| named(e, "chmod"))?;
-    if let Ok(Some(g)) = nix::unistd::Group::from_name(GROUP) {
-        let _ = nix::unistd::chown(&private, None, Some(g.gid));
-    }
-    match rename_noreplace(&private, path) {
-        Ok(()) => Ok(sock),
-        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+    let gid = nix::unistd::Group::from_name(GROUP)
+        .ok()
+        .flatten()
+        .map(|g| g.gid.as_raw());
+    match bind_private(path, MODE, gid, Replace::Never, bind) {
+        Ok((sock, _)) => Ok(sock),
+        Err((Step::Rename, e)) if e.raw_os_error() == Some(libc::EEXIST) => {
             let v = match look(path, kind) {
                 Ok(x) => judge(x, me),
                 Err(_) => Verdict::NotASocket,
@@ -243,7 +178,7 @@ pub fn bind_with_mode<S>(
             };
             Err(held_error(what, path, v, fix))
         }
-        Err(e) => Err(named(e, "cannot rename the socket into place")),
+        Err((step, e)) => Err(named(e, step.what())),
     }
 }
 

@@ -18,8 +18,11 @@
 //!   [`TRIP_TIME_PENDING`];
 //! - the clocks: [`now_ns`], [`unix_now_ns`];
 //! - modules: [`flags`] (the runtime's safety flags), [`process`] (a
-//!   process's identity), [`rules`] (the guard's rules), [`stop`] (the UDP
-//!   stop datagram), [`sigbus`] (the fault handler's counters).
+//!   process's identity, whether a pid is alive), [`rules`] (the guard's
+//!   rules and the runtime's bounds they rely on), [`stop`] (the UDP stop
+//!   datagram, and [`stop::udp`], the one listener of the runtime and the
+//!   guard), [`socket_file`] (a socket file bound with its mode, no
+//!   window), [`sigbus`] (the fault handler's counters).
 //!
 //! Under `cfg(loom)` only the layout, the trait and the pure parts are
 //! built (the loom models run the `Cells` methods in memory).
@@ -45,6 +48,8 @@ mod memory;
 mod page;
 #[cfg(not(loom))]
 pub mod sigbus;
+#[cfg(not(loom))]
+pub mod socket_file;
 
 pub use cells::{Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
 pub use damage::{Damage, TimeField};

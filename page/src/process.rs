@@ -3,7 +3,8 @@
 //! `starttime`, `/proc/PID/stat` field 22, clock ticks since boot). The
 //! page stores both for the runtime (`driver_pid`, `driver_start`) and the
 //! guard (`guard_pid`, `guard_start`), so nothing signals, trusts or hands
-//! the board to a process that only has the right number.
+//! the board to a process that only has the right number. [`pid_alive`]:
+//! whether a pid exists at all.
 
 use std::io::Read;
 
@@ -73,9 +74,38 @@ pub(crate) fn parse_start_time(stat: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
+/// True when process `pid` exists: `kill(pid, 0)` succeeds or fails with
+/// EPERM (a process of another user counts as alive). Pid 0 (the caller's
+/// process group) and pids beyond `i32` are never alive. The guard's look
+/// at a runtime without a pidfd, and the runtime's at the guard.
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 sends nothing; it only checks the pid.
+    if unsafe { libc::kill(raw, 0) } == 0 {
+        return true;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_process_is_alive_and_pid_zero_and_a_reaped_child_are_not() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!pid_alive(pid));
+    }
 
     #[test]
     fn start_time_is_field_22_counted_from_the_last_parenthesis() {

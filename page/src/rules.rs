@@ -66,8 +66,8 @@ pub fn decide(s: &Snapshot, now_ns: u64, settings: &Settings) -> Verdict {
 /// guard first seeing its registration is taken over
 /// (`guard-start-up-timeout`): its pidfd is sent SIGKILL and the guard
 /// sends all-off frames. 6 s: the runtime's busy retry gives up after 5 s
-/// (`OPEN_TIMEOUT_NS` in `actors/src/lib.rs`, when the board stays
-/// busy it exits, and its pidfd says so at once) plus 1 s for the rest of
+/// ([`RUNTIME_OPEN_TIMEOUT_NS`]: when the board stays busy it exits, and
+/// its pidfd says so at once) plus 1 s for the rest of
 /// its start-up (the chest board's handshake, its threads), so a runtime
 /// that is slow but alive is never killed in its start-up, and one that
 /// froze is killed within 6 s.
@@ -79,9 +79,27 @@ pub const START_UP_BOUND_NS: u64 = 6_000_000_000;
 /// within it is taken over (`guard-start-up-timeout`; the switch is
 /// usually tripped already, and the first reason stays): SIGKILL through
 /// its pidfd and the guard's all-off frames again. 1 s: the runtime retries
-/// the busy board every 50 ms (`OPEN_RETRY_NS`), so it has the free board
-/// within 50 ms of the hand-over, plus its link start and handshake.
+/// the busy board every 50 ms ([`RUNTIME_OPEN_RETRY_NS`]), so it has the
+/// free board within 50 ms of the hand-over, plus its link start and
+/// handshake.
 pub const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
+
+// The runtime's contract with the guard: the runtime keeps these (it uses
+// the constants), and the guard's bounds above are made to cover them.
+
+/// The runtime's cycle period, 12 ms: one frame to the chest board per
+/// cycle. The guard's all-off frames keep the same period.
+pub const FRAME_PERIOD_NS: u64 = 12_000_000;
+/// The runtime retries a busy chest board this often, 50 ms: the
+/// hand-over bound ([`HAND_OVER_BOUND_NS`]) covers ten retries.
+pub const RUNTIME_OPEN_RETRY_NS: u64 = 50_000_000;
+/// The runtime gives a busy chest board up after this long, 5 s, and
+/// exits: the start-up bound ([`START_UP_BOUND_NS`]) covers it and 1 s
+/// more, so a runtime still retrying is never taken for a hung one.
+pub const RUNTIME_OPEN_TIMEOUT_NS: u64 = 5_000_000_000;
+
+const _: () = assert!(START_UP_BOUND_NS >= RUNTIME_OPEN_TIMEOUT_NS + 1_000_000_000);
+const _: () = assert!(HAND_OVER_BOUND_NS >= 10 * RUNTIME_OPEN_RETRY_NS);
 
 /// How a registered runtime came to the guard's watch, which fixes how long
 /// it may go from then to its first beat.

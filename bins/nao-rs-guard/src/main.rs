@@ -108,7 +108,7 @@ fn run(args: Args) -> Result<(), String> {
         let p2 = page.clone();
         let t = udp::spawn(
             args.udp_port,
-            nao_runtime::udp::handover_path(&page_path, args.udp_port),
+            deathswitch::stop::udp::handover_path(&page_path, args.udp_port),
             udp_log,
             udp_stops,
             stop.clone(),

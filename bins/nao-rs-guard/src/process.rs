@@ -13,8 +13,8 @@ use nix::unistd::Pid;
 use crate::log::KillOutcome;
 
 /// `kill(pid, 0)`: true when the process exists, also when it belongs to
-/// another user (EPERM counts as alive). The runtime's, one place.
-pub use nao_runtime::switch::pid_alive as alive;
+/// another user (EPERM counts as alive). The page's, one place.
+pub use deathswitch::process::pid_alive as alive;
 
 fn positive(pid: u32) -> Option<i32> {
     i32::try_from(pid).ok().filter(|&p| p > 1)

@@ -1,20 +1,20 @@
-//! The guard's UDP stop: the runtime's listener
-//! (`nao_runtime::udp`), the one listener both processes run. Both
-//! hold one socket on the port (systemd's `nao-rs-stop.socket` on the
+//! The guard's UDP stop: the one listener both processes run
+//! (`deathswitch::stop::udp`), here on a panic-guarded actor of the kit.
+//! Both hold one socket on the port (systemd's `nao-rs-stop.socket` on the
 //! robot, else handed over through `stop-PORT.sock` next to the page) and
 //! read its one queue, so no start, exit, crash or hang of either process
 //! leaves a stop unread while the other lives (`docs/guard.md`, "The UDP
 //! stop"). The guard's listener runs at SCHED_FIFO [`GUARD_UDP_PRIORITY`],
-//! above the runtime's cycle, panic-guarded.
+//! above the runtime's cycle.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use deathswitch::stop::udp::{self, ListenConfig, Severity, UdpEvent, UdpListener};
 use deathswitch::Reason;
-use nao_runtime::udp::{self, UdpEvent, UdpListener};
 
-use nao_kit::log::EventSink;
+use nao_kit::log::{EventSink, Level};
 
 use crate::log::{emit, GuardEvent};
 
@@ -29,10 +29,11 @@ pub fn inherit_from_systemd() {
 }
 
 /// Starts the guard's listener on `port`, its hand-over file `handover`
-/// (`udp::handover_path` of the page). `trip` is called with `Reason::Udp`
-/// for each stop datagram and `Reason::StopPortUnread` while the port is
-/// unread, and returns whether that call tripped the switch; `on_panic`
-/// runs if the listener panics. Ends when `stop` is set.
+/// (`udp::handover_path` of the page), as the kit's actor `guard-udp`.
+/// `trip` is called with `Reason::Udp` for each stop datagram and
+/// `Reason::StopPortUnread` while the port is unread, and returns whether
+/// that call tripped the switch; `on_panic` runs if the listener panics.
+/// Ends when `stop` is set.
 pub fn spawn<F, P>(
     port: u16,
     handover: PathBuf,
@@ -46,12 +47,11 @@ where
     F: Fn(Reason) -> bool + Send + 'static,
     P: FnOnce() + Send + 'static,
 {
-    UdpListener::start_named(
-        "guard-udp",
-        port,
-        handover,
+    let mut spec = nao_kit::ActorSpec::new("guard-udp");
+    spec.priority = Some(GUARD_UDP_PRIORITY);
+    UdpListener::start(
+        ListenConfig::new(port, handover),
         stop,
-        Some(GUARD_UDP_PRIORITY),
         move |r| {
             let tripped = trip(r);
             if r == Reason::Udp {
@@ -62,8 +62,21 @@ where
             UdpEvent::BindFailed(errno) => {
                 emit(&mut events, GuardEvent::UdpBindFailed { port, errno })
             }
-            other => udp::log_event(&mut events, other, port),
+            other => {
+                let (severity, what, value) = udp::describe(other, port);
+                let level = match severity {
+                    Severity::Info => Level::Info,
+                    Severity::Warning => Level::Warning,
+                    Severity::Error => Level::Error,
+                };
+                events.emit(level, what, value);
+            }
         },
-        on_panic,
+        |listening| {
+            let actor = nao_kit::actor::spawn_guarded(spec, move || listening.run(), on_panic)?;
+            Ok(move || {
+                let _ = actor.join();
+            })
+        },
     )
 }

@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{cycle_frames, wait_for, wait_for_opt};
+use deathswitch::stop::udp::{handover_path, send_fd};
 use deathswitch::{Page, Reason};
 use nao_rs_sim::Spawned;
-use nao_runtime::udp::{handover_path, send_fd};
 use nix::sys::signal::Signal;
 use testkit::Proc;
 

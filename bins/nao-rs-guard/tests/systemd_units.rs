@@ -186,7 +186,7 @@ fn stop_socket_unit_is_bound_by_systemd_and_passed_to_both_services() {
         "another socket could share the port"
     );
     assert_eq!(
-        nao_runtime::udp::RCVBUF,
+        deathswitch::stop::udp::RCVBUF,
         8 << 20,
         "ReceiveBuffer= is the programs' buffer"
     );

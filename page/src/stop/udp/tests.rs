@@ -1,7 +1,10 @@
 //! The stop port's pure rules, table-tested, and the listener in-process.
 
 use super::*;
-use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
 use std::sync::atomic::AtomicU32;
 
 // ---- sd_listen_fds ---------------------------------------------------------
@@ -414,18 +417,20 @@ fn counting(dir: &Path, port: u16) -> Counted {
     let unread = Arc::new(AtomicU32::new(0));
     let events = Arc::new(Mutex::new(Vec::new()));
     let (s, u, e) = (stops.clone(), unread.clone(), events.clone());
-    let l = UdpListener::start_named(
-        "test-udp",
-        port,
-        dir.join(format!("stop-{port}.sock")),
+    let l = UdpListener::start(
+        ListenConfig::new(port, handover_path(&dir.join("deathswitch"), port)),
         Default::default(),
-        None,
         move |r| {
             let c = if r == Reason::Udp { &s } else { &u };
             c.fetch_add(1, Ordering::SeqCst);
         },
         move |ev| e.lock().unwrap().push(ev),
-        || {},
+        |listening| {
+            let t = std::thread::Builder::new()
+                .name("test-udp".into())
+                .spawn(move || listening.run())?;
+            Ok(move || t.join().unwrap())
+        },
     )
     .unwrap();
     Counted {

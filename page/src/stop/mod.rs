@@ -2,13 +2,17 @@
 //! payload starts with the 11 ASCII bytes [`PREFIX`] trips the switch
 //! (reason `udp`); anything after the prefix is ignored, anything else is
 //! ignored, there is never a reply. One place for the constants: the
-//! runtime's and the guard's listener and `cargo nao-rs stop` use these.
+//! listener ([`udp`], the runtime's and the guard's) and `cargo nao-rs
+//! stop` use these.
 
 /// The stop datagram's prefix: 11 ASCII bytes.
 pub const PREFIX: &[u8; 11] = b"NAO-RS STOP";
 
 /// The UDP stop port.
 pub const PORT: u16 = 7701;
+
+#[cfg(not(loom))]
+pub mod udp;
 
 /// True when `payload` is a stop datagram (starts with [`PREFIX`]).
 pub fn is_stop(payload: &[u8]) -> bool {

@@ -1,0 +1,620 @@
+//! The UDP stop's listener (`docs/page.md`, "Fixed points"): a datagram
+//! whose payload starts with the 11 ASCII bytes `NAO-RS STOP` trips the
+//! switch (reason `udp`); anything else is ignored; there is never a reply.
+//! The ONE listener of both processes: the runtime and the guard run this
+//! same code, each on a thread of its own ([`UdpListener::start`] takes the
+//! caller's spawn, so this crate needs no actor kit).
+//!
+//! ## One socket, read by both processes
+//!
+//! A unicast datagram is queued on exactly one socket. If each process had
+//! its own socket (SO_REUSEPORT), the kernel would hash each sender to one
+//! of them, and a stop hashed to a hung (SIGSTOPped) process's socket would
+//! sit unread in its queue. So there is one socket, and both processes hold
+//! it; both wait on its one receive queue and any live process drains it.
+//!
+//! ## Where the socket comes from, in this order
+//!
+//! 1. **systemd** (the robot): the socket unit `nao-rs-stop.socket`
+//!    (`ListenDatagram=7701`) is bound at boot, before either service, and
+//!    both services name it in `Sockets=`: each process finds it at fd 3..
+//!    (`LISTEN_PID`, `LISTEN_FDS`, `LISTEN_FDNAMES`, [`inherit_from_systemd`]).
+//!    systemd keeps it open while no service runs, so datagrams sent then
+//!    queue in it and are read when either process starts.
+//! 2. **The hand-over socket file** (no systemd: tests, the demo, a
+//!    developer's machine): a process that holds the socket serves its fd
+//!    (SCM_RIGHTS, [`send_fd`]) on the unix socket FILE [`handover_path`]
+//!    next to the page (`stop-PORT.sock`, mode 0660, the page directory's
+//!    group; made in a private directory and renamed into place by
+//!    [`crate::socket_file::bind_private`], so it is never reachable with a
+//!    wider mode). Only who can enter the page's directory can connect.
+//! 3. **Its own bind** of `0.0.0.0:PORT` (the first process, without
+//!    systemd).
+//!
+//! Every socket this process is given (by systemd or the hand-over) is
+//! CHECKED before it is used (`check`, a pure rule over `SocketFacts`):
+//! a UDP datagram socket of AF_INET/AF_INET6, bound to the wildcard address
+//! on the configured port, not connected, not IPv6-only, without
+//! SO_REUSEPORT, in this process's network namespace, and the only socket
+//! on the port there. A failing socket is refused and logged with what was
+//! wrong ([`UdpEvent::Refused`]). Each process clears SO_REUSEADDR on the
+//! socket it holds (systemd sets it): with it set, any local user could
+//! bind the port too with SO_REUSEADDR and take every unicast stop.
+//!
+//! ## A port no process of ours reads trips
+//!
+//! A listener that holds no checked socket [`UNREAD_DEADLINE_NS`] after its
+//! start trips the switch `stop-port-unread`, and again on every retry
+//! (every 50 ms) while it still holds none, so a re-arm does not stick
+//! (`UnreadRule`). It raises `udp-port-not-owned` meanwhile. Once held,
+//! the socket is never let go.
+//!
+//! Each wake drains the socket (reads with MSG_DONTWAIT until EAGAIN); the
+//! receive buffer is raised to [`RCVBUF`] bytes (never lowered). An error
+//! on the socket or on the hand-over's accept backs off (`Backoff`: 10 ms
+//! doubling to 1 s) and is logged once: no loop at real-time priority spins
+//! on an error (at a low fd limit `accept` fails with EMFILE while the
+//! connection stays queued).
+//!
+//! The parts: `systemd` (sd_listen_fds without libsystemd), `check` (the
+//! socket check and the facts it judges), `handover` (the hand-over file),
+//! `rules` (the unread rule and the back-off), and here the loop and its
+//! start.
+
+use std::collections::HashSet;
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::{now_ns, Reason};
+
+use super::is_stop;
+
+mod check;
+mod handover;
+mod rules;
+mod systemd;
+
+pub use check::{Fault, Source};
+pub use handover::send_fd;
+pub use systemd::{inherit_from_systemd, Inherited, ListenFdsError};
+
+use check::{adopt, bind, inode_of};
+use handover::{ask, fetch, serve, AskError, Server};
+use rules::{Backoff, Unread, UnreadRule};
+
+#[cfg(test)]
+use check::{check, facts, set_sockopt_int, sockopt_int, Netns, SockKind, SocketFacts};
+#[cfg(test)]
+use check::{netns_from_proc, parse_proc_udp};
+#[cfg(test)]
+use systemd::{parse_listen_fds, ListenFds};
+
+/// How long the listener waits at most between two looks at its stop flag,
+/// its hand-over socket and its ownership, ms.
+const WAKE_MS: u64 = 50;
+/// How often a listener without the socket retries, ms.
+const RETRY_MS: u64 = WAKE_MS;
+/// The receive buffer asked for: 8 MiB (a flood is drained, not buffered,
+/// but a burst while the reader is off the CPU must not overflow). The
+/// socket unit asks for the same (`ReceiveBuffer=8M`).
+pub const RCVBUF: usize = 8 << 20;
+/// At most this many datagrams are read per wake before the loop looks at
+/// its stop flag and its hand-over socket again (a flood is drained in turns).
+const DRAIN_MAX: usize = 4096;
+/// How long a process waits for a holder to hand the socket over.
+const HANDOVER_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a holder waits when it asks who serves the hand-over file.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(20);
+/// How often a holder looks whether the hand-over file is served (by
+/// itself, or by another holder of the same socket), ns.
+const SERVE_CHECK_NS: u64 = 200_000_000;
+/// A listener that holds no checked socket this long after its start trips
+/// `stop-port-unread`, ns: systemd's socket is there at once, a hand-over
+/// within one look at the hand-over file (every 200 ms) of a holder's
+/// start, and a free port binds at once, so 1 s is five times what a live
+/// holder needs.
+pub const UNREAD_DEADLINE_NS: u64 = 1_000_000_000;
+/// The first back-off after an error, ns.
+const BACKOFF_MIN_NS: u64 = 10_000_000;
+/// The longest back-off, ns.
+const BACKOFF_MAX_NS: u64 = 1_000_000_000;
+/// The name systemd gives the stop socket (`FileDescriptorName=` of
+/// `config/systemd/nao-rs-stop.socket`).
+pub const SYSTEMD_FD_NAME: &str = "nao-rs-stop";
+
+/// The hand-over socket file for a page at `page` and `port`:
+/// `stop-PORT.sock` in the page's directory.
+pub fn handover_path(page: &Path, port: u16) -> PathBuf {
+    page.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(format!("stop-{port}.sock"))
+}
+
+// ---------------------------------------------------------------------------
+// The listener
+
+/// What the listener shares with the rest of the process.
+#[derive(Debug, Default)]
+pub struct UdpShared {
+    /// True while this process holds no socket for the port: no process of
+    /// ours reads it (the other one, if any, would have shared it). The
+    /// safety flag "UDP port not owned".
+    pub not_owned: AtomicBool,
+    /// True while this process holds the port's socket.
+    pub bound: AtomicBool,
+    /// Datagrams this process read, any payload, counted once each is
+    /// handled (its `trip` called when it was a stop).
+    pub datagrams: AtomicU64,
+}
+
+/// A change of the listener's state (one call per change, not per datagram).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UdpEvent {
+    /// This process holds the port's socket, from this source.
+    Bound(Source),
+    /// No socket: the errno of this process's own bind (once per errno).
+    BindFailed(i32),
+    /// A socket from this source failed the check (once per fault).
+    Refused(Source, Fault),
+    /// The environment named systemd sockets that are not taken.
+    ListenFds(ListenFdsError),
+    /// No socket past the deadline: `stop-port-unread` tripped (once;
+    /// tripped again on every retry while it lasts).
+    Unread,
+    /// The hand-over socket cannot be served (errno, once per errno).
+    ServeFailed(i32),
+    /// An error reading the socket or accepting on the hand-over socket:
+    /// backing off (errno, once per errno).
+    Backoff(i32),
+}
+
+/// Texts made once for the log (at most [`TEXTS_MAX`]; an event is rare).
+static TEXTS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+const TEXTS_MAX: usize = 64;
+
+fn intern(s: String) -> &'static str {
+    let mut g = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    let set = g.get_or_insert_with(HashSet::new);
+    if let Some(&t) = set.get(s.as_str()) {
+        return t;
+    }
+    if set.len() >= TEXTS_MAX {
+        return "UDP stop: a socket was refused (see docs/runtime.md, the UDP stop)";
+    }
+    let t: &'static str = Box::leak(s.into_boxed_str());
+    set.insert(t);
+    t
+}
+
+/// How bad a listener's event is (a caller's log maps it to its levels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Normal operation (the socket is held).
+    Info,
+    /// Degraded but handled (a retry, a back-off).
+    Warning,
+    /// Something failed (a socket refused, the port unread).
+    Error,
+}
+
+/// The log line of `e`: severity, a fixed text, one number (for a
+/// real-time event ring: the texts are `'static`; both processes use it).
+pub fn describe(e: UdpEvent, port: u16) -> (Severity, &'static str, i64) {
+    match e {
+        UdpEvent::Bound(s) => (
+            Severity::Info,
+            match s {
+                Source::Systemd => "UDP stop listening on systemd's socket (port)",
+                Source::Handover => "UDP stop listening on the socket handed over (port)",
+                Source::Bind => "UDP stop listening, bound by this process (port)",
+            },
+            i64::from(port),
+        ),
+        UdpEvent::BindFailed(errno) => (
+            Severity::Warning,
+            "cannot bind or share the UDP stop port, retrying every 50 ms (errno)",
+            i64::from(errno),
+        ),
+        UdpEvent::Refused(s, f) => (
+            Severity::Error,
+            intern(format!("UDP stop: the socket from {} is refused: {f}", s.name())),
+            f.value(),
+        ),
+        UdpEvent::ListenFds(e) => (
+            Severity::Warning,
+            intern(format!("UDP stop: systemd's sockets not taken: {e}")),
+            0,
+        ),
+        UdpEvent::Unread => (
+            Severity::Error,
+            "UDP stop port unread: no socket within 1 s; tripped stop-port-unread (again on every retry until a socket is held) (port)",
+            i64::from(port),
+        ),
+        UdpEvent::ServeFailed(errno) => (
+            Severity::Warning,
+            "cannot serve the UDP stop's hand-over socket next to the page (errno)",
+            i64::from(errno),
+        ),
+        UdpEvent::Backoff(errno) => (
+            Severity::Warning,
+            "UDP stop socket error: backing off, 10 ms to 1 s (errno)",
+            i64::from(errno),
+        ),
+    }
+}
+
+/// Where the listener finds its socket.
+#[derive(Debug, Clone)]
+pub struct ListenConfig {
+    /// The stop port.
+    pub port: u16,
+    /// The hand-over socket file ([`handover_path`]).
+    pub handover: PathBuf,
+    /// How long the listener may hold no socket before it trips
+    /// `stop-port-unread`, ns ([`UNREAD_DEADLINE_NS`]).
+    pub unread_deadline_ns: u64,
+}
+
+impl ListenConfig {
+    /// The stop on `port`, its hand-over file `handover` ([`handover_path`]
+    /// of the page), the deadline [`UNREAD_DEADLINE_NS`].
+    pub fn new(port: u16, handover: PathBuf) -> ListenConfig {
+        ListenConfig {
+            port,
+            handover,
+            unread_deadline_ns: UNREAD_DEADLINE_NS,
+        }
+    }
+}
+
+/// Errors of `e` as an errno (0 when it has none).
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// Tries the sources in order: systemd's socket, the hand-over, its own bind.
+fn acquire(
+    cfg: &ListenConfig,
+    refused: &mut [Option<Fault>; 3],
+    on_event: &mut impl FnMut(UdpEvent),
+) -> Result<(UdpSocket, Source), i32> {
+    let mut refuse = |s: Source, f: Fault, on_event: &mut dyn FnMut(UdpEvent)| {
+        if refused[s.index()] != Some(f) {
+            on_event(UdpEvent::Refused(s, f));
+        }
+        refused[s.index()] = Some(f);
+    };
+    if let Inherited::Socket(fd) = inherit_from_systemd() {
+        match fd.try_clone() {
+            Ok(dup) => match adopt(dup, cfg.port) {
+                Ok(s) => return Ok((s, Source::Systemd)),
+                Err(f) => refuse(Source::Systemd, f, on_event),
+            },
+            Err(e) => return Err(errno(&e)),
+        }
+    }
+    match ask(&cfg.handover, cfg.port) {
+        Ok(s) => return Ok((s, Source::Handover)),
+        Err(AskError::Refused(f)) => refuse(Source::Handover, f, on_event),
+        Err(AskError::Unreachable) => {}
+    }
+    bind(cfg.port)
+        .map(|s| (s, Source::Bind))
+        .map_err(|e| errno(&e))
+}
+
+/// Keeps the hand-over file served: by this process, or by another holder
+/// of the same socket (same inode). A missing, stale, squatted or hung
+/// file is replaced.
+fn maintain(
+    server: &mut Option<Server>,
+    cfg: &ListenConfig,
+    socket_ino: u64,
+    serve_errno: &mut Option<i32>,
+    on_event: &mut impl FnMut(UdpEvent),
+) {
+    if server.as_ref().is_some_and(Server::is_at_path) {
+        return;
+    }
+    if let Ok(fd) = fetch(&cfg.handover, PROBE_TIMEOUT) {
+        if inode_of(fd.as_raw_fd()).map(|(_, i)| i) == Some(socket_ino) {
+            // Another holder of this very socket serves it.
+            *server = None;
+            return;
+        }
+    }
+    match serve(&cfg.handover) {
+        Ok(s) => {
+            *server = Some(s);
+            *serve_errno = None;
+        }
+        Err(e) => {
+            let n = errno(&e);
+            if *serve_errno != Some(n) {
+                on_event(UdpEvent::ServeFailed(n));
+            }
+            *serve_errno = Some(n);
+        }
+    }
+}
+
+/// Runs the listener until one of `stop` is set: holds the port's socket
+/// (systemd's, handed over, or bound itself: [`acquire`]), serves it on the
+/// hand-over file, drains it on each wake and calls `trip(Reason::Udp)` for
+/// each stop datagram, and `trip(Reason::StopPortUnread)` while it holds no
+/// socket past the deadline ([`UnreadRule`]); ignores everything else;
+/// never replies.
+///
+/// `on_event` receives one call per change (not per datagram).
+fn listen(
+    cfg: &ListenConfig,
+    stop: &[&AtomicBool],
+    shared: &UdpShared,
+    mut trip: impl FnMut(Reason),
+    mut on_event: impl FnMut(UdpEvent),
+) {
+    let mut socket: Option<UdpSocket> = None;
+    let mut socket_ino = 0u64;
+    let mut server: Option<Server> = None;
+    let mut next_serve_check = 0u64;
+    let mut serve_errno: Option<i32> = None;
+    let mut refused: [Option<Fault>; 3] = [None; 3];
+    let mut last_bind_error: Option<i32> = None;
+    let mut unread = UnreadRule::new(now_ns(), cfg.unread_deadline_ns);
+    let mut read_backoff = Backoff::default();
+    let mut accept_backoff = Backoff::default();
+    let mut buf = [0u8; 64];
+    if let Inherited::Error(e) = inherit_from_systemd() {
+        on_event(UdpEvent::ListenFds(*e));
+    }
+    // Acquire: pairs with the Release that sets a `stop` flag.
+    while !stop.iter().any(|f| f.load(Ordering::Acquire)) {
+        if socket.is_none() {
+            match acquire(cfg, &mut refused, &mut on_event) {
+                Ok((s, source)) => {
+                    socket_ino = inode_of(s.as_raw_fd()).map_or(0, |(_, i)| i);
+                    socket = Some(s);
+                    last_bind_error = None;
+                    on_event(UdpEvent::Bound(source));
+                }
+                Err(code) => {
+                    if last_bind_error != Some(code) {
+                        on_event(UdpEvent::BindFailed(code));
+                    }
+                    last_bind_error = Some(code);
+                }
+            }
+        }
+        // Relaxed: status flags, read by the cycle to build its safety status.
+        shared.not_owned.store(socket.is_none(), Ordering::Relaxed);
+        shared.bound.store(socket.is_some(), Ordering::Relaxed);
+        let now = now_ns();
+        if let Unread::Trip { first } = unread.step(now, socket.is_some()) {
+            trip(Reason::StopPortUnread);
+            if first {
+                on_event(UdpEvent::Unread);
+            }
+        }
+
+        let Some(s) = &socket else {
+            std::thread::sleep(Duration::from_millis(RETRY_MS));
+            continue;
+        };
+        if now >= next_serve_check {
+            maintain(
+                &mut server,
+                cfg,
+                socket_ino,
+                &mut serve_errno,
+                &mut on_event,
+            );
+            next_serve_check = now + SERVE_CHECK_NS;
+        }
+        let read_ready = read_backoff.ready(now);
+        let accept_ready = accept_backoff.ready(now);
+        let mut fds = [
+            libc::pollfd {
+                fd: if read_ready { s.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: match (&server, accept_ready) {
+                    (Some(l), true) => l.listener.as_raw_fd(),
+                    _ => -1,
+                },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let mut timeout_ms = WAKE_MS;
+        for b in [&read_backoff, &accept_backoff] {
+            let w = b.wait_ns(now);
+            if w > 0 {
+                timeout_ms = timeout_ms.min(w.div_ceil(1_000_000));
+            }
+        }
+        // SAFETY: two valid pollfds (a negative fd is ignored) for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms as libc::c_int) };
+        // Drain: every datagram queued now, on every wake (also on a
+        // timeout: the other process may have been woken for a datagram
+        // and stopped before it read it). Bounded, so that a flood still
+        // lets the loop look at its stop flag and serve the other process.
+        if read_backoff.ready(now_ns()) {
+            for _ in 0..DRAIN_MAX {
+                // SAFETY: recv into a buffer of the length given; MSG_DONTWAIT
+                // leaves the shared file description's flags alone.
+                let n = unsafe {
+                    libc::recv(
+                        s.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
+                if n >= 0 {
+                    read_backoff.succeeded();
+                    if is_stop(&buf[..(n as usize).min(buf.len())]) {
+                        trip(Reason::Udp);
+                    }
+                    // Relaxed: a statistic.
+                    shared.datagrams.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        // An ICMP error is reported once and the next read
+                        // goes on; a lasting error backs off.
+                        if read_backoff.failed(now_ns(), errno(&e)) {
+                            on_event(UdpEvent::Backoff(errno(&e)));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if let (Some(l), true) = (&server, accept_backoff.ready(now_ns())) {
+            loop {
+                match l.listener.accept() {
+                    Ok((conn, _)) => {
+                        accept_backoff.succeeded();
+                        let _ = conn.set_nonblocking(false);
+                        let _ = conn.set_write_timeout(Some(Duration::from_millis(20)));
+                        let _ = send_fd(&conn, s.as_fd().as_raw_fd());
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        // EMFILE at a low fd limit: the connection stays
+                        // queued and poll would wake at once, forever.
+                        if accept_backoff.failed(now_ns(), errno(&e)) {
+                            on_event(UdpEvent::Backoff(errno(&e)));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The listener's body, handed to the caller's spawn by
+/// [`UdpListener::start`]: [`Listening::run`] on the thread the caller made
+/// (the runtime's and the guard's are real-time actors of their kit).
+pub struct Listening<T, E> {
+    cfg: ListenConfig,
+    stop: Arc<AtomicBool>,
+    also_stop: Arc<AtomicBool>,
+    shared: Arc<UdpShared>,
+    trip: T,
+    on_event: E,
+}
+
+impl<T: FnMut(Reason), E: FnMut(UdpEvent)> Listening<T, E> {
+    /// Runs the listener on this thread until it is stopped
+    /// ([`UdpListener::stop`], or the process's stop flag given to
+    /// [`UdpListener::start`]).
+    pub fn run(self) {
+        let Listening {
+            cfg,
+            stop,
+            also_stop,
+            shared,
+            trip,
+            on_event,
+        } = self;
+        listen(&cfg, &[&stop, &also_stop], &shared, trip, on_event);
+    }
+}
+
+/// The listener on a thread: the handle that reads its flags and stops it.
+pub struct UdpListener {
+    stop: Arc<AtomicBool>,
+    shared: Arc<UdpShared>,
+    join: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl UdpListener {
+    /// Starts the listener of `cfg` on a thread the caller makes: `spawn`
+    /// is given the [`Listening`] to run there and returns the function
+    /// that waits for that thread to end (a panic in it is the caller's to
+    /// catch and report: the runtime and the guard trip `fault`). Takes
+    /// systemd's socket first ([`inherit_from_systemd`]), on the caller's
+    /// thread. The listener also ends when `also_stop` is set (the
+    /// process's stop request). `trip` is called with `Reason::Udp` for
+    /// each stop datagram and `Reason::StopPortUnread` while the port is
+    /// unread; `on_event` once per change ([`UdpEvent`], [`describe`]).
+    ///
+    /// # Errors
+    ///
+    /// What `spawn` returns (no thread).
+    pub fn start<T, E, S, J>(
+        cfg: ListenConfig,
+        also_stop: Arc<AtomicBool>,
+        trip: T,
+        on_event: E,
+        spawn: S,
+    ) -> io::Result<UdpListener>
+    where
+        T: FnMut(Reason) + Send + 'static,
+        E: FnMut(UdpEvent) + Send + 'static,
+        S: FnOnce(Listening<T, E>) -> io::Result<J>,
+        J: FnOnce() + Send + 'static,
+    {
+        // Here, on the caller's thread, not in the listener's.
+        inherit_from_systemd();
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(UdpShared::default());
+        // Relaxed: a status flag. Not owned until the first socket is held.
+        shared.not_owned.store(true, Ordering::Relaxed);
+        let join = spawn(Listening {
+            cfg,
+            stop: stop.clone(),
+            also_stop,
+            shared: shared.clone(),
+            trip,
+            on_event,
+        })?;
+        Ok(UdpListener {
+            stop,
+            shared,
+            join: Some(Box::new(join)),
+        })
+    }
+
+    /// The flags the listener publishes.
+    pub fn shared(&self) -> &Arc<UdpShared> {
+        &self.shared
+    }
+
+    /// Stops the listener (within 50 ms) and waits for it.
+    pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        // Release: pairs with the Acquire in `listen`.
+        self.stop.store(true, Ordering::Release);
+        if let Some(join) = self.join.take() {
+            join();
+        }
+    }
+}
+
+impl Drop for UdpListener {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,7 @@
 //! Shared by the guard's integration tests: the virtual robot's trace as
 //! frames per sender, the runtimes the guard watches (started on a
 //! `testkit::Rig`), and the guard's poll loop in-process over a test board.
+// Each test file uses a part of this module and of what it re-exports.
 #![allow(dead_code, unused_imports)]
 
 use std::process::Command;
@@ -91,6 +92,31 @@ impl GuardRig for Rig {
         self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
         rt
     }
+}
+
+/// The real runtime, `nao-rs run --controller stand` as `name` on `rig`,
+/// with `--fault KIND` when given (a build with the `fault-injection`
+/// feature: `never-confirm`, `crash-on-usr2`), woken through `nao-rs wake`
+/// (every start is limp: the test is the person at the robot; the page must
+/// be armed) and returned once 10 of its frames are stiff. The freezing
+/// faults (`freeze-registered`, `freeze-linked`) never wake: start those
+/// with `rig.start_runtime(&Runtime::new(name).fault(kind))`.
+pub fn stiff_nao_rs_run(rig: &Rig, name: &str, fault: Option<&str>) -> Proc {
+    let mut rt = Runtime::new(name);
+    if let Some(kind) = fault {
+        rt = rt.fault(kind);
+    }
+    let p = rig.start_runtime(&rt);
+    rig.wake_when_ready(name);
+    wait_for(
+        &format!("10 stiff frames from {name}"),
+        Duration::from_secs(20),
+        || {
+            let f = rig.frames_from(p.pid());
+            (f.iter().filter(|l| l.max_stiffness > 0).count() >= 10).then_some(())
+        },
+    );
+    p
 }
 
 /// Senders in trace order, one entry per run of frames from the same pid.

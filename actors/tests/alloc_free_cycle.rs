@@ -13,7 +13,7 @@ use nao_wire::link::sim::SimLink;
 use nao_wire::step::Observed;
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
+static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
 
 const WARM_UP: u64 = 20;
 const MEASURED: u64 = 1_000;
@@ -28,10 +28,10 @@ struct Meter {
 impl<L> CycleHook<L> for Meter {
     fn before_cycle(&mut self, _link: &mut L, inputs: &Observed<'_>) {
         if inputs.k == WARM_UP {
-            self.from = testkit::thread_allocations();
+            self.from = nao_kit::alloc::thread_allocations();
         }
         if inputs.k == WARM_UP + MEASURED {
-            let n = testkit::thread_allocations() - self.from;
+            let n = nao_kit::alloc::thread_allocations() - self.from;
             self.done.store(n + 1, Ordering::SeqCst);
         }
     }

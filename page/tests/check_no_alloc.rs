@@ -5,10 +5,11 @@
 //! the in-memory switch, intact and damaged.
 
 use deathswitch::{Beat, Integrity, MemorySwitch, Motion, Page, Reason, Switch};
-use testkit::{allocations, sh_ok};
+use nao_kit::alloc::allocations;
+use testkit::sh_ok;
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
+static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
 
 #[test]
 fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {

@@ -13,7 +13,7 @@ use nao_wire::protocol::prefs::PressureCalibration;
 use nao_wire::{Joint, JOINTS};
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
+static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
 
 /// The runtime's cycle period.
 const CYCLE_NS: u64 = 12_000_000;
@@ -715,7 +715,7 @@ fn bringup_step_allocates_nothing() {
     b.follow = true;
     let mut stiff = 0;
     let mut trips = 0;
-    let n = testkit::allocations(|| {
+    let n = nao_kit::alloc::allocations(|| {
         for k in 0..2000u32 {
             match k % 500 {
                 0 => {
@@ -739,7 +739,7 @@ fn bringup_step_allocates_nothing() {
             trips += v.trip.is_some() as u32;
         }
     });
-    let probe = testkit::allocations(|| drop(std::hint::black_box(Box::new(7u64))));
+    let probe = nao_kit::alloc::allocations(|| drop(std::hint::black_box(Box::new(7u64))));
     assert_eq!(n, 0, "allocations in BringUp::step");
     assert_eq!(probe, 1, "the counting allocator counts");
     assert!(stiff > 1000 && trips > 0, "stiff {stiff}, trips {trips}");

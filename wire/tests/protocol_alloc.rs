@@ -12,7 +12,7 @@ use nao_wire::{Command, JOINTS};
 use protocol_support::FakeBoard;
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
+static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
 
 #[test]
 fn cycle_path_allocates_nothing_over_1000_cycles() {
@@ -32,7 +32,7 @@ fn cycle_path_allocates_nothing_over_1000_cycles() {
     let mut not_all_off = 0;
     let mut trips = 0;
 
-    let in_cycles = testkit::allocations(|| {
+    let in_cycles = nao_kit::alloc::allocations(|| {
         for k in 0..1000u64 {
             let command = match k % 400 {
                 0..=199 => Some(&stand),
@@ -61,7 +61,7 @@ fn cycle_path_allocates_nothing_over_1000_cycles() {
         }
     });
     // The counter counts: one allocation on purpose.
-    let probe = testkit::allocations(|| drop(std::hint::black_box(Box::new(k_probe()))));
+    let probe = nao_kit::alloc::allocations(|| drop(std::hint::black_box(Box::new(k_probe()))));
 
     assert_eq!(in_cycles, 0, "allocations in the cycle path");
     assert_eq!(probe, 1, "the counting allocator counts");

@@ -9,7 +9,7 @@ use nao_wire::recording::{parse, Item, Recorded};
 use nao_wire::{Command, Link, LinkError};
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
+static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
 
 /// A link that answers bulk reads from a list of results, and fails the
 /// calls named in `fail`.
@@ -256,7 +256,7 @@ fn recording_link_allocates_nothing_per_cycle() {
     for k in 0..10 {
         cycle(&mut link, k, &mut buf);
     }
-    let n = testkit::allocations(|| {
+    let n = nao_kit::alloc::allocations(|| {
         for k in 10..1010 {
             cycle(&mut link, k, &mut buf);
         }

@@ -68,6 +68,22 @@ pub fn thread_allocations() -> u64 {
     ALLOCATIONS.try_with(Cell::get).unwrap_or(0)
 }
 
+/// Allocations made by `f` on the calling thread.
+///
+/// # Panics
+///
+/// When [`CountingAlloc`] is not the global allocator (the count would be
+/// 0 whatever `f` does).
+pub fn allocations(f: impl FnOnce()) -> u64 {
+    assert!(
+        installed(),
+        "install nao_kit::alloc::CountingAlloc as the #[global_allocator]"
+    );
+    let before = thread_allocations();
+    f();
+    thread_allocations() - before
+}
+
 /// Whether [`CountingAlloc`] is this process's global allocator (true once
 /// it has served an allocation).
 pub fn installed() -> bool {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use deathswitch::{now_ns, Reason};
 
 use super::http;
-use super::rig::{self, spawn, Bins, Proc, Rig, TempDir};
+use super::rig::{self, Proc, Programs, Rig};
 use super::trials::make_stiff;
 
 /// The robots of the STOP ALL figure.
@@ -28,18 +28,18 @@ pub struct Fleet {
     pub robots: Vec<Rig>,
     app: Option<Proc>,
     page: Option<SocketAddr>,
-    bins: Bins,
+    programs: Programs,
     // Dropped last: the app's log.
-    dir: TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Fleet {
     /// Starts `n` robots (sim + runtime each, no guard, each its own free
     /// UDP stop port); the runtimes start limp.
-    pub fn start(bins: &Bins, n: usize) -> Result<Fleet, String> {
+    pub fn start(programs: &Programs, n: usize) -> Result<Fleet, String> {
         let mut robots = Vec::with_capacity(n);
         for i in 0..n {
-            let mut r = Rig::start_with(bins.clone(), false)
+            let mut r = Rig::start_with(programs.clone(), false)
                 .map_err(|e| format!("robot {}: {e}", i + 1))?;
             r.start_runtime()
                 .map_err(|e| format!("robot {}: {e}", i + 1))?;
@@ -49,8 +49,13 @@ impl Fleet {
             robots,
             app: None,
             page: None,
-            bins: bins.clone(),
-            dir: TempDir::new()?,
+            programs: programs.clone(),
+            dir: tempfile::Builder::new()
+                .prefix("nao-rs-bench-")
+                .tempdir()
+                .map_err(|e| {
+                    format!("cannot create a private folder: {e}; set TMPDIR to a writable folder")
+                })?,
         })
     }
 
@@ -58,13 +63,7 @@ impl Fleet {
     /// 127.0.0.1:P ...` (one target a robot) on a free loopback port and
     /// waits (10 s at most) for the page's address on its first stdout line.
     pub fn start_app(&mut self) -> Result<SocketAddr, String> {
-        if !self.bins.app.exists() {
-            return Err(format!(
-                "{} not found; build it (`cargo build --release -p nao-rs-app`) or give --bin-dir",
-                self.bins.app.display()
-            ));
-        }
-        let mut cmd = Command::new(&self.bins.app);
+        let mut cmd = Command::new(rig::program(&self.programs, "nao-rs-app")?);
         cmd.args(["--loopback-only", "--no-broadcast"]);
         for r in &self.robots {
             cmd.arg("--target").arg(format!("127.0.0.1:{}", r.udp_port));
@@ -72,17 +71,17 @@ impl Fleet {
         cmd.args(["--listen", "127.0.0.1:0", "--beacon-port", "0"])
             .args(["--beacon-bind", "127.0.0.1"]);
         let log = self.dir.path().join("app.log");
-        let mut app = spawn("nao-rs-app", cmd, &log)?;
+        let mut app = Proc::try_spawn("nao-rs-app", &mut cmd, Some(&log))?;
         let end = Instant::now() + Duration::from_secs(10);
         let page = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             if let Some(a) = page_address(&text) {
                 break a;
             }
-            if !app.alive() || Instant::now() > end {
+            if !app.running() || Instant::now() > end {
                 return Err(format!(
                     "nao-rs-app named no page address within 10 s:\n{}",
-                    app.log_tail()
+                    app.log_tail(8)
                 ));
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -289,13 +288,7 @@ pub struct BeaconCpu {
 /// listens on a free port as on a robot with a key) and measures its CPU
 /// over `windows` windows of `seconds` each, after its first beacon.
 pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconCpu, String> {
-    let bin = robot.bins.beacon.clone();
-    if !bin.exists() {
-        return Err(format!(
-            "{} not found; build it (`cargo build --release -p nao-rs-beacon`) or give --bin-dir",
-            bin.display()
-        ));
-    }
+    let bin = rig::program(robot.programs(), "nao-rs-beacon")?;
     let tck = clk_tck().ok_or("sysconf(_SC_CLK_TCK) gave no tick rate")?;
     // The robot runs: armed and stiff, its runtime writing the status file.
     make_stiff(robot, false)?;
@@ -320,7 +313,7 @@ pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconC
         k.write_all(&bytes)
             .map_err(|e| format!("cannot write the team key {}: {e}", key.display()))?;
     }
-    let wake_port = rig::free_udp_port()?;
+    let wake_port = rig::free_udp_port();
     let mut cmd = Command::new(&bin);
     cmd.arg("--page")
         .arg(robot.page_path())
@@ -335,18 +328,22 @@ pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconC
         .env("NAO_RS_WAKE_PORT", wake_port.to_string())
         .env("NAO_RS_ROBOT_NAME", "bench-robot")
         .env("NAO_RS_BODY_ID", "bench-robot-1");
-    let mut beacon = spawn("nao-rs-beacon", cmd, &robot.dir().join("beacon.log"))?;
+    let mut beacon = Proc::try_spawn(
+        "nao-rs-beacon",
+        &mut cmd,
+        Some(&robot.dir().join("beacon.log")),
+    )?;
     let mut buf = [0u8; 2048];
     let end = Instant::now() + Duration::from_secs(5);
     while sink.recv_from(&mut buf).is_err() {
-        if !beacon.alive() || Instant::now() > end {
+        if !beacon.running() || Instant::now() > end {
             return Err(format!(
                 "nao-rs-beacon sent no beacon to {sink_addr} within 5 s:\n{}",
-                beacon.log_tail()
+                beacon.log_tail(8)
             ));
         }
     }
-    let pid = beacon.pid();
+    let pid = beacon.pid() as i32;
     let mut out = BeaconCpu {
         seconds: seconds as f64,
         clk_tck: tck,
@@ -370,10 +367,10 @@ pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconC
             rig::process_cpu_ns(pid).unwrap_or(0),
             now_ns(),
         );
-        if !beacon.alive() {
+        if !beacon.running() {
             return Err(format!(
                 "nao-rs-beacon ended during the measurement:\n{}",
-                beacon.log_tail()
+                beacon.log_tail(8)
             ));
         }
         let el = t1.saturating_sub(t0);

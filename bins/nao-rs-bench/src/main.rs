@@ -29,7 +29,7 @@ mod trace;
 mod trials;
 
 use report::{Bound, Figure, Unit};
-use rig::{Bins, Rig};
+use rig::{Programs, Rig};
 use trials::{GuardSample, StopSample, Trigger};
 
 const MS: u64 = 1_000_000;
@@ -299,7 +299,7 @@ fn failed(fig: &mut Figure, e: &str) {
 fn run(a: &Args) -> Result<bool, String> {
     let t_start = Instant::now();
     let plan = Plan::of(a);
-    let bins = Bins::find(a.bin_dir.as_deref())?;
+    let bins = rig::find_programs(a.bin_dir.as_deref())?;
     let fleet_bins = bins.clone();
     if let Some(out) = &a.out {
         std::fs::create_dir_all(out)
@@ -704,7 +704,13 @@ fn replay_speed(dir: &Path, runs: u32, fig: &mut Figure) {
 /// `nao-rs-app`, then the beacon's CPU against the first robot. A robot or
 /// program that cannot start leaves the rows "not measured" with the
 /// reason; it does not end the bench.
-fn app_figures(bins: &Bins, plan: &Plan, figs: &mut Figures, notes: &mut Vec<String>, t0: Instant) {
+fn app_figures(
+    bins: &Programs,
+    plan: &Plan,
+    figs: &mut Figures,
+    notes: &mut Vec<String>,
+    t0: Instant,
+) {
     let skipped = |fig: &mut Figure, why: &str| fig.note = why.to_string();
     if plan.stop_all_trials == 0 {
         skipped(&mut figs.stop_all, "skipped (--stop-all-trials 0)");

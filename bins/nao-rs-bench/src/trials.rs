@@ -126,7 +126,7 @@ pub fn make_stiff(rig: &mut Rig, full: bool) -> Result<(), String> {
 pub fn naoctl_works(rig: &mut Rig) -> bool {
     rig.page.rearm();
     let t0 = now_ns();
-    let ok = Command::new(&rig.bins.naoctl)
+    let ok = Command::new(rig.program("naoctl"))
         .arg("stop")
         .env("NAO_RS_DEATHSWITCH", rig.page_path())
         .stdout(std::process::Stdio::null())
@@ -156,12 +156,12 @@ pub fn stop_now(rig: &mut Rig, how: Trigger, naoctl: bool) -> Result<StopSample,
     let t0 = now_ns();
     match how {
         Trigger::Naoctl if naoctl => {
-            let st = Command::new(&rig.bins.naoctl)
+            let st = Command::new(rig.program("naoctl"))
                 .arg("stop")
                 .env("NAO_RS_DEATHSWITCH", rig.page_path())
                 .stdout(std::process::Stdio::null())
                 .status()
-                .map_err(|e| format!("cannot run {}: {e}", rig.bins.naoctl.display()))?;
+                .map_err(|e| format!("cannot run {}: {e}", rig.program("naoctl").display()))?;
             if !st.success() {
                 return Err(format!("`naoctl stop` failed: {st}"));
             }
@@ -231,11 +231,11 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
         // Rust's stack-overflow handler takes a SIGSEGV that is not a fault
         // in a guard page, resets it to the default and returns: the first
         // one only disarms it, the second is the crash (as a real fault).
-        rig.runtime().ok_or("no runtime")?.signal(sig)?;
+        rig.runtime().ok_or("no runtime")?.try_signal(sig)?;
         std::thread::sleep(Duration::from_millis(20));
     }
     let t0 = now_ns();
-    rig.runtime().ok_or("no runtime")?.signal(sig)?;
+    rig.runtime().ok_or("no runtime")?.try_signal(sig)?;
     let f = rig
         .wait_frame(from, Duration::from_secs(2), |f| {
             f.peer_pid == gpid && f.t_ns >= t0 && f.all_off
@@ -245,7 +245,7 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
         .ok_or_else(|| format!("{sig}: the page was not tripped within 1 s"))?;
     let mut reaped = false;
     if let Some(rt) = rig.runtime() {
-        reaped = rt.reap(Duration::from_secs(2));
+        reaped = rt.wait_exit(Duration::from_secs(2)).is_some();
     }
     rig.drop_runtime();
     if !reaped {
@@ -287,8 +287,8 @@ pub fn start_up_trial(rig: &mut Rig) -> Result<u64, String> {
     use nao_wire::Link;
     if rig.runtime_pid() != 0 {
         let rt = rig.runtime().ok_or("no runtime")?;
-        rt.signal(Signal::SIGKILL)?;
-        let reaped = rt.reap(Duration::from_secs(2));
+        rt.try_signal(Signal::SIGKILL)?;
+        let reaped = rt.wait_exit(Duration::from_secs(2)).is_some();
         rig.drop_runtime();
         if !reaped {
             return Err("the running runtime did not end on SIGKILL within 2 s".into());
@@ -311,7 +311,9 @@ pub fn start_up_trial(rig: &mut Rig) -> Result<u64, String> {
         rig.page.snapshot().driver_pid == Some(pid as u32)
     });
     let t_reg = now_ns();
-    rig.runtime().ok_or("no runtime")?.signal(Signal::SIGSTOP)?;
+    rig.runtime()
+        .ok_or("no runtime")?
+        .try_signal(Signal::SIGSTOP)?;
     board.close();
     if !registered {
         return Err(format!(
@@ -332,7 +334,7 @@ pub fn start_up_trial(rig: &mut Rig) -> Result<u64, String> {
     let reason = rig.page.snapshot().reason;
     let reaped = rig
         .runtime()
-        .is_some_and(|rt| rt.reap(Duration::from_secs(2)));
+        .is_some_and(|rt| rt.wait_exit(Duration::from_secs(2)).is_some());
     rig.drop_runtime();
     if reason != Some(Reason::GuardStartUpTimeout) {
         return Err(format!(
@@ -488,7 +490,7 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
                 "only {got} of {cycles} cycle frames from the runtime (pid {rt}) in time"
             ));
         }
-        if !rig.runtime().is_some_and(|r| r.alive()) {
+        if !rig.runtime().is_some_and(|r| r.running()) {
             return Err("the runtime exited during the cycle measurement".into());
         }
     }

@@ -19,32 +19,21 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deathswitch::{now_ns, Page, Reason};
-use nao_rs_sim::{Spawned, TraceLine};
-use testkit::Proc;
+use nao_rs_sim::TraceLine;
+use testkit::{Proc, Rig};
 
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
-
-fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > until {
-            if let Ok(d) = std::env::var("GUARD_BENCH_DEBUG") {
-                eprintln!("{}", std::fs::read_to_string(d).unwrap_or_default());
-            }
-            panic!("timed out waiting for {what}");
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
+/// Waits (10 s at most, looking every 200 us) until `f` gives a value;
+/// panics naming `what`, with the guard's log.
+fn wait<T>(rig: &Rig, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    testkit::poll_every(Duration::from_secs(10), Duration::from_micros(200), f)
+        .unwrap_or_else(|| panic!("timed out waiting for {what}\n{}", rig.log("guard")))
 }
 
-fn frames(sim: &Spawned) -> Vec<TraceLine> {
-    sim.trace()
-        .unwrap_or_default()
+fn frames(rig: &Rig) -> Vec<TraceLine> {
+    let lines = nao_rs_sim::trace::read(rig.trace_path()).unwrap_or_default();
+    lines
         .into_iter()
-        .filter(|l| l.is_cycle_frame())
+        .filter(TraceLine::is_cycle_frame)
         .collect()
 }
 
@@ -68,23 +57,10 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(50);
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
-        .expect("start nao-rs-sim");
-    let page_path = sim.dir().join("deathswitch");
-    let page = Page::open(&page_path).expect("page");
-    let guard = Proc::spawn(
-        "the guard",
-        Command::new(GUARD)
-            .arg("--page")
-            .arg(&page_path)
-            .args(["--link", &sim.link_arg(), "--udp-port", "0"])
-            .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap()),
-    );
+    let rig = Rig::start();
+    let page = Page::open(rig.page_path()).expect("page");
+    let guard = rig.start_guard(0);
     let gpid = guard.pid();
-    std::env::set_var("GUARD_BENCH_DEBUG", sim.dir().join("guard.log"));
-    wait("the guard", || {
-        (page.snapshot().guard_pid == Some(gpid)).then_some(())
-    });
 
     let (mut stop_to_trip, mut beat_to_trip, mut kill_to_frame, mut restart_to_frame) =
         (vec![], vec![], vec![], vec![]);
@@ -98,12 +74,12 @@ fn main() {
             "the test runtime",
             Command::new(&runtime)
                 .arg("--page")
-                .arg(&page_path)
-                .args(["--link", &sim.link_arg()]),
+                .arg(rig.page_path())
+                .args(["--link", &rig.link_arg()]),
         );
         let pid = rt.pid();
-        let first = wait("the runtime's frames", || {
-            let f = frames(&sim);
+        let first = wait(&rig, "the runtime's frames", || {
+            let f = frames(&rig);
             let mine: Vec<_> = f
                 .iter()
                 .filter(|l| l.peer_pid as u32 == pid)
@@ -122,7 +98,7 @@ fn main() {
         )
         .unwrap();
         // Once the kernel shows it stopped, its last beat is final.
-        wait("the runtime to stop", || {
+        wait(&rig, "the runtime to stop", || {
             let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             let state = st
                 .rsplit(')')
@@ -132,14 +108,14 @@ fn main() {
             (state == "T" || state == "t").then_some(())
         });
         let last_beat = page.snapshot().last_beat_ns.unwrap_or(0);
-        let tripped_at = wait("the take-over", || {
+        let tripped_at = wait(&rig, "the take-over", || {
             let s = page.snapshot();
             (s.reason == Some(Reason::GuardHeartbeatLost)
                 && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING)
                 .then_some(s.tripped_at_ns)
         });
-        let f = wait("the guard's first frame", || {
-            let f = frames(&sim);
+        let f = wait(&rig, "the guard's first frame", || {
+            let f = frames(&rig);
             f.iter()
                 .any(|l| l.peer_pid as u32 == gpid && l.t_ns >= tripped_at)
                 .then_some(f)

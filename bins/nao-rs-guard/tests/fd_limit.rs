@@ -6,12 +6,14 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
-use deathswitch::rules::Settings;
+mod common;
+
+use common::poller;
 use deathswitch::Page;
 use nao_rs_guard::board::Board;
 use nao_rs_guard::core::State;
 use nao_rs_guard::fds::{FdReserve, RESERVE};
-use nao_rs_guard::log::{discard_logbook, LinkFault, RING_CAPACITY};
+use nao_rs_guard::log::{discard_logbook, LinkFault};
 use nao_rs_guard::poller::Poller;
 use nao_wire::LinkError;
 
@@ -67,13 +69,7 @@ impl Board for HungryBoard {
 /// kill) and tried to open the board once.
 fn take_over(page: &Page, board: HungryBoard) -> Poller<HungryBoard> {
     let book = discard_logbook();
-    let mut p = Poller::new(
-        board,
-        Settings::default(),
-        std::process::id(),
-        book.sink("guard-poll", RING_CAPACITY),
-    )
-    .with_reserve(FdReserve::take(RESERVE).expect("the reserve"));
+    let mut p = poller(board, &book).with_reserve(FdReserve::take(RESERVE).expect("the reserve"));
     page.rearm();
     let t = deathswitch::now_ns() - 1_000 * MS;
     page.write_heartbeat(1, t, false);

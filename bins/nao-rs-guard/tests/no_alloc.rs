@@ -5,41 +5,19 @@
 //! restarted runtime, takes the board back past the hand-over bound and
 //! releases.
 
-use deathswitch::rules::Settings;
+mod common;
+
+use common::{frozen_runtime, poller, TestBoard};
 use deathswitch::Page;
+use nao_kit::alloc::{self, allocations};
 use nao_rs_guard::board::{Board, WireBoard};
 use nao_rs_guard::core::State;
-use nao_rs_guard::log::{discard_logbook, RING_CAPACITY};
-use nao_rs_guard::poller::Poller;
-use nao_wire::LinkError;
-use testkit::allocations;
+use nao_rs_guard::log::discard_logbook;
+use nao_wire::link::sim::SimLink;
+use testkit::RigSpec;
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
-
-/// A board that records frames and allocates nothing.
-#[derive(Default)]
-struct NullBoard {
-    open: bool,
-    frames: u64,
-}
-
-impl Board for NullBoard {
-    fn open(&mut self) -> Result<(), LinkError> {
-        self.open = true;
-        Ok(())
-    }
-    fn send_all_off(&mut self, _t_ns: u64) -> Result<(), LinkError> {
-        self.frames += 1;
-        Ok(())
-    }
-    fn close(&mut self) {
-        self.open = false;
-    }
-    fn is_open(&self) -> bool {
-        self.open
-    }
-}
+static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
 
 const MS: u64 = 1_000_000;
 
@@ -50,30 +28,9 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     page.rearm();
     // A runtime for the guard to kill (it registers itself, mapping the
     // page, and freezes), and later a restarted one to hand over to.
-    let frozen_runtime = || {
-        let p = testkit::Proc::spawn(
-            "test runtime",
-            std::process::Command::new(testkit::bin(testkit::TEST_RUNTIME))
-                .arg("--page")
-                .arg(page.path())
-                .args(["--link", "sim:/nonexistent", "--freeze", "registered"]),
-        );
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while page.snapshot().driver_pid != Some(p.pid()) {
-            assert!(std::time::Instant::now() < until, "the runtime registers");
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        p
-    };
-    let mut victim = frozen_runtime();
+    let mut victim = frozen_runtime(&page);
     let book = discard_logbook();
-    let log = book.sink("guard-poll", RING_CAPACITY);
-    let mut p = Poller::new(
-        NullBoard::default(),
-        Settings::default(),
-        std::process::id(),
-        log,
-    );
+    let mut p = poller(TestBoard::new(), &book);
     // Virtual time in the past: the page counts a beat more than 50 ms in
     // the future as damage (an impossible value).
     let t0 = deathswitch::now_ns() - 5_000 * MS;
@@ -106,7 +63,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
         .is_some());
 
     // Hand-over to a restarted runtime, then a release after a take-over.
-    let mut next = frozen_runtime();
+    let mut next = frozen_runtime(&page);
     let n = allocations(|| {
         p.poll(&page, deathswitch::now_ns());
     });
@@ -140,8 +97,12 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
 
 #[test]
 fn holding_the_virtual_robot_allocates_nothing_per_frame() {
-    let sim = nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &[]).unwrap();
-    let mut board = WireBoard::new(sim.link());
+    let rig = RigSpec {
+        sim_args: Vec::new(),
+        ..RigSpec::default()
+    }
+    .start();
+    let mut board = WireBoard::new(SimLink::new(rig.sim_socket()));
     board.open().expect("link step");
     let n = allocations(|| {
         for i in 0..200u64 {
@@ -149,7 +110,7 @@ fn holding_the_virtual_robot_allocates_nothing_per_frame() {
         }
     });
     assert_eq!(n, 0, "allocations over 200 guard-mode cycles on SimLink");
-    let frames = sim.trace().unwrap();
+    let frames = nao_rs_sim::trace::read(rig.trace_path()).unwrap();
     assert!(frames.iter().filter(|l| l.is_cycle_frame()).count() >= 200);
     assert!(
         frames.iter().all(|l| l.all_off),

@@ -9,15 +9,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt};
+use common::{poll_for, wait_for, GuardRig, Proc, Rig, Runtime};
 use deathswitch::Page;
-use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
-use testkit::Proc;
 
 #[derive(Debug, Clone, Copy)]
 enum Damage {
@@ -104,30 +101,23 @@ fn damage(d: Damage, path: &Path, armed_copy: &[u8]) {
     }
 }
 
-use common::cycle_frames as frames;
-
-struct Rig {
-    sim: Spawned,
-    page_path: PathBuf,
+/// The virtual robot, an armed page and the guard on it.
+struct Watched {
     guard: Proc,
+    rig: Rig,
 }
 
-impl Rig {
-    fn new() -> Rig {
-        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
-        let page_path = sim.dir().join("deathswitch");
-        let page = Page::open(&page_path).unwrap();
-        let guard = common::start_guard(&sim, &page_path);
+impl Watched {
+    fn new() -> Watched {
+        let rig = Rig::start();
+        let page = Page::open(rig.page_path()).unwrap();
+        let guard = rig.start_guard(0);
         page.rearm();
-        Rig {
-            sim,
-            page_path,
-            guard,
-        }
+        Watched { guard, rig }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.sim.dir().join("guard.log")).unwrap_or_default()
+        self.rig.log("guard")
     }
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
@@ -135,14 +125,9 @@ impl Rig {
     fn wait_registered(&self, pid: u32) {
         // Every start is limp: wake it (with the page's generation) until
         // it drives stiff.
-        if wait_for_opt(Duration::from_secs(20), || {
-            let _ = Command::new(testkit::bin("nao-rs"))
-                .args(["wake", "--socket"])
-                .arg(self.sim.dir().join("rt.wake.sock"))
-                .arg("--page")
-                .arg(&self.page_path)
-                .output();
-            wait_for_opt(Duration::from_millis(200), || {
+        if poll_for(Duration::from_secs(20), || {
+            let _ = self.rig.wake("rt");
+            poll_for(Duration::from_millis(200), || {
                 self.stiff_from(pid, 0).then_some(())
             })
         })
@@ -151,7 +136,7 @@ impl Rig {
             panic!(
                 "no stiff frame from the runtime {pid} within 20 s\nguard:\n{}\nruntime:\n{}",
                 self.log(),
-                std::fs::read_to_string(self.sim.dir().join("rt.log")).unwrap_or_default()
+                self.rig.log("rt")
             );
         }
         let line = format!("holding its pidfd (pid), value: {pid}");
@@ -163,7 +148,8 @@ impl Rig {
     }
 
     fn stiff_from(&self, pid: u32, after: usize) -> bool {
-        frames(&self.sim)
+        self.rig
+            .frames()
             .iter()
             .skip(after)
             .any(|l| l.peer_pid as u32 == pid && !l.all_off && l.max_stiffness > 0)
@@ -173,8 +159,8 @@ impl Rig {
     /// sends all-off frames; no stiff frame after the guard's first.
     fn assert_taken_over(&self, rt: &mut Proc, what: &str) {
         let g = self.guard.pid();
-        let f = wait_for_opt(Duration::from_secs(3), || {
-            let f = frames(&self.sim);
+        let f = poll_for(Duration::from_secs(3), || {
+            let f = self.rig.frames();
             (f.iter().filter(|l| l.peer_pid as u32 == g).count() >= 3).then_some(f)
         });
         let Some(f) = f else {
@@ -193,32 +179,22 @@ impl Rig {
             f[first..].iter().all(|l| l.all_off && l.max_stiffness == 0),
             "{what}: a stiff frame after the take-over"
         );
-        let page = Page::open(&self.page_path).unwrap();
+        let page = Page::open(self.rig.page_path()).unwrap();
         assert!(page.is_tripped(), "{what}");
     }
 }
 
-fn naoctl_rearm(page: &Path) {
-    let st = Command::new(testkit::bin("naoctl"))
-        .arg("--page")
-        .arg(page)
-        .args(["rearm", "--yes"])
-        .output()
-        .unwrap();
-    assert!(st.status.success(), "naoctl rearm: {st:?}");
-}
-
 #[test]
 fn page_damage_then_a_hang() {
-    let nao_rs = testkit::bin("nao-rs");
+    testkit::bin("nao-rs");
     let mut failures = Vec::new();
     for d in ALL {
-        let rig = Rig::new();
-        let wake = rig.sim.dir().join("rt.wake.sock");
-        let mut rt = common::nao_rs_run(&rig.sim, &rig.page_path, "rt", "stand", None);
-        rig.wait_registered(rt.pid());
-        let copy = std::fs::read(&rig.page_path).unwrap();
-        damage(d, &rig.page_path, &copy);
+        let w = Watched::new();
+        let page_path = w.rig.page_path();
+        let mut rt = w.rig.start_runtime(&Runtime::new("rt"));
+        w.wait_registered(rt.pid());
+        let copy = std::fs::read(page_path).unwrap();
+        damage(d, page_path, &copy);
         // The damage trips (page-lost); a person re-arms and wakes, and
         // does it again if the robot stays limp (a holder may trip the
         // page at the path once more when it notices the damage late).
@@ -226,23 +202,17 @@ fn page_damage_then_a_hang() {
         let mut stiff = false;
         let mut woke = None;
         for _ in 0..5 {
-            naoctl_rearm(&rig.page_path);
-            let n = frames(&rig.sim).len();
-            let st = Command::new(&nao_rs)
-                .args(["wake", "--socket"])
-                .arg(&wake)
-                .arg("--page")
-                .arg(&rig.page_path)
-                .output()
-                .unwrap();
+            testkit::ok(w.rig.naoctl(&["rearm", "--yes"]), "naoctl rearm");
+            let n = w.rig.frames().len();
+            let st = w.rig.wake("rt");
             woke = Some(st.clone());
             if !st.status.success() {
                 // Refused: tripped again (a holder noticed the damage
                 // late); re-arm again.
                 continue;
             }
-            if wait_for_opt(Duration::from_secs(1), || {
-                rig.stiff_from(rt.pid(), n).then_some(())
+            if poll_for(Duration::from_secs(1), || {
+                w.stiff_from(rt.pid(), n).then_some(())
             })
             .is_some()
             {
@@ -253,14 +223,14 @@ fn page_damage_then_a_hang() {
         if !stiff {
             failures.push(format!(
                 "{d:?}: not stiff again after rearm and wake (last wake: {woke:?})\nguard: {}\nruntime: {}",
-                rig.log(),
-                std::fs::read_to_string(rig.sim.dir().join("rt.log")).unwrap_or_default()
+                w.log(),
+                w.rig.log("rt")
             ));
             continue;
         }
         rt.signal(Signal::SIGSTOP);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            rig.assert_taken_over(&mut rt, &format!("{d:?}"))
+            w.assert_taken_over(&mut rt, &format!("{d:?}"))
         }));
         if let Err(e) = r {
             failures.push(format!("{d:?}: {:?}", e.downcast_ref::<String>()));
@@ -273,25 +243,13 @@ fn page_damage_then_a_hang() {
 fn page_damage_then_a_runtime_that_never_confirms() {
     let mut failures = Vec::new();
     for d in ALL {
-        let rig = Rig::new();
-        let mut rt = Proc::spawn(
-            "never-confirm runtime",
-            Command::new(testkit::bin(testkit::TEST_RUNTIME))
-                .arg("--page")
-                .arg(&rig.page_path)
-                .args([
-                    "--link",
-                    &rig.sim.link_arg(),
-                    "--stiffness",
-                    "0.5",
-                    "--never-confirm",
-                ]),
-        );
-        rig.wait_registered(rt.pid());
-        let copy = std::fs::read(&rig.page_path).unwrap();
-        damage(d, &rig.page_path, &copy);
+        let w = Watched::new();
+        let mut rt = w.rig.runtime(&["--stiffness", "0.5", "--never-confirm"]);
+        w.wait_registered(rt.pid());
+        let copy = std::fs::read(w.rig.page_path()).unwrap();
+        damage(d, w.rig.page_path(), &copy);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            rig.assert_taken_over(&mut rt, &format!("{d:?}"))
+            w.assert_taken_over(&mut rt, &format!("{d:?}"))
         }));
         if let Err(e) = r {
             failures.push(format!("{d:?}: {:?}", e.downcast_ref::<String>()));

@@ -11,104 +11,24 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{cycle_frames, start_guard, wait_for, wait_for_opt};
+use common::{guarded, poll_for, sent_by, wait_for, GuardRig, Proc, Rig};
 use deathswitch::rules::{HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
 use deathswitch::{Page, Reason};
-use nao_rs_sim::{Spawned, TraceLine};
+use nao_rs_guard::signals::ends_the_guard;
+use nao_rs_sim::TraceLine;
 use nix::sys::signal::Signal;
-use testkit::Proc;
 
 const MS: u64 = 1_000_000;
 
-struct Rig {
-    sim: Spawned,
-    page_path: std::path::PathBuf,
-    page: Page,
-}
-
-impl Rig {
-    /// The virtual robot and a page, no guard yet.
-    fn bare() -> Rig {
-        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
-            .expect("start nao-rs-sim");
-        let page_path = sim.dir().join("deathswitch");
-        let page = Page::open(&page_path).expect("page");
-        Rig {
-            sim,
-            page_path,
-            page,
-        }
-    }
-
-    /// The virtual robot, a page and the guard.
-    fn new() -> (Rig, Proc) {
-        let rig = Rig::bare();
-        let guard = start_guard(&rig.sim, &rig.page_path);
-        (rig, guard)
-    }
-
-    fn runtime(&self, extra: &[&str]) -> Proc {
-        Proc::spawn(
-            "test runtime",
-            Command::new(testkit::bin(testkit::TEST_RUNTIME))
-                .arg("--page")
-                .arg(&self.page_path)
-                .args(["--link", &self.sim.link_arg()])
-                .args(extra)
-                .env("NAO_RS_DEATHSWITCH", &self.page_path),
-        )
-    }
-
-    fn frames(&self) -> Vec<TraceLine> {
-        cycle_frames(&self.sim)
-    }
-
-    fn frames_from(&self, pid: u32) -> Vec<TraceLine> {
-        self.frames()
-            .into_iter()
-            .filter(|l| l.peer_pid as u32 == pid)
-            .collect()
-    }
-
-    fn wait_frames_from(&self, pid: u32, n: usize, timeout: Duration) -> Vec<TraceLine> {
-        wait_for(&format!("{n} frames from pid {pid}"), timeout, || {
-            let f = self.frames_from(pid);
-            (f.len() >= n).then_some(f)
-        })
-    }
-
-    /// A runtime at stiffness 0.5, once 10 of its frames are in the trace.
-    fn stiff_runtime(&self) -> Proc {
-        let rt = self.runtime(&["--stiffness", "0.5"]);
-        self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
-        rt
-    }
-
-    fn guard_log(&self) -> String {
-        std::fs::read_to_string(self.sim.dir().join("guard.log")).unwrap_or_default()
-    }
-
-    fn wait_log(&self, what: &str) {
-        let found = wait_for_opt(Duration::from_secs(3), || {
-            self.guard_log().contains(what).then_some(())
-        });
-        assert!(
-            found.is_some(),
-            "the guard's log lacks {what:?}:\n{}",
-            self.guard_log()
-        );
-    }
-
-    /// Crash a stiff runtime: the guard holds the board (all-off frames).
-    fn guard_holding(&self, guard: &Proc) -> Proc {
-        self.page.rearm();
-        let mut rt = self.stiff_runtime();
-        rt.signal(Signal::SIGKILL);
-        rt.wait_exit(Duration::from_secs(2)).expect("killed");
-        self.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
-        assert!(self.page.snapshot().guard_holding);
-        rt
-    }
+/// Crash a stiff runtime: the guard holds the board (all-off frames).
+fn guard_holding(rig: &Rig, page: &Page, guard: &Proc) -> Proc {
+    page.rearm();
+    let mut rt = rig.stiff_runtime();
+    rt.signal(Signal::SIGKILL);
+    rt.wait_exit(Duration::from_secs(2)).expect("killed");
+    rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
+    assert!(page.snapshot().guard_holding);
+    rt
 }
 
 /// Every gap between two consecutive frames of `pid` from `from_ns` on.
@@ -136,24 +56,23 @@ fn killed_by_sigkill(p: &mut Proc, what: &str) {
 #[test]
 fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
     for naoctl_stop in [false, true] {
-        let naoctl = testkit::bin("naoctl");
-        let (rig, guard) = Rig::new();
-        rig.page.rearm();
+        // Built before the clock starts.
+        testkit::bin("naoctl");
+        testkit::bin(testkit::TEST_RUNTIME);
+        let (rig, page, guard) = guarded();
+        page.rearm();
         let t0 = deathswitch::now_ns();
         let mut rt = rig.runtime(&["--freeze", "registered"]);
         wait_for("the registration", Duration::from_secs(5), || {
-            (rig.page.snapshot().driver_pid == Some(rt.pid())).then_some(())
+            (page.snapshot().driver_pid == Some(rt.pid())).then_some(())
         });
         if naoctl_stop {
-            let st = Command::new(&naoctl)
-                .arg("--page")
-                .arg(&rig.page_path)
-                .arg("stop")
-                .status()
-                .unwrap();
-            assert!(st.success());
+            testkit::ok(rig.naoctl(&["stop"]), "naoctl stop");
         }
-        let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(12));
+        let frames = sent_by(
+            &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(12)),
+            guard.pid(),
+        );
         let all = rig.frames();
         assert_eq!(
             all[0].peer_pid as u32,
@@ -173,15 +92,15 @@ fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
         } else {
             Reason::GuardStartUpTimeout
         };
-        let snap = rig.page.snapshot();
+        let snap = page.snapshot();
         assert_eq!(snap.reason, Some(want));
         assert!(snap.guard_holding);
         wait_for(
             "the exited runtime's pid cleared",
             Duration::from_secs(2),
-            || (rig.page.snapshot().driver_pid.is_none()).then_some(()),
+            || (page.snapshot().driver_pid.is_none()).then_some(()),
         );
-        rig.wait_log("guard-start-up-timeout");
+        rig.wait_guard_log("guard-start-up-timeout");
     }
 }
 
@@ -191,10 +110,10 @@ fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
 /// again.
 #[test]
 fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bound() {
-    let (rig, guard) = Rig::new();
-    rig.guard_holding(&guard);
+    let (rig, page, guard) = guarded();
+    guard_holding(&rig, &page, &guard);
     let mut rt2 = rig.runtime(&["--freeze", "linked"]);
-    rig.wait_log("handed over");
+    rig.wait_guard_log("handed over");
     let before = rig.frames_from(guard.pid()).last().unwrap().t_ns;
     let after = wait_for("all-off frames again", Duration::from_secs(5), || {
         let f: Vec<TraceLine> = rig
@@ -220,8 +139,8 @@ fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bo
     );
     assert!(after.iter().all(|l| l.all_off && l.max_stiffness == 0));
     killed_by_sigkill(&mut rt2, "the frozen runtime");
-    assert!(rig.page.snapshot().guard_holding);
-    rig.wait_log("guard-start-up-timeout");
+    assert!(page.snapshot().guard_holding);
+    rig.wait_guard_log("guard-start-up-timeout");
 }
 
 /// While the guard holds the board, a live pid stored in `driver_pid` by
@@ -232,31 +151,31 @@ fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bo
 /// the board.
 #[test]
 fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
-    let (rig, guard) = Rig::new();
-    rig.guard_holding(&guard);
+    let (rig, page, guard) = guarded();
+    guard_holding(&rig, &page, &guard);
     let mut bystander = Proc::spawn("sleep", Command::new("sleep").arg("60"));
     let from = deathswitch::now_ns();
     let raw = |pid: u32, start: u64| {
-        testkit::poke(&rig.page_path, 88, &start.to_le_bytes());
-        testkit::poke(&rig.page_path, 32, &pid.to_le_bytes());
+        testkit::poke(rig.page_path(), 88, &start.to_le_bytes());
+        testkit::poke(rig.page_path(), 32, &pid.to_le_bytes());
     };
     let bystander_pid = bystander.pid();
     let bystander_start = deathswitch::process::start_time(bystander_pid).unwrap();
     type Store<'a> = Box<dyn Fn() + 'a>;
     let ways: Vec<(&str, Store)> = vec![
-        ("pid 1, page API", Box::new(|| rig.page.register_driver(1))),
+        ("pid 1, page API", Box::new(|| page.register_driver(1))),
         (
             "the simulator, page API",
-            Box::new(|| rig.page.register_driver(rig.sim.pid())),
+            Box::new(|| page.register_driver(rig.sim_pid())),
         ),
         (
             "an unrelated process, page API",
-            Box::new(|| rig.page.register_driver(bystander_pid)),
+            Box::new(|| page.register_driver(bystander_pid)),
         ),
         ("pid 1, raw, no start time", Box::new(|| raw(1, 0))),
         (
             "the simulator, raw, no start time",
-            Box::new(|| raw(rig.sim.pid(), 0)),
+            Box::new(|| raw(rig.sim_pid(), 0)),
         ),
         (
             "an unrelated process, raw, a wrong start time",
@@ -266,12 +185,12 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
     for (what, store) in &ways {
         store();
         std::thread::sleep(Duration::from_millis(300));
-        let s = rig.page.snapshot();
+        let s = page.snapshot();
         assert!(s.guard_holding, "{what}: the guard let the board go");
         assert!(bystander.running(), "{what}: the bystander was signalled");
     }
     // Clear what was stored last (raw, no start: not verifiable, kept).
-    rig.page.clear_driver();
+    page.clear_driver();
     let frames = rig.frames_from(guard.pid());
     let gap = max_gap_ms(&frames, from);
     assert!(
@@ -283,7 +202,7 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
             .filter(|l| l.t_ns >= from)
             .map(|l| (l.t_ns - from) / MS)
             .collect::<Vec<_>>(),
-        rig.guard_log()
+        rig.log("guard")
     );
     assert!(frames.iter().all(|l| l.all_off));
     assert!(
@@ -292,11 +211,11 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
             .all(|l| l.t_ns < from || l.peer_pid as u32 == guard.pid()),
         "only the guard sent frames"
     );
-    rig.wait_log("never signalled");
+    rig.wait_guard_log("never signalled");
     // A real restart is still handed the board.
     let rt2 = rig.runtime(&[]);
     rig.wait_frames_from(rt2.pid(), 10, Duration::from_secs(10));
-    assert!(!rig.page.snapshot().guard_holding);
+    assert!(!page.snapshot().guard_holding);
 }
 
 /// Makes a process with pid `pid` in this (the initial) pid namespace:
@@ -332,10 +251,11 @@ fn a_reused_pid_in_the_page_is_never_signalled() {
         );
     }
     for real in [true, false] {
-        let rig = Rig::bare();
-        rig.page.rearm();
+        let rig = Rig::start();
+        let page = Page::open(rig.page_path()).unwrap();
+        page.rearm();
         let mut rt = rig.stiff_runtime();
-        let (rt_pid, rt_start) = (rt.pid(), rig.page.snapshot().driver_start);
+        let (rt_pid, rt_start) = (rt.pid(), page.snapshot().driver_start);
         rt.signal(Signal::SIGKILL);
         rt.wait_exit(Duration::from_secs(2)).unwrap();
         let reused = if real && root {
@@ -352,21 +272,21 @@ fn a_reused_pid_in_the_page_is_never_signalled() {
             continue;
         } else {
             let p = Proc::spawn("sleep", Command::new("sleep").arg("60"));
-            testkit::poke(&rig.page_path, 32, &p.pid().to_le_bytes());
+            testkit::poke(rig.page_path(), 32, &p.pid().to_le_bytes());
             p
         };
         let mut reused = reused;
-        let s = rig.page.snapshot();
+        let s = page.snapshot();
         assert_eq!(
             (s.driver_pid, s.driver_start),
             (Some(reused.pid()), rt_start)
         );
-        let guard = start_guard(&rig.sim, &rig.page_path);
-        let frames = wait_for_opt(Duration::from_secs(5), || {
+        let guard = rig.start_guard(0);
+        let frames = poll_for(Duration::from_secs(5), || {
             let f = rig.frames_from(guard.pid());
             (f.len() >= 5).then_some(f)
         })
-        .unwrap_or_else(|| panic!("real {real}: no take-over:\n{}", rig.guard_log()));
+        .unwrap_or_else(|| panic!("real {real}: no take-over:\n{}", rig.log("guard")));
         std::thread::sleep(Duration::from_millis(200));
         assert!(
             reused.running(),
@@ -374,11 +294,11 @@ fn a_reused_pid_in_the_page_is_never_signalled() {
             reused.pid()
         );
         assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
-        let s = rig.page.snapshot();
+        let s = page.snapshot();
         assert_ne!(s.driver_pid, Some(reused.pid()), "cleared from the page");
         assert_eq!(s.reason, Some(Reason::GuardRuntimeExited));
         assert!(s.guard_holding);
-        rig.wait_log("never signalled");
+        rig.wait_guard_log("never signalled");
     }
 }
 
@@ -389,38 +309,20 @@ fn a_reused_pid_in_the_page_is_never_signalled() {
 #[test]
 fn the_guard_survives_every_signal_but_term_and_int() {
     for end in [Signal::SIGTERM, Signal::SIGINT] {
-        let (rig, mut guard) = Rig::new();
-        let mut sigs: Vec<i32> = [
-            Signal::SIGHUP,
-            Signal::SIGUSR1,
-            Signal::SIGUSR2,
-            Signal::SIGQUIT,
-            Signal::SIGALRM,
-            Signal::SIGPIPE,
-            Signal::SIGABRT,
-            Signal::SIGTSTP,
-            Signal::SIGTTIN,
-            Signal::SIGTTOU,
-            Signal::SIGXCPU,
-            Signal::SIGXFSZ,
-            Signal::SIGVTALRM,
-            Signal::SIGPROF,
-            Signal::SIGIO,
-            Signal::SIGPWR,
-            Signal::SIGSYS,
-            Signal::SIGSTKFLT,
-        ]
-        .iter()
-        .map(|&s| s as i32)
-        .collect();
-        sigs.extend([libc::SIGRTMIN(), libc::SIGRTMIN() + 3, libc::SIGRTMAX()]);
+        let (rig, page, mut guard) = guarded();
+        // Every standard and real-time signal (not glibc's own 32 and 33)
+        // but those that end the guard by design and SIGSTOP.
+        let sigs: Vec<i32> = (1..=31)
+            .chain(libc::SIGRTMIN()..=libc::SIGRTMAX())
+            .filter(|&s| s != libc::SIGSTOP && !ends_the_guard(s))
+            .collect();
         for &sig in &sigs {
             // SAFETY: kill(2) of our own child with a signal number.
             assert_eq!(unsafe { libc::kill(guard.pid() as i32, sig) }, 0);
         }
         std::thread::sleep(Duration::from_millis(300));
         assert!(guard.running(), "a signal of {sigs:?} ended the guard");
-        let s = rig.page.snapshot();
+        let s = page.snapshot();
         assert_eq!(s.guard_pid, Some(guard.pid()));
         assert_eq!(
             s.guard_start,
@@ -428,23 +330,26 @@ fn the_guard_survives_every_signal_but_term_and_int() {
             "the guard's identity is in the page"
         );
         // A later hang is taken over.
-        rig.page.rearm();
+        page.rearm();
         let rt = rig.runtime(&["--stiffness", "0.5"]);
-        wait_for_opt(Duration::from_secs(10), || {
+        poll_for(Duration::from_secs(10), || {
             (rig.frames_from(rt.pid()).len() >= 10).then_some(())
         })
-        .unwrap_or_else(|| panic!("{end}: the runtime never drove:\n{}", rig.guard_log()));
+        .unwrap_or_else(|| panic!("{end}: the runtime never drove:\n{}", rig.log("guard")));
         rt.signal(Signal::SIGSTOP);
-        let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5));
+        let frames = sent_by(
+            &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5)),
+            guard.pid(),
+        );
         assert!(frames.iter().all(|l| l.all_off));
-        assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
+        assert_eq!(page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
         // TERM / INT: a clean exit that withdraws from the page.
         guard.signal(end);
         let st = guard
             .wait_exit(Duration::from_secs(3))
             .expect("ends on TERM/INT");
         assert!(st.success(), "{end}: {st:?}");
-        let s = rig.page.snapshot();
+        let s = page.snapshot();
         assert_eq!((s.guard_pid, s.guard_start), (None, 0), "{end}");
     }
 }
@@ -452,11 +357,8 @@ fn the_guard_survives_every_signal_but_term_and_int() {
 /// The guard started with `RLIMIT_NOFILE` `n` (set in the child before
 /// exec), its stderr captured.
 fn guard_with_nofile(rig: &Rig, n: u64, log: &std::path::Path) -> Proc {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nao-rs-guard"));
-    cmd.arg("--page")
-        .arg(&rig.page_path)
-        .args(["--link", &rig.sim.link_arg(), "--udp-port", "0"])
-        .stderr(std::fs::File::create(log).unwrap())
+    let mut cmd = rig.guard_command(0);
+    cmd.stderr(std::fs::File::create(log).unwrap())
         .stdout(Stdio::null());
     // SAFETY: setrlimit is async-signal-safe; nothing else runs between
     // fork and exec.
@@ -481,8 +383,9 @@ fn guard_with_nofile(rig: &Rig, n: u64, log: &std::path::Path) -> Proc {
 /// all-off frames (the board's descriptors are in its reserve).
 #[test]
 fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
-    let rig = Rig::bare();
-    let log = rig.sim.dir().join("guard.log");
+    let rig = Rig::start();
+    let page = Page::open(rig.page_path()).unwrap();
+    let log = rig.dir().join("guard.log");
     let mut g = guard_with_nofile(&rig, 6, &log);
     let st = g
         .wait_exit(Duration::from_secs(5))
@@ -493,14 +396,14 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
     assert!(!text.contains("no device"), "{text}");
-    assert_eq!(rig.page.snapshot().guard_pid, None, "the page untouched");
+    assert_eq!(page.snapshot().guard_pid, None, "the page untouched");
 
     // The lowest limit the guard starts at.
     let mut started = None;
     for n in 7..64 {
         let mut g = guard_with_nofile(&rig, n, &log);
-        let up = wait_for_opt(Duration::from_secs(2), || {
-            (rig.page.snapshot().guard_pid == Some(g.pid())).then_some(())
+        let up = poll_for(Duration::from_secs(2), || {
+            (page.snapshot().guard_pid == Some(g.pid())).then_some(())
         });
         if up.is_some() {
             started = Some((n, g));
@@ -510,10 +413,13 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
     }
     let (n, guard) = started.expect("the guard starts below 64 descriptors");
     println!("the guard starts at RLIMIT_NOFILE {n}");
-    rig.page.rearm();
+    page.rearm();
     let rt = rig.stiff_runtime();
     rt.signal(Signal::SIGSTOP);
-    let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5));
+    let frames = sent_by(
+        &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5)),
+        guard.pid(),
+    );
     assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("out of file descriptors"), "{text}");
@@ -525,16 +431,13 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
 /// page and on watch.
 #[test]
 fn a_second_guard_refuses_to_start_naming_the_first() {
-    let (rig, guard) = Rig::new();
-    rig.page.rearm();
-    let count = rig.page.trip_count();
-    let log = rig.sim.dir().join("guard2.log");
+    let (rig, page, guard) = guarded();
+    page.rearm();
+    let count = page.trip_count();
+    let log = rig.dir().join("guard2.log");
     let mut second = Proc::spawn(
         "second nao-rs-guard",
-        Command::new(env!("CARGO_BIN_EXE_nao-rs-guard"))
-            .arg("--page")
-            .arg(&rig.page_path)
-            .args(["--link", &rig.sim.link_arg(), "--udp-port", "0"])
+        rig.guard_command(0)
             .stderr(std::fs::File::create(&log).unwrap()),
     );
     let st = second
@@ -547,11 +450,11 @@ fn a_second_guard_refuses_to_start_naming_the_first() {
         "the first guard's pid is not named:\n{text}"
     );
     std::thread::sleep(Duration::from_millis(300));
-    let s = rig.page.snapshot();
+    let s = page.snapshot();
     assert_eq!(s.trip_count, count, "the page was repaired or tripped");
     assert!(s.armed, "the re-arm holds");
     assert_eq!(s.guard_pid, Some(guard.pid()));
-    assert!(!rig.guard_log().contains("PageRepaired"));
+    assert!(!rig.log("guard").contains("PageRepaired"));
     // Still on watch.
     let rt = rig.stiff_runtime();
     rt.signal(Signal::SIGSTOP);

@@ -12,77 +12,31 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{cycle_frames, wait_for, wait_for_opt};
+use common::{wait_for, GuardRig, Proc, Rig, Runtime};
 use deathswitch::stop::udp::{handover_path, send_fd};
 use deathswitch::{Page, Reason};
-use nao_rs_sim::Spawned;
 use nix::sys::signal::Signal;
-use testkit::Proc;
-
-const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
-
-fn free_port() -> u16 {
-    UdpSocket::bind("0.0.0.0:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use testkit::{free_udp_port, UnixServer};
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// The virtual robot and an armed page next to its socket.
-fn rig() -> (Spawned, PathBuf, Page) {
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
-    let page_path = sim.dir().join("deathswitch");
-    let page = Page::open(&page_path).unwrap();
+/// The virtual robot and an armed page.
+fn rig() -> (Rig, Page) {
+    let rig = Rig::start();
+    let page = Page::open(rig.page_path()).unwrap();
     page.rearm(); // the test is the person at the robot
-    (sim, page_path, page)
+    (rig, page)
 }
 
-fn guard_cmd(sim: &Spawned, page: &Path, port: u16) -> Command {
-    let mut c = Command::new(GUARD);
-    c.arg("--page")
-        .arg(page)
-        .args(["--link", &sim.link_arg(), "--udp-port", &port.to_string()])
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap());
-    c
-}
-
-fn runtime_cmd(sim: &Spawned, page: &Path, name: &str, port: u16) -> Command {
-    let mut c = Command::new(testkit::bin("nao-rs"));
-    c.arg("run")
-        .arg("--page")
-        .arg(page)
-        .args(["--link", &sim.link_arg(), "--controller", "stand"])
-        .args(["--priority", "0", "--udp-port", &port.to_string()])
-        .arg("--wake-socket")
-        .arg(sim.dir().join(format!("{name}.wake.sock")))
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stderr(std::fs::File::create(sim.dir().join(format!("{name}.log"))).unwrap());
-    c
-}
-
-fn log(sim: &Spawned, name: &str) -> String {
-    std::fs::read_to_string(sim.dir().join(format!("{name}.log"))).unwrap_or_default()
-}
-
-fn wait_log(sim: &Spawned, name: &str, what: &str, timeout: Duration) {
-    let found = wait_for_opt(timeout, || log(sim, name).contains(what).then_some(()));
-    assert!(
-        found.is_some(),
-        "{name} did not log `{what}` within {timeout:?}:\n{}",
-        log(sim, name)
-    );
+/// `nao-rs run --controller stand --priority 0 --udp-port PORT` as `name`.
+fn runtime(name: &str, port: u16) -> Runtime {
+    Runtime::new(name).priority(0).udp_port(port)
 }
 
 fn send_stop(port: u16) {
@@ -93,7 +47,7 @@ fn send_stop(port: u16) {
 /// The judge: the page is tripped with `reason`, and every frame the
 /// virtual robot got more than 30 ms (the frame in flight, then the next
 /// cycle's check) after the trip is all-off; at least 20 of them.
-fn assert_tripped_and_all_off(sim: &Spawned, page: &Page, reason: Reason) {
+fn assert_tripped_and_all_off(rig: &Rig, page: &Page, reason: Reason) {
     let snap = wait_for("the trip", Duration::from_secs(5), || {
         let s = page.snapshot();
         s.reason.map(|_| s)
@@ -101,58 +55,19 @@ fn assert_tripped_and_all_off(sim: &Spawned, page: &Page, reason: Reason) {
     assert_eq!(snap.reason, Some(reason), "{snap:?}");
     let t = snap.tripped_at_ns + 30_000_000;
     let after = wait_for("20 frames after the trip", Duration::from_secs(10), || {
-        let f: Vec<_> = cycle_frames(sim)
-            .into_iter()
-            .filter(|l| l.t_ns > t)
-            .collect();
+        let f: Vec<_> = rig.frames().into_iter().filter(|l| l.t_ns > t).collect();
         (f.len() >= 20).then_some(f)
     });
     let stiff = after.iter().filter(|l| !l.all_off).count();
     assert_eq!(stiff, 0, "{stiff} stiff frames after the trip");
 }
 
-/// Serves `fd` on the unix socket `path` (replacing what is there) to every
-/// asker until dropped: the bogus holder.
-struct BogusServer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl BogusServer {
-    fn abstract_or_path(addr: std::os::unix::net::SocketAddr, fd: OwnedFd) -> BogusServer {
-        let l = UnixListener::bind_addr(&addr).expect("bind the squatter's name");
-        Self::on(l, fd)
-    }
-    fn path(path: &Path, fd: OwnedFd) -> BogusServer {
-        let _ = std::fs::remove_file(path);
-        Self::on(UnixListener::bind(path).unwrap(), fd)
-    }
-    fn on(l: UnixListener, fd: OwnedFd) -> BogusServer {
-        l.set_nonblocking(true).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                if let Ok((c, _)) = l.accept() {
-                    let _ = send_fd(&c, fd.as_raw_fd());
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        BogusServer {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for BogusServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// Serves `fd` on the listener `l` to every asker until dropped: the
+/// bogus holder.
+fn bogus_server(l: UnixListener, fd: OwnedFd) -> UnixServer {
+    UnixServer::start(l, move |c| {
+        let _ = send_fd(c, fd.as_raw_fd());
+    })
 }
 
 /// A UDP socket bound to 0.0.0.0:`port` in a new network namespace (made
@@ -178,26 +93,25 @@ fn udp_in_another_netns(port: u16) -> Option<OwnedFd> {
 #[test]
 fn stop_port_squatters_on_an_abstract_name_and_a_stale_file_change_nothing() {
     use std::os::linux::net::SocketAddrExt;
-    let (sim, page_path, page) = rig();
-    let port = free_port();
+    let (rig, page) = rig();
+    let port = free_udp_port();
     let name = std::os::unix::net::SocketAddr::from_abstract_name(
         format!("nao-rs-udp-stop-{port}").as_bytes(),
     )
     .unwrap();
     let tcp = TcpListener::bind("0.0.0.0:0").unwrap();
-    let _squatter = BogusServer::abstract_or_path(name, OwnedFd::from(tcp));
+    let squat = UnixListener::bind_addr(&name).expect("bind the squatter's name");
+    let _squatter = bogus_server(squat, OwnedFd::from(tcp));
     // A stale hand-over file: bound, its listener gone.
-    drop(UnixListener::bind(handover_path(&page_path, port)).unwrap());
-    let _g = Proc::spawn("nao-rs-guard", &mut guard_cmd(&sim, &page_path, port));
-    wait_log(
-        &sim,
+    drop(UnixListener::bind(handover_path(rig.page_path(), port)).unwrap());
+    let _g = rig.start_guard(port);
+    rig.wait_log(
         "guard",
         "UDP stop listening, bound by this process",
         Duration::from_secs(5),
     );
-    let _rt = Proc::spawn("nao-rs run", &mut runtime_cmd(&sim, &page_path, "rt", port));
-    wait_log(
-        &sim,
+    let _rt = rig.start_runtime(&runtime("rt", port));
+    rig.wait_log(
         "rt",
         "UDP stop listening on the socket handed over",
         Duration::from_secs(15),
@@ -205,8 +119,8 @@ fn stop_port_squatters_on_an_abstract_name_and_a_stale_file_change_nothing() {
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!page.is_tripped(), "tripped: {:?}", page.snapshot());
     send_stop(port);
-    assert_tripped_and_all_off(&sim, &page, Reason::Udp);
-    assert!(!log(&sim, "rt").contains("refused"), "{}", log(&sim, "rt"));
+    assert_tripped_and_all_off(&rig, &page, Reason::Udp);
+    assert!(!rig.log("rt").contains("refused"), "{}", rig.log("rt"));
 }
 
 /// A bogus socket served on the hand-over file (a TCP socket; a UDP
@@ -217,7 +131,7 @@ fn stop_port_squatters_on_an_abstract_name_and_a_stale_file_change_nothing() {
 /// `stop-port-unread`, and a stop lands.
 #[test]
 fn stop_port_bogus_sockets_on_the_handover_file_are_refused_and_the_stop_lands() {
-    let port = free_port();
+    let port = free_udp_port();
     let mut cases: Vec<(&str, OwnedFd, &str)> = vec![
         (
             "tcp",
@@ -237,14 +151,15 @@ fn stop_port_bogus_sockets_on_the_handover_file_are_refused_and_the_stop_lands()
         ),
     }
     for (what, fd, why) in cases {
-        let (sim, page_path, page) = rig();
-        let bogus = BogusServer::path(&handover_path(&page_path, port), fd);
-        let _rt = Proc::spawn("nao-rs run", &mut runtime_cmd(&sim, &page_path, "rt", port));
-        wait_log(&sim, "rt", why, Duration::from_secs(15));
-        wait_log(&sim, "rt", "bound by this process", Duration::from_secs(2));
-        let _g = Proc::spawn("nao-rs-guard", &mut guard_cmd(&sim, &page_path, port));
-        wait_log(
-            &sim,
+        let (rig, page) = rig();
+        let file = handover_path(rig.page_path(), port);
+        let _ = std::fs::remove_file(&file);
+        let bogus = bogus_server(UnixListener::bind(&file).unwrap(), fd);
+        let _rt = rig.start_runtime(&runtime("rt", port));
+        rig.wait_log("rt", why, Duration::from_secs(15));
+        rig.wait_log("rt", "bound by this process", Duration::from_secs(2));
+        let _g = rig.start_guard(port);
+        rig.wait_log(
             "guard",
             "listening on the socket handed over",
             Duration::from_secs(5),
@@ -253,7 +168,7 @@ fn stop_port_bogus_sockets_on_the_handover_file_are_refused_and_the_stop_lands()
         std::thread::sleep(Duration::from_millis(1200));
         assert!(!page.is_tripped(), "{what}: tripped: {:?}", page.snapshot());
         send_stop(port);
-        assert_tripped_and_all_off(&sim, &page, Reason::Udp);
+        assert_tripped_and_all_off(&rig, &page, Reason::Udp);
         println!("{what}: refused ({why}), the stop landed");
     }
 }
@@ -270,7 +185,7 @@ fn stop_port_held_by_nobody_trips_stop_port_unread_and_a_rearm_does_not_stick() 
         println!("SKIPPED: switching a thread to nobody needs root (CI is root)");
         return;
     }
-    let port = free_port();
+    let port = free_udp_port();
     let squat = std::thread::spawn(move || {
         // SAFETY: raw syscalls change this thread's ids only (glibc's
         // wrappers would change every thread's).
@@ -282,27 +197,22 @@ fn stop_port_held_by_nobody_trips_stop_port_unread_and_a_rearm_does_not_stick() 
     })
     .join()
     .unwrap();
-    let (sim, page_path, page) = rig();
+    let (rig, page) = rig();
     let started = Instant::now();
-    let _g = Proc::spawn("nao-rs-guard", &mut guard_cmd(&sim, &page_path, port));
-    let _rt = Proc::spawn("nao-rs run", &mut runtime_cmd(&sim, &page_path, "rt", port));
+    let _g = rig.start_guard(port);
+    let _rt = rig.start_runtime(&runtime("rt", port));
     wait_for("the trip", Duration::from_secs(5), || {
         page.is_tripped().then_some(())
     });
     println!("tripped {:?} after the guard's spawn", started.elapsed());
-    assert_tripped_and_all_off(&sim, &page, Reason::StopPortUnread);
+    assert_tripped_and_all_off(&rig, &page, Reason::StopPortUnread);
     wait_for("udp-port-not-owned", Duration::from_secs(20), || {
         SafetyFlags::from_bits_truncate(page.snapshot().safety_flags)
             .contains(SafetyFlags::UDP_PORT_NOT_OWNED)
             .then_some(())
     });
-    wait_log(&sim, "rt", "UDP stop port unread", Duration::from_secs(5));
-    wait_log(
-        &sim,
-        "guard",
-        "UDP stop port unread",
-        Duration::from_secs(5),
-    );
+    rig.wait_log("rt", "UDP stop port unread", Duration::from_secs(5));
+    rig.wait_log("guard", "UDP stop port unread", Duration::from_secs(5));
     // A re-arm while nobody holds the port: tripped again within a retry.
     page.rearm();
     let again = Instant::now();
@@ -358,20 +268,15 @@ fn fd3_flags(pid: u32) -> u32 {
 /// switch as soon as the restarted runtime reads.
 #[test]
 fn stop_port_from_listen_fds_is_read_by_both_and_a_stop_queued_while_neither_reads_lands() {
-    let (sim, page_path, page) = rig();
-    let port = free_port();
+    let (rig, page) = rig();
+    let port = free_udp_port();
     // What systemd does at boot: bind the port, hold it.
     let held = UdpSocket::bind(("0.0.0.0", port)).unwrap();
     let g = Proc::spawn(
         "nao-rs-guard",
-        &mut socket_activated(
-            &guard_cmd(&sim, &page_path, port),
-            &held,
-            &sim.dir().join("guard.log"),
-        ),
+        &mut socket_activated(&rig.guard_command(port), &held, &rig.log_path("guard")),
     );
-    wait_log(
-        &sim,
+    rig.wait_log(
         "guard",
         "UDP stop listening on systemd's socket",
         Duration::from_secs(5),
@@ -379,13 +284,12 @@ fn stop_port_from_listen_fds_is_read_by_both_and_a_stop_queued_while_neither_rea
     let mut rt = Proc::spawn(
         "nao-rs run",
         &mut socket_activated(
-            &runtime_cmd(&sim, &page_path, "rt", port),
+            &rig.runtime_command(&runtime("rt", port)),
             &held,
-            &sim.dir().join("rt.log"),
+            &rig.log_path("rt"),
         ),
     );
-    wait_log(
-        &sim,
+    rig.wait_log(
         "rt",
         "UDP stop listening on systemd's socket",
         Duration::from_secs(15),
@@ -397,7 +301,7 @@ fn stop_port_from_listen_fds_is_read_by_both_and_a_stop_queued_while_neither_rea
             "{who}'s fd 3 is not close-on-exec"
         );
     }
-    assert!(!log(&sim, "rt").contains("bound by this process"));
+    assert!(!rig.log("rt").contains("bound by this process"));
     // Neither reads: the guard stopped, the runtime killed.
     g.signal(Signal::SIGSTOP);
     rt.signal(Signal::SIGKILL);
@@ -415,9 +319,9 @@ fn stop_port_from_listen_fds_is_read_by_both_and_a_stop_queued_while_neither_rea
     let _rt2 = Proc::spawn(
         "nao-rs run",
         &mut socket_activated(
-            &runtime_cmd(&sim, &page_path, "rt2", port),
+            &rig.runtime_command(&runtime("rt2", port)),
             &held,
-            &sim.dir().join("rt2.log"),
+            &rig.log_path("rt2"),
         ),
     );
     wait_for("the queued stop", Duration::from_secs(15), || {
@@ -427,7 +331,9 @@ fn stop_port_from_listen_fds_is_read_by_both_and_a_stop_queued_while_neither_rea
         "the queued stop tripped {:?} after the restart",
         restarted.elapsed()
     );
-    assert!(log(&sim, "rt2").contains("UDP stop listening on systemd's socket"));
+    assert!(rig
+        .log("rt2")
+        .contains("UDP stop listening on systemd's socket"));
     g.signal(Signal::SIGCONT);
 }
 
@@ -438,7 +344,7 @@ fn stop_port_from_listen_fds_is_read_by_both_and_a_stop_queued_while_neither_rea
 #[test]
 fn stop_port_listener_backs_off_instead_of_spinning_when_accept_fails() {
     let (dir, page_path) = testkit::page_path();
-    let port = free_port();
+    let port = free_udp_port();
     let mut p = Proc::spawn(
         "udp runtime",
         Command::new(testkit::bin(testkit::TEST_RUNTIME))
@@ -516,15 +422,15 @@ fn stop_port_from_systemd_socket_activate_is_taken_by_the_guard() {
         println!("SKIPPED: {tool} is not installed here (it comes with systemd)");
         return;
     }
-    let (sim, page_path, page) = rig();
-    let port = free_port();
-    let g = guard_cmd(&sim, &page_path, port);
+    let (rig, page) = rig();
+    let port = free_udp_port();
+    let g = rig.guard_command(port);
     let mut c = Command::new(tool);
     c.args(["-d", "-l", &port.to_string(), "--fdname=nao-rs-stop"])
         .arg(g.get_program())
         .args(g.get_args())
-        .env("NAO_RS_DEATHSWITCH", &page_path)
-        .stderr(std::fs::File::create(sim.dir().join("guard.log")).unwrap());
+        .env("NAO_RS_DEATHSWITCH", rig.page_path())
+        .stderr(std::fs::File::create(rig.log_path("guard")).unwrap());
     let _g = Proc::spawn(tool, &mut c);
     // In datagram mode the tool starts the program on the first datagram.
     wait_for("the socket", Duration::from_secs(5), || {
@@ -532,8 +438,7 @@ fn stop_port_from_systemd_socket_activate_is_taken_by_the_guard() {
     });
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.send_to(b"hello", ("127.0.0.1", port)).unwrap();
-    wait_log(
-        &sim,
+    rig.wait_log(
         "guard",
         "UDP stop listening on systemd's socket",
         Duration::from_secs(5),

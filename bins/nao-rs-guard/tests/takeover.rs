@@ -6,96 +6,24 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{cycle_frames, runs, start_guard, wait_for, wait_for_opt};
-use deathswitch::{Page, Reason};
-use nao_rs_sim::{Spawned, TraceLine};
+use common::{guarded, runs, wait_for, GuardRig};
+use deathswitch::Reason;
+use nao_wire::link::sim::SimLink;
 use nix::sys::signal::Signal;
-use testkit::Proc;
-
-struct Rig {
-    sim: Spawned,
-    page_path: std::path::PathBuf,
-    page: Page,
-    guard: Proc,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
-            .expect("start nao-rs-sim");
-        let page_path = sim.dir().join("deathswitch");
-        let page = Page::open(&page_path).expect("page");
-        let guard = start_guard(&sim, &page_path);
-        Rig {
-            sim,
-            page_path,
-            page,
-            guard,
-        }
-    }
-
-    fn runtime(&self, extra: &[&str]) -> Proc {
-        Proc::spawn(
-            "test runtime",
-            Command::new(testkit::bin(testkit::TEST_RUNTIME))
-                .arg("--page")
-                .arg(&self.page_path)
-                .args(["--link", &self.sim.link_arg()])
-                .args(extra)
-                .env("NAO_RS_DEATHSWITCH", &self.page_path),
-        )
-    }
-
-    /// A runtime at stiffness 0.5, once 10 of its frames are in the trace.
-    fn stiff_runtime(&self) -> Proc {
-        let rt = self.runtime(&["--stiffness", "0.5"]);
-        self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
-        rt
-    }
-
-    fn frames(&self) -> Vec<TraceLine> {
-        cycle_frames(&self.sim)
-    }
-
-    /// Wait until `n` cycle frames from `pid` are in the trace.
-    fn wait_frames_from(&self, pid: u32, n: usize, timeout: Duration) -> Vec<TraceLine> {
-        wait_for(&format!("{n} frames from pid {pid}"), timeout, || {
-            let f = self.frames();
-            (f.iter().filter(|l| l.peer_pid as u32 == pid).count() >= n).then_some(f)
-        })
-    }
-
-    fn guard_log(&self) -> String {
-        std::fs::read_to_string(self.sim.dir().join("guard.log")).unwrap_or_default()
-    }
-
-    /// Wait until the guard's log (written by its logging thread) says `what`.
-    fn wait_log(&self, what: &str) {
-        let found = wait_for_opt(Duration::from_secs(3), || {
-            self.guard_log().contains(what).then_some(())
-        });
-        assert!(
-            found.is_some(),
-            "the guard's log lacks {what:?}:\n{}",
-            self.guard_log()
-        );
-    }
-}
 
 #[test]
 fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
-    let rig = Rig::new();
-    rig.page.rearm();
+    let (rig, page, guard) = guarded();
+    page.rearm();
     let mut rt = rig.stiff_runtime();
-    assert!(!rig.page.is_tripped(), "healthy runtime: armed");
+    assert!(!page.is_tripped(), "healthy runtime: armed");
 
     rt.signal(Signal::SIGSTOP);
-    let frames = rig.wait_frames_from(rig.guard.pid(), 12, Duration::from_secs(5));
+    let frames = rig.wait_frames_from(guard.pid(), 12, Duration::from_secs(5));
 
-    let snap = rig.page.snapshot();
+    let snap = page.snapshot();
     assert_eq!(snap.reason, Some(Reason::GuardHeartbeatLost));
     assert!(
         snap.guard_holding,
@@ -114,12 +42,12 @@ fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
     // The trace: the runtime's frames, then only the guard's, all all-off.
     assert_eq!(
         runs(&frames),
-        vec![rt.pid(), rig.guard.pid()],
+        vec![rt.pid(), guard.pid()],
         "who sent each frame"
     );
     let guard_frames: Vec<_> = frames
         .iter()
-        .filter(|l| l.peer_pid as u32 == rig.guard.pid())
+        .filter(|l| l.peer_pid as u32 == guard.pid())
         .collect();
     assert!(
         guard_frames
@@ -143,29 +71,29 @@ fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
         gaps.iter().all(|&g| g > 2_000_000),
         "two guard frames in one poll: {gaps:?}"
     );
-    rig.wait_log("guard-heartbeat-lost");
+    rig.wait_guard_log("guard-heartbeat-lost");
 }
 
 #[test]
 fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
-    let rig = Rig::new();
-    rig.page.rearm();
+    let (rig, page, guard) = guarded();
+    page.rearm();
     let mut rt = rig.runtime(&["--stiffness", "0.5", "--never-confirm"]);
     rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
-    assert!(rig.page.trip(Reason::Naoctl));
-    let tripped_at = rig.page.snapshot().tripped_at_ns;
+    assert!(page.trip(Reason::Naoctl));
+    let tripped_at = page.snapshot().tripped_at_ns;
 
-    let frames = rig.wait_frames_from(rig.guard.pid(), 1, Duration::from_secs(5));
+    let frames = rig.wait_frames_from(guard.pid(), 1, Duration::from_secs(5));
     rt.wait_exit(Duration::from_secs(2))
         .expect("the guard killed the runtime");
     // The first reason stays; the guard's own reason is in its log.
-    assert_eq!(rig.page.snapshot().reason, Some(Reason::Naoctl));
-    rig.wait_log("guard-no-confirmation");
+    assert_eq!(page.snapshot().reason, Some(Reason::Naoctl));
+    rig.wait_guard_log("guard-no-confirmation");
     // Within the 40 ms window, one 2 ms poll, and the kernel's release of
     // the board (generous bound: the machine is shared).
     let first = frames
         .iter()
-        .find(|l| l.peer_pid as u32 == rig.guard.pid())
+        .find(|l| l.peer_pid as u32 == guard.pid())
         .unwrap();
     let ms = (first.t_ns - tripped_at) as f64 / 1e6;
     assert!(
@@ -177,23 +105,23 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
 
 #[test]
 fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
-    let rig = Rig::new();
-    rig.page.rearm();
+    let (rig, page, guard) = guarded();
+    page.rearm();
     let mut rt1 = rig.stiff_runtime();
     rt1.signal(Signal::SIGKILL);
     rt1.wait_exit(Duration::from_secs(2)).unwrap();
-    rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
+    rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
     // The pidfd saw the exit: taken over at once, not after the beat timeout.
-    assert_eq!(rig.page.snapshot().reason, Some(Reason::GuardRuntimeExited));
+    assert_eq!(page.snapshot().reason, Some(Reason::GuardRuntimeExited));
 
     // The restart: hand-over, the switch stays tripped.
     let rt2 = rig.runtime(&["--stiffness", "0.5"]);
     rig.wait_frames_from(rt2.pid(), 20, Duration::from_secs(10));
-    let snap = rig.page.snapshot();
+    let snap = page.snapshot();
     assert!(!snap.armed, "still tripped after the hand-over");
     assert_eq!(snap.driver_pid, Some(rt2.pid()));
     assert!(!snap.guard_holding);
-    rig.wait_log("handed over");
+    rig.wait_guard_log("handed over");
     let frames = rig.frames();
     assert!(
         frames
@@ -205,7 +133,7 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
 
     // A re-arm: the new runtime is no longer held all-off; the guard stays out.
     let before = frames.len();
-    rig.page.rearm();
+    page.rearm();
     let after = wait_for(
         "stiff frames after the re-arm",
         Duration::from_secs(5),
@@ -217,24 +145,24 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
                 .then_some(f)
         },
     );
-    assert_eq!(runs(&after), vec![rt1.pid(), rig.guard.pid(), rt2.pid()]);
+    assert_eq!(runs(&after), vec![rt1.pid(), guard.pid(), rt2.pid()]);
 }
 
 #[test]
 fn rearm_with_no_runtime_guard_releases_the_board() {
-    let rig = Rig::new();
-    rig.page.rearm();
+    let (rig, page, guard) = guarded();
+    page.rearm();
     let mut rt = rig.runtime(&[]);
     rig.wait_frames_from(rt.pid(), 5, Duration::from_secs(10));
     rt.signal(Signal::SIGKILL);
     rt.wait_exit(Duration::from_secs(2)).unwrap();
-    rig.wait_frames_from(rig.guard.pid(), 3, Duration::from_secs(5));
+    rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
 
-    rig.page.rearm();
+    page.rearm();
     wait_for("the guard to release", Duration::from_secs(2), || {
-        (!rig.page.snapshot().guard_holding).then_some(())
+        (!page.snapshot().guard_holding).then_some(())
     });
-    let snap = rig.page.snapshot();
+    let snap = page.snapshot();
     assert_eq!(snap.driver_pid, None, "driver fields cleared");
     assert_eq!(snap.last_cycle, None);
     // No guard frames any more, and the board is free for the next runtime.
@@ -242,15 +170,15 @@ fn rearm_with_no_runtime_guard_releases_the_board() {
     let n = rig.frames().len();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(rig.frames().len(), n, "frames after the release");
-    let mut link = rig.sim.link();
+    let mut link = SimLink::new(rig.sim_socket());
     nao_wire::protocol::startup::link_up(&mut link).expect("the board is free after the release");
-    rig.wait_log("released");
+    rig.wait_guard_log("released");
 }
 
 #[test]
 fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
-    let rig = Rig::new();
-    rig.page.rearm();
+    let (rig, page, guard) = guarded();
+    page.rearm();
     let mut pids = Vec::new();
     // Three crash-restart rounds; each restart starts the moment the guard
     // has taken over, racing its first frames and the hand-over.
@@ -258,21 +186,21 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
         let rt = rig.runtime(&["--stiffness", "0.3"]);
         pids.push(rt.pid());
         rig.wait_frames_from(rt.pid(), 8, Duration::from_secs(10));
-        rig.page.rearm();
+        page.rearm();
         rt.signal(if round % 2 == 0 {
             Signal::SIGSTOP
         } else {
             Signal::SIGKILL
         });
         wait_for("the take-over", Duration::from_secs(5), || {
-            rig.page.snapshot().guard_holding.then_some(())
+            page.snapshot().guard_holding.then_some(())
         });
         drop(rt);
     }
     let last = rig.runtime(&[]);
     pids.push(last.pid());
     let frames = rig.wait_frames_from(last.pid(), 10, Duration::from_secs(10));
-    let g = rig.guard.pid();
+    let g = guard.pid();
     let want: Vec<u32> = pids
         .iter()
         .flat_map(|&p| [p, g])
@@ -307,10 +235,10 @@ fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
         (Signal::SIGABRT, Reason::GuardRuntimeExited),
         (Signal::SIGTERM, Reason::Shutdown),
     ] {
-        let rig = Rig::new();
-        rig.page.rearm();
+        let (rig, page, guard) = guarded();
+        page.rearm();
         let mut rt = rig.stiff_runtime();
-        let count_before = rig.page.trip_count();
+        let count_before = page.trip_count();
         rt.signal(sig);
         let status = rt
             .wait_exit(Duration::from_secs(2))
@@ -319,19 +247,19 @@ fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
             use std::os::unix::process::ExitStatusExt;
             assert_eq!(status.signal(), Some(libc::SIGSEGV), "a real segfault");
         }
-        let frames = rig.wait_frames_from(rig.guard.pid(), 5, Duration::from_secs(5));
-        let snap = rig.page.snapshot();
+        let frames = rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5));
+        let snap = page.snapshot();
         assert_eq!(snap.reason, Some(want), "{sig}");
         assert!(snap.guard_holding, "{sig}: the guard holds the board");
         assert!(snap.trip_count > count_before, "{sig}");
-        assert_eq!(runs(&frames), vec![rt.pid(), rig.guard.pid()], "{sig}");
+        assert_eq!(runs(&frames), vec![rt.pid(), guard.pid()], "{sig}");
         assert!(
             frames
                 .iter()
-                .filter(|l| l.peer_pid as u32 == rig.guard.pid())
+                .filter(|l| l.peer_pid as u32 == guard.pid())
                 .all(|l| l.all_off && l.max_stiffness == 0),
             "{sig}: the guard's frames are all-off"
         );
-        rig.wait_log("guard-runtime-exited");
+        rig.wait_guard_log("guard-runtime-exited");
     }
 }

@@ -8,18 +8,12 @@ use std::net::UdpSocket;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait_for, wait_for_opt};
+use common::{poll_for, wait_for, Rig, Runtime};
 use deathswitch::{Page, Reason};
 use nix::sys::signal::Signal;
-use testkit::Proc;
+use testkit::{free_udp_port, Proc};
 
 const GUARD: &str = env!("CARGO_BIN_EXE_nao-rs-guard");
-
-fn free_port() -> (UdpSocket, u16) {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = s.local_addr().unwrap().port();
-    (s, port)
-}
 
 fn guard(dir: &std::path::Path, page: &std::path::Path, port: u16) -> Proc {
     Proc::spawn(
@@ -49,8 +43,7 @@ fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
     let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
     page.rearm();
-    let (probe, port) = free_port();
-    drop(probe);
+    let port = free_udp_port();
     let _g = guard(dir.path(), &page_path, port);
     let log = || std::fs::read_to_string(dir.path().join("guard.log")).unwrap_or_default();
     wait_for(
@@ -102,7 +95,7 @@ fn udp_port_in_use_by_another_program_trips_stop_port_unread_and_is_retried() {
         (page.snapshot().reason == Some(Reason::StopPortUnread)).then_some(())
     });
     drop(holder);
-    let bound = wait_for_opt(Duration::from_millis(2500), || {
+    let bound = poll_for(Duration::from_millis(2500), || {
         log().contains("UDP stop listening").then_some(())
     });
     assert!(
@@ -162,14 +155,14 @@ fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> 
         send(port, b"NAO-RS STOP");
         std::thread::sleep(Duration::from_millis((-offset_ms) as u64));
         event();
-        wait_for_opt(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
+        poll_for(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
         return Some(sent.elapsed());
     }
     event();
     std::thread::sleep(Duration::from_millis(offset_ms as u64));
     let sent = std::time::Instant::now();
     send(port, b"NAO-RS STOP");
-    wait_for_opt(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
+    poll_for(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
     Some(sent.elapsed())
 }
 
@@ -182,8 +175,7 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     const TRIALS: usize = 50;
     let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
-    let (probe, port) = free_port();
-    drop(probe);
+    let port = free_udp_port();
     let mut rng = Rng::new();
     let mut rt = udp_runtime(dir.path(), &page_path, port);
     page.rearm();
@@ -246,8 +238,7 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     const FLOOD: usize = 200_000;
     let (dir, page_path) = testkit::page_path();
     let page = Page::open(&page_path).unwrap();
-    let (probe, port) = free_port();
-    drop(probe);
+    let port = free_udp_port();
     let _rt = udp_runtime(dir.path(), &page_path, port);
     let _g = guard(dir.path(), &page_path, port);
     page.rearm();
@@ -274,7 +265,7 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
             }
         }
         let sent = sent_at.unwrap();
-        let tripped = wait_for_opt(Duration::from_secs(2), || page.is_tripped().then_some(()));
+        let tripped = poll_for(Duration::from_secs(2), || page.is_tripped().then_some(()));
         let at = page.snapshot().tripped_at_ns;
         results.push(tripped.map(|_| {
             // The trip's own time stamp against the send, both monotonic.
@@ -303,21 +294,20 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
 #[test]
 fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
     use deathswitch::flags::SafetyFlags;
-    let sim =
-        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
-    let dir = sim.dir().to_path_buf();
-    let page_path = dir.join("deathswitch");
-    let page = Page::open(&page_path).unwrap();
+    let rig = Rig::start();
+    let dir = rig.dir().to_path_buf();
+    let page_path = rig.page_path();
+    let page = Page::open(page_path).unwrap();
     page.rearm();
-    let (probe, port) = free_port();
-    drop(probe);
-    let runtime =
-        |name: &str, port: u16| common::nao_rs_run(&sim, &page_path, name, "none", Some(port));
+    let port = free_udp_port();
+    let runtime = |name: &str, port: u16| {
+        rig.start_runtime(&Runtime::new(name).controller("none").udp_port(port))
+    };
     let not_owned = |p: &Page| {
         SafetyFlags::from_bits_truncate(p.snapshot().safety_flags)
             .contains(SafetyFlags::UDP_PORT_NOT_OWNED)
     };
-    let g = guard(&dir, &page_path, port);
+    let g = guard(&dir, page_path, port);
     let rt = runtime("rt", port);
     // Both read: no alarm (the flags are published every cycle).
     wait_for("the runtime's beat", Duration::from_secs(20), || {
@@ -338,14 +328,14 @@ fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
     // publishes its flags again.
     std::fs::OpenOptions::new()
         .write(true)
-        .open(&page_path)
+        .open(page_path)
         .and_then(|f| {
             use std::os::unix::fs::FileExt;
             f.write_all_at(&[0; deathswitch::LEN], 0)
         })
         .unwrap();
     let before = page.snapshot().last_cycle.unwrap_or(0);
-    let beats = wait_for_opt(Duration::from_secs(5), || {
+    let beats = poll_for(Duration::from_secs(5), || {
         page.snapshot()
             .last_cycle
             .filter(|&c| c > before + 5)
@@ -355,8 +345,8 @@ fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
         beats.is_some(),
         "no beats after the repair: {:?}\nguard: {}\nruntime: {}",
         page.snapshot(),
-        std::fs::read_to_string(dir.join("guard.log")).unwrap_or_default(),
-        std::fs::read_to_string(dir.join("rt.log")).unwrap_or_default()
+        rig.log("guard"),
+        rig.log("rt")
     );
     assert!(!not_owned(&page), "a false alarm after a page repair");
     drop(rt);

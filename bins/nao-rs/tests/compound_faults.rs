@@ -8,14 +8,13 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
     cycle_frames, naoctl, setup, setup_with, signal_ends_the_runtime_safely, stiff_after, truncate,
-    wait_frame_after, wait_stiff_after, wake, window,
+    wait_frame_after, wait_stiff_after, wake, window, Rig, RT,
 };
 use nix::sys::signal::Signal;
 
@@ -23,7 +22,7 @@ use nix::sys::signal::Signal;
 /// anything re-arms: the judge's start (frames built before it may be
 /// stiff).
 fn naoctl_stop(s: &common::Setup) -> u64 {
-    naoctl(&s.page_path, &["stop"]);
+    naoctl(&s.rig, &["stop"]);
     let snap = s.page.snapshot();
     assert!(!snap.armed, "naoctl stop tripped the switch");
     snap.tripped_at_ns
@@ -45,8 +44,8 @@ fn show(frames: &[nao_rs_sim::TraceLine], t0: u64) -> String {
 }
 
 /// The frames after `t_ns` for the next `ms` milliseconds (waited for).
-fn settle(sim: &nao_rs_sim::Spawned, t_ns: u64, ms: u64) {
-    wait_frame_after(sim, t_ns + ms * 1_000_000, Duration::from_secs(5));
+fn settle(rig: &Rig, t_ns: u64, ms: u64) {
+    wait_frame_after(rig, t_ns + ms * 1_000_000, Duration::from_secs(5));
 }
 
 #[test]
@@ -57,17 +56,17 @@ fn trip_re_armed_within_one_cycle() {
     let mut rounds = Vec::new();
     for _ in 0..20 {
         let stop = naoctl_stop(&s);
-        naoctl(&s.page_path, &["rearm", "--yes"]);
+        naoctl(&s.rig, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
         // Limp for as long as we look (100 ms), though re-armed.
-        settle(&s.sim, rearmed, 100);
+        settle(&s.rig, rearmed, 100);
         let woke = deathswitch::now_ns();
-        wake(&s.sim);
+        wake(&s.rig, RT);
         // Stiff again after the wake (the stand ramp's first step).
-        wait_stiff_after(&s.sim, woke, Duration::from_secs(5));
+        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
         rounds.push((stop, rearmed, woke));
     }
-    let frames = cycle_frames(&s.sim);
+    let frames = cycle_frames(&s.rig);
     for (i, &(stop, rearmed, woke)) in rounds.iter().enumerate() {
         let w = window(&frames, stop, woke);
         assert!(
@@ -96,27 +95,27 @@ fn a_wake_while_tripped_is_used_up() {
     testkit::bin("naoctl");
     let before = s.page.snapshot().wake_generation().unwrap();
     let trip = naoctl_stop(&s);
-    settle(&s.sim, trip, 50);
+    settle(&s.rig, trip, 50);
     // `nao-rs wake` while tripped: refused, nothing sent.
-    let out = common::wake_command(&s.sim).output().unwrap();
+    let out = s.rig.wake_command(RT).output().unwrap();
     assert!(!out.status.success(), "nao-rs wake while tripped");
     // A wake that reaches the runtime while tripped (read before the
     // trip): used up, it does nothing.
-    nao_runtime::wake::send(&common::wake_socket(&s.sim), before).unwrap();
-    settle(&s.sim, deathswitch::now_ns(), 50);
-    naoctl(&s.page_path, &["rearm", "--yes"]);
+    nao_runtime::wake::send(&s.rig.wake_socket(RT), before).unwrap();
+    settle(&s.rig, deathswitch::now_ns(), 50);
+    naoctl(&s.rig, &["rearm", "--yes"]);
     let rearmed = deathswitch::now_ns();
-    settle(&s.sim, rearmed, 300);
+    settle(&s.rig, rearmed, 300);
     let woke = deathswitch::now_ns();
-    let w = window(&cycle_frames(&s.sim), trip, woke);
+    let w = window(&cycle_frames(&s.rig), trip, woke);
     assert!(
         stiff_after(&w, trip).is_empty(),
         "stiff before a wake after the re-arm: {}",
         show(&w, trip)
     );
     // The wake after the re-arm counts.
-    wake(&s.sim);
-    wait_stiff_after(&s.sim, woke, Duration::from_secs(5));
+    wake(&s.rig, RT);
+    wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
 }
 
 #[test]
@@ -125,34 +124,34 @@ fn damaged_page_re_armed_within_one_cycle() {
     testkit::bin("naoctl");
     for round in 0..5 {
         let t = deathswitch::now_ns();
-        truncate(&s.page_path);
+        truncate(s.rig.page_path());
         // naoctl makes the page whole (tripped page-lost), then re-arms.
-        naoctl(&s.page_path, &["rearm", "--yes"]);
+        naoctl(&s.rig, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
-        settle(&s.sim, rearmed, 100);
+        settle(&s.rig, rearmed, 100);
         // Two repairers race: when the runtime saw the truncated page
         // before naoctl made it whole, its own repair (trip page-lost)
         // can land after the re-arm. The safe outcome: tripped again, and
         // the person re-arms again, as at the robot.
-        let page = deathswitch::inspect(&s.page_path).unwrap().snapshot;
+        let page = deathswitch::inspect(s.rig.page_path()).unwrap().snapshot;
         if !page.armed {
             assert_eq!(
                 page.reason,
                 Some(deathswitch::Reason::PageLost),
                 "round {round}"
             );
-            naoctl(&s.page_path, &["rearm", "--yes"]);
-            settle(&s.sim, deathswitch::now_ns(), 100);
+            naoctl(&s.rig, &["rearm", "--yes"]);
+            settle(&s.rig, deathswitch::now_ns(), 100);
         }
         let woke = deathswitch::now_ns();
-        let w = window(&cycle_frames(&s.sim), t, woke);
+        let w = window(&cycle_frames(&s.rig), t, woke);
         let stiff = stiff_after(&w, t);
         assert!(
             stiff.is_empty(),
             "round {round}: stiff after the damage before the wake: {stiff:?}"
         );
-        wake(&s.sim);
-        wait_stiff_after(&s.sim, woke, Duration::from_secs(5));
+        wake(&s.rig, RT);
+        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
     }
 }
 
@@ -266,9 +265,9 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
     testkit::bin("naoctl");
-    common::wake_when_ready(&s.sim);
+    s.rig.wake_when_ready(RT);
     let ctl = LolaController::start(&socket, 500);
-    wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
+    wait_stiff_after(&s.rig, 0, Duration::from_secs(15));
 
     // Two monitors stream valid messages as fast as they can.
     let stop_monitors = Arc::new(AtomicBool::new(false));
@@ -277,7 +276,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
         .collect();
     let flood = deathswitch::now_ns();
     let frames_before = ctl.frames();
-    settle(&s.sim, flood, 1000);
+    settle(&s.rig, flood, 1000);
     let frames_during = ctl.frames() - frames_before;
 
     // During the flood: the stop, then the re-arm a few ms later, no wake;
@@ -285,18 +284,18 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let mut rounds = Vec::new();
     for _ in 0..10 {
         let stop = naoctl_stop(&s);
-        naoctl(&s.page_path, &["rearm", "--yes"]);
+        naoctl(&s.rig, &["rearm", "--yes"]);
         let rearmed = deathswitch::now_ns();
-        settle(&s.sim, rearmed, 300);
+        settle(&s.rig, rearmed, 300);
         let woke = deathswitch::now_ns();
         rounds.push((stop, rearmed, woke));
-        wake(&s.sim);
-        wait_stiff_after(&s.sim, woke, Duration::from_secs(5));
+        wake(&s.rig, RT);
+        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
     }
     stop_monitors.store(true, Ordering::Relaxed);
     let sent: u64 = monitors.into_iter().map(|m| m.join().unwrap()).sum();
 
-    let frames = cycle_frames(&s.sim);
+    let frames = cycle_frames(&s.rig);
     for (i, &(stop, rearmed, woke)) in rounds.iter().enumerate() {
         let w = window(&frames, stop, woke);
         let stiff = stiff_after(&w, stop);
@@ -331,7 +330,7 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     let socket = socket_dir.path().join("robocup");
     let socket_arg = socket.to_str().unwrap().to_string();
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
-    common::wake_when_ready(&s.sim);
+    s.rig.wake_when_ready(RT);
     // The first client is the controller; a monitor stays connected
     // throughout (it must not become the controller).
     let mut c = lola_connect(&socket);
@@ -341,7 +340,7 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     loop {
         c.read_exact(&mut buf).unwrap();
         c.write_all(&stiffness_message(0.5)).unwrap();
-        if cycle_frames(&s.sim)
+        if cycle_frames(&s.rig)
             .last()
             .is_some_and(|l| l.max_stiffness == 500)
         {
@@ -354,8 +353,8 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     drop(c);
     let back = deathswitch::now_ns();
     let ctl = LolaController::start(&socket, 700);
-    let f = wait_stiff_after(&s.sim, back, Duration::from_secs(3));
-    let mut tail = s.sim.tail();
+    let f = wait_stiff_after(&s.rig, back, Duration::from_secs(3));
+    let mut tail = nao_rs_sim::Tail::new(s.rig.trace_path());
     let at_700 = tail
         .wait_for(Duration::from_secs(3), |l| {
             l.is_cycle_frame() && l.t_ns >= back && l.max_stiffness == 700
@@ -417,25 +416,10 @@ fn vm_lck_kb(pid: u32) -> u64 {
 
 #[test]
 fn memory_locked() {
-    let sim =
-        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-    let page_path = sim.dir().join("deathswitch");
-    deathswitch::Page::open(&page_path).unwrap().rearm();
-    let err_path = sim.dir().join("stderr.txt");
-    let err = std::fs::File::create(&err_path).unwrap();
-    let rt = common::start_runtime_with(
-        &sim,
-        &page_path,
-        common::free_udp_port(),
-        "stand",
-        &[],
-        Stdio::from(err),
-    );
-    common::wake_when_ready(&sim);
-    wait_stiff_after(&sim, 0, Duration::from_secs(15));
-    let locked = vm_lck_kb(rt.id());
-    drop(rt);
-    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    let s = setup();
+    let locked = vm_lck_kb(s.rt.pid());
+    drop(s.rt);
+    let stderr = s.rig.log(RT);
     let warnings = stderr.matches("memory not locked").count();
     if nix::unistd::geteuid().is_root() {
         assert!(locked > 0, "VmLck {locked} kB as root; stderr: {stderr}");

@@ -3,28 +3,23 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use nao_rs_sim::Spawned;
-use testkit::Proc;
+use testkit::{Proc, Rig};
 
-fn sim() -> Spawned {
-    Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap()
-}
-
-/// Starts `nao-rs record` of 250 cycles on `sim` with `extra` arguments,
-/// into `session.rec` in the sim's folder.
-fn record(sim: &Spawned, extra: &[&OsStr]) -> (Proc, PathBuf) {
-    let out = sim.dir().join("session.rec");
-    let rec = Command::new(testkit::bin("nao-rs"))
-        .args(["record", "--link", &sim.link_arg(), "--cycles", "250"])
-        .args(extra)
-        .arg("--out")
-        .arg(&out)
-        .spawn()
-        .unwrap();
-    (Proc::from(rec), out)
+/// Starts `nao-rs record` of 250 cycles on the rig's board with `extra`
+/// arguments, into `session.rec` in the rig's folder.
+fn record(rig: &Rig, extra: &[&OsStr]) -> (Proc, PathBuf) {
+    let out = rig.dir().join("session.rec");
+    let rec = Proc::spawn(
+        "nao-rs record",
+        rig.command("nao-rs")
+            .args(["record", "--link", &rig.link_arg(), "--cycles", "250"])
+            .args(extra)
+            .arg("--out")
+            .arg(&out),
+    );
+    (rec, out)
 }
 
 /// Waits for the recorder to succeed; the recording's text.
@@ -34,12 +29,8 @@ fn finished(mut rec: Proc, out: &Path) -> String {
     std::fs::read_to_string(out).unwrap()
 }
 
-fn assert_replays(out: &Path) {
-    let replay = Command::new(testkit::bin("nao-rs"))
-        .arg("replay")
-        .arg(out)
-        .output()
-        .unwrap();
+fn assert_replays(rig: &Rig, out: &Path) {
+    let replay = testkit::output(rig.command("nao-rs").arg("replay").arg(out));
     assert!(
         replay.status.success(),
         "replay: {}{}",
@@ -50,10 +41,10 @@ fn assert_replays(out: &Path) {
 
 #[test]
 fn recorded_session_with_a_chest_button_press_replays() {
-    let sim = sim();
-    let (rec, out) = record(&sim, &[OsStr::new("--armed")]);
+    let rig = Rig::start();
+    let (rec, out) = record(&rig, &[OsStr::new("--armed")]);
     std::thread::sleep(Duration::from_millis(1500));
-    sim.ctl("button").unwrap();
+    testkit::ok(rig.sim_ctl(&["button"]), "nao-rs-sim ctl button");
     let text = finished(rec, &out);
     assert!(
         text.contains("\ntrip chest-button\n"),
@@ -67,7 +58,7 @@ fn recorded_session_with_a_chest_button_press_replays() {
         text.contains("\nwake\n"),
         "the wake of the private session is in the recording"
     );
-    assert_replays(&out);
+    assert_replays(&rig, &out);
 }
 
 /// No trip unseen, in a recording: trips re-armed before the next frame
@@ -76,11 +67,11 @@ fn recorded_session_with_a_chest_button_press_replays() {
 /// replays: the frame after each is all-off in the recording and in replay.
 #[test]
 fn recorded_trip_and_rearm_between_two_frames_replays() {
-    let sim = sim();
-    let page_path = sim.dir().join("deathswitch");
-    let page = deathswitch::Page::open(&page_path).unwrap();
+    let rig = Rig::start();
+    let page_path = rig.page_path();
+    let page = deathswitch::Page::open(page_path).unwrap();
     page.rearm();
-    let (rec, out) = record(&sim, &[OsStr::new("--page"), page_path.as_os_str()]);
+    let (rec, out) = record(&rig, &[OsStr::new("--page"), page_path.as_os_str()]);
     std::thread::sleep(Duration::from_millis(800));
     for _ in 0..10 {
         page.trip(deathswitch::Reason::Naoctl);
@@ -92,5 +83,5 @@ fn recorded_trip_and_rearm_between_two_frames_replays() {
         text.contains("\ntrip unknown\nrearm\n"),
         "a trip re-armed between two frames is in the recording"
     );
-    assert_replays(&out);
+    assert_replays(&rig, &out);
 }

@@ -5,15 +5,15 @@
 mod common;
 
 use std::net::UdpSocket;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    frames_after, free_udp_port, run_ok, setup, signal_ends_the_runtime_safely, start_runtime,
-    truncate, wait_tripped, Setup,
+    frames_after, free_udp_port, naoctl, runtime, setup, signal_ends_the_runtime_safely, truncate,
+    wait_tripped, Rig, Runtime, Setup,
 };
 use deathswitch::{Page, Reason};
-use nao_rs_sim::{Spawned, TraceLine};
+use nao_rs_sim::{Tail, TraceLine};
+use nao_wire::link::sim::SimLink;
 
 /// Frame by frame: every frame built after the trip is all-off. Only the
 /// frame already on its way when the trip landed (the first one received
@@ -43,7 +43,7 @@ fn assert_all_off_from_next_frame(frames: &[TraceLine], trip_ns: u64) {
 fn assert_tripped_then_all_off(s: &Setup, reason: Reason) {
     let trip = wait_tripped(&s.page);
     assert_eq!(s.page.reason(), Some(reason));
-    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+    assert_all_off_from_next_frame(&frames_after(&s.rig, trip), trip);
 }
 
 #[test]
@@ -58,31 +58,19 @@ fn udp_stop_makes_the_next_frame_all_off() {
 #[test]
 fn naoctl_stop_makes_the_next_frame_all_off() {
     let s = setup();
-    let status = Command::new(testkit::bin("naoctl"))
-        .arg("stop")
-        .env("NAO_RS_DEATHSWITCH", &s.page_path)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "naoctl stop");
+    naoctl(&s.rig, &["stop"]);
     assert_tripped_then_all_off(&s, Reason::Naoctl);
 }
 
 #[test]
 fn chest_button_makes_the_next_frame_all_off() {
     let s = setup();
-    run_ok(
-        Command::new(testkit::bin("nao-rs-sim"))
-            .args(["ctl", "--socket"])
-            .arg(s.sim.socket())
-            .arg("button"),
-        "nao-rs-sim ctl button",
-    );
+    testkit::ok(s.rig.sim_ctl(&["button"]), "nao-rs-sim ctl button");
     let trip = wait_tripped(&s.page);
     assert_eq!(s.page.reason(), Some(Reason::ChestButton));
     // The runtime trips right after handing the answer over, after that
     // cycle's frame went out: every frame after the trip is all-off.
-    let frames = frames_after(&s.sim, trip);
+    let frames = frames_after(&s.rig, trip);
     assert!(frames.iter().all(|l| l.all_off), "{frames:?}");
 }
 
@@ -90,21 +78,21 @@ fn chest_button_makes_the_next_frame_all_off() {
 fn truncated_page_gives_all_off_and_page_lost() {
     let s = setup();
     let t = deathswitch::now_ns();
-    truncate(&s.page_path);
+    truncate(s.rig.page_path());
     let trip = wait_tripped(&s.page).max(t);
     assert_eq!(s.page.reason(), Some(Reason::PageLost));
-    assert_all_off_from_next_frame(&frames_after(&s.sim, trip), trip);
+    assert_all_off_from_next_frame(&frames_after(&s.rig, trip), trip);
 }
 
 #[test]
 fn deleted_page_gives_all_off_and_page_lost() {
     let s = setup();
     let t = deathswitch::now_ns();
-    std::fs::remove_file(&s.page_path).unwrap();
+    std::fs::remove_file(s.rig.page_path()).unwrap();
     // The runtime maps a new page at the path, tripped page-lost.
     let t0 = Instant::now();
     let page = loop {
-        if let Ok(p) = Page::open(&s.page_path) {
+        if let Ok(p) = Page::open(s.rig.page_path()) {
             if p.reason() == Some(Reason::PageLost) {
                 break p;
             }
@@ -113,7 +101,7 @@ fn deleted_page_gives_all_off_and_page_lost() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert!(page.is_tripped());
-    assert_all_off_from_next_frame(&frames_after(&s.sim, t), t);
+    assert_all_off_from_next_frame(&frames_after(&s.rig, t), t);
 }
 
 #[test]
@@ -122,9 +110,9 @@ fn sigterm_trips_shutdown_and_the_last_frame_is_all_off() {
 }
 
 /// Another process (this test) holding the sim's board.
-fn hold_the_board(sim: &Spawned) -> nao_wire::link::sim::SimLink {
+fn hold_the_board(rig: &Rig) -> SimLink {
     use nao_wire::link::Link;
-    let mut holder = sim.link();
+    let mut holder = SimLink::new(rig.sim_socket());
     holder.open(0xffff, 0x0006).unwrap();
     holder.set_configuration(1).unwrap();
     holder.claim_interface(0).unwrap();
@@ -134,14 +122,13 @@ fn hold_the_board(sim: &Spawned) -> nao_wire::link::sim::SimLink {
 #[test]
 fn busy_board_is_retried_every_50_ms() {
     use nao_wire::link::Link;
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-    let page_path = sim.dir().join("deathswitch");
+    let rig = Rig::start();
     // Another process (this test) holds the board for 500 ms.
-    let mut holder = hold_the_board(&sim);
-    let rt = start_runtime(&sim, &page_path, free_udp_port(), &[]);
+    let mut holder = hold_the_board(&rig);
+    let rt = rig.start_runtime(&runtime("stand", free_udp_port()));
     std::thread::sleep(Duration::from_millis(500));
     holder.close();
-    let mut tail = sim.tail();
+    let mut tail = Tail::new(rig.trace_path());
     let frame = tail
         .wait_for(Duration::from_secs(8), |l| l.is_cycle_frame())
         .unwrap();
@@ -154,24 +141,11 @@ fn busy_board_is_retried_every_50_ms() {
 
 #[test]
 fn busy_board_for_5_s_fails_with_a_clear_error() {
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-    let page_path = sim.dir().join("deathswitch");
+    let rig = Rig::start();
     // Held to the end of the test.
-    let _holder = hold_the_board(&sim);
+    let _holder = hold_the_board(&rig);
     let t0 = Instant::now();
-    let out = Command::new(testkit::bin("nao-rs"))
-        .args([
-            "run",
-            "--link",
-            &sim.link_arg(),
-            "--no-udp",
-            "--priority",
-            "0",
-            "--page",
-        ])
-        .arg(&page_path)
-        .output()
-        .unwrap();
+    let out = testkit::output(&mut rig.runtime_command(&Runtime::new("rt").priority(0)));
     let waited = t0.elapsed();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -180,5 +154,6 @@ fn busy_board_for_5_s_fails_with_a_clear_error() {
         waited >= Duration::from_secs(5),
         "retried for 5 s: {waited:?}"
     );
-    assert!(sim.trace().unwrap().is_empty(), "no frame sent");
+    let trace = nao_rs_sim::trace::read(rig.trace_path()).unwrap();
+    assert!(trace.is_empty(), "no frame sent");
 }

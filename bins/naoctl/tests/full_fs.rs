@@ -15,7 +15,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::{Damage, Integrity, Page, Reason};
-use testkit::{allocations, sh};
+use nao_kit::alloc::{self, allocations};
+use testkit::sh;
 
 mod common;
 use common::{naoctl_bounded, text};
@@ -25,7 +26,7 @@ const STARTED: &str = "full-fs child started";
 const SKIP: i32 = 77;
 
 #[global_allocator]
-static GLOBAL: testkit::CountingAlloc = testkit::CountingAlloc;
+static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
 
 /// Fills the filesystem at `dir` until it refuses a block.
 fn fill(dir: &Path, name: &str) {
@@ -177,6 +178,26 @@ fn deleted_page_in_a_read_only_directory(dir: &Path) {
     assert_identity(&page);
 }
 
+/// With the robot's runtime held, `damage` (a script on `dir`) hits its
+/// page and the filesystem is filled again (into `filler`): every frame
+/// from then on is all-off, naoctl answers, then the space is freed.
+fn fault_on_a_full_tmpfs(
+    robot: &common::Robot,
+    dir: &Path,
+    damage: &str,
+    filler: &str,
+    what: &str,
+) {
+    let t = hold(robot, dir, || {
+        assert!(sh(damage, dir));
+        fill(dir, filler);
+    });
+    let frames = robot.frames_from(t, 400);
+    common::assert_all_off_from_that_frame(&frames, t, what);
+    naoctl_answers(&robot.page_path, what);
+    assert!(sh("rm -f \"$1\"/filler*", dir));
+}
+
 /// The runtime's page on a full tmpfs, judged by the virtual robot's trace:
 /// truncated to 0, then (after a re-arm and a wake) deleted; each time
 /// every frame from then on is all-off and the runtime keeps cycling
@@ -188,14 +209,13 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
     // The truncation frees the page's block: the runtime is held while the
     // test fills it again, else (under load) it backs the page first and
     // there is no full filesystem left to test.
-    let t = hold(&robot, dir, || {
-        assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
-        fill(dir, "filler2");
-    });
-    let frames = robot.frames_from(t, 400);
-    common::assert_all_off_from_that_frame(&frames, t, "runtime: truncated on a full tmpfs");
-    naoctl_answers(&path, "runtime: truncated on a full tmpfs");
-    assert!(sh("rm -f \"$1\"/filler*", dir));
+    fault_on_a_full_tmpfs(
+        &robot,
+        dir,
+        "truncate -s 0 \"$1/deathswitch\"",
+        "filler2",
+        "runtime: truncated on a full tmpfs",
+    );
     // The runtime's check maps the file back: a whole page-lost page with
     // its pid.
     let t0 = Instant::now();
@@ -214,7 +234,7 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
     }
     // Re-arm, wake, stiff again; then the page is deleted on a full tmpfs.
     Page::open(&path).unwrap().rearm();
-    let mut tail = robot.sim.tail();
+    let mut tail = nao_rs_sim::Tail::new(robot.rig.trace_path());
     let stiff = |l: &nao_rs_sim::TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
     if tail
         .wait_for(Duration::from_secs(2), stiff)
@@ -227,14 +247,13 @@ fn runtime_on_a_full_tmpfs(dir: &Path) {
             .unwrap()
             .is_some());
     }
-    let t = hold(&robot, dir, || {
-        assert!(sh("rm -f \"$1/deathswitch\"", dir));
-        fill(dir, "filler");
-    });
-    let frames = robot.frames_from(t, 400);
-    common::assert_all_off_from_that_frame(&frames, t, "runtime: page deleted on a full tmpfs");
-    naoctl_answers(&path, "runtime: page deleted on a full tmpfs");
-    assert!(sh("rm -f \"$1\"/filler*", dir));
+    fault_on_a_full_tmpfs(
+        &robot,
+        dir,
+        "rm -f \"$1/deathswitch\"",
+        "filler",
+        "runtime: page deleted on a full tmpfs",
+    );
 }
 
 fn child() {

@@ -1,19 +1,34 @@
-//! Test support shared by the integration tests of every nao-rs program.
+//! Test support shared by the integration tests of every nao-rs program
+//! and the bench, at the bottom of the workspace: it depends on no crate of
+//! the house and works only through the programs' command lines and files.
 //!
-//! [`bin`] finds (and if needed builds) a binary of this workspace, so a test
-//! in one package can start the programs of the others: the virtual robot,
-//! the guard, the runtime, naoctl and the guard's test runtime
-//! ([`TEST_RUNTIME`]). [`Proc`] kills a child process when the test ends,
-//! [`recordings`] lists the worked examples, [`allocations`] counts what a
-//! piece of code allocates.
+//! - [`bin`] finds (and if needed builds) a program of this workspace, so
+//!   a test in one package can start the programs of the others;
+//! - [`Rig`] starts the virtual robot on a private folder, and the guard
+//!   ([`Rig::start_guard`]) and the runtime ([`Rig::start_runtime`],
+//!   [`Runtime`]) on it;
+//! - [`Proc`] is a child process killed when the test ends;
+//! - [`wait_for`] and [`poll_for`] wait for a condition with a deadline;
+//! - [`UnixServer`] answers on a Unix socket until dropped;
+//! - [`recordings`] lists the worked examples; [`sh`], [`poke`] and
+//!   [`page_path`] do damage from a second process.
+//!
+//! A test that counts allocations installs the kit's counting allocator
+//! (`nao_kit::alloc::CountingAlloc`) itself.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-use nix::sys::signal::{self, Signal};
-use nix::unistd::Pid;
+mod proc;
+mod rig;
+mod serve;
+mod wait;
+
+pub use proc::Proc;
+pub use rig::{in_shell, ok, output, Programs, Rig, RigSpec, Runtime};
+pub use serve::UnixServer;
+pub use wait::{poll_every, poll_for, wait_every, wait_for, POLL};
 
 /// The workspace's root folder.
 pub fn workspace_root() -> PathBuf {
@@ -92,104 +107,12 @@ pub fn recordings() -> Vec<PathBuf> {
     files
 }
 
-/// The runtime's counting allocator (`nao_kit::alloc`), for a test
-/// that counts allocations. Install it in the test file with
-/// `#[global_allocator] static A: testkit::CountingAlloc = testkit::CountingAlloc;`
-pub use nao_kit::alloc::CountingAlloc;
-
-/// Allocations made by `f` on the calling thread. Panics when
-/// [`CountingAlloc`] is not the global allocator (the count would be 0
-/// whatever `f` does).
-pub fn allocations(f: impl FnOnce()) -> u64 {
-    let before = thread_allocations();
-    f();
-    thread_allocations() - before
-}
-
-/// Allocations made by the calling thread so far; panics as [`allocations`].
-pub fn thread_allocations() -> u64 {
-    assert!(
-        nao_kit::alloc::installed(),
-        "install testkit::CountingAlloc as the #[global_allocator]"
-    );
-    nao_kit::alloc::thread_allocations()
-}
-
-/// A child process of a test, killed (SIGCONT, then SIGKILL) and reaped on
-/// drop, also when the test fails. It derefs to its [`Child`].
-pub struct Proc {
-    child: Child,
-}
-
-impl Proc {
-    /// Starts `cmd` with stdin from /dev/null; panics naming `name` when it
-    /// cannot start.
-    pub fn spawn(name: &str, cmd: &mut Command) -> Proc {
-        let child = cmd
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Proc { child }
-    }
-
-    /// Its pid.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends `sig`; panics when it cannot be sent.
-    pub fn signal(&self, sig: Signal) {
-        signal::kill(Pid::from_raw(self.pid() as i32), sig)
-            .unwrap_or_else(|e| panic!("cannot send {sig} to pid {}: {e}", self.pid()));
-    }
-
-    /// Waits up to `timeout` for it to exit; its status, `None` on time-out.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let until = Instant::now() + timeout;
-        while Instant::now() < until {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        None
-    }
-
-    /// True while it has not exited.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl From<Child> for Proc {
-    fn from(child: Child) -> Proc {
-        Proc { child }
-    }
-}
-
-impl std::ops::Deref for Proc {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.child
-    }
-}
-
-impl std::ops::DerefMut for Proc {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.child
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // Not once it was reaped: its pid may be another process's by now.
-        if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            // SIGCONT first: a stopped process is then killed at once.
-            let _ = signal::kill(Pid::from_raw(self.pid() as i32), Signal::SIGCONT);
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// A UDP port free on every address (bound on `0.0.0.0` and released).
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free UDP port")
+        .port()
 }
 
 /// Runs `sh -c SCRIPT sh ARG` (the script's `$1` is `arg`, a second

@@ -1,74 +1,33 @@
 //! Shared by the integration tests of `nao-rs run` against the virtual
-//! robot: the processes (simulator, runtime, naoctl, `nao-rs wake`) and
-//! the trace as the judge.
-#![allow(dead_code)]
+//! robot (a `testkit::Rig`): the runtime of these tests, woken through
+//! `nao-rs wake` as a person would, and the trace as the judge.
+#![allow(dead_code, unused_imports)]
 
-use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
-use nao_rs_sim::{Spawned, TraceLine};
-pub use testkit::Proc;
+use nao_rs_sim::{Tail, TraceLine};
+pub use testkit::{free_udp_port, Proc, Rig, Runtime};
 
-pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// The name of the runtime these tests start (its log `rt.log`, its wake
+/// socket `rt.wake.sock` in the rig's folder).
+pub const RT: &str = "rt";
 
+/// The runtime, an armed page and the virtual robot (dropped in that order).
 pub struct Setup {
-    pub sim: Spawned,
-    pub page_path: PathBuf,
+    pub rt: Proc,
     pub page: Page,
     pub port: u16,
-    pub rt: Proc,
+    pub rig: Rig,
 }
 
-/// `nao-rs run --controller stand` on the simulator `sim`, page `page`.
-pub fn start_runtime(sim: &Spawned, page: &Path, port: u16, extra: &[&str]) -> Proc {
-    start_runtime_with(sim, page, port, "stand", extra, Stdio::null())
-}
-
-/// `nao-rs run --controller CONTROLLER EXTRA...`, stderr to `stderr`.
-pub fn start_runtime_with(
-    sim: &Spawned,
-    page: &Path,
-    port: u16,
-    controller: &str,
-    extra: &[&str],
-    stderr: Stdio,
-) -> Proc {
-    let child = Command::new(testkit::bin("nao-rs"))
-        .args([
-            "run",
-            "--link",
-            &sim.link_arg(),
-            "--controller",
-            controller,
-            "--priority",
-            "0",
-        ])
-        .args(["--udp-port", &port.to_string()])
-        .arg("--page")
-        .arg(page)
-        .arg("--wake-socket")
-        .arg(wake_socket(sim))
-        .args(extra)
-        .env("NAO_RS_DEATHSWITCH", page)
-        .stdin(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("start nao-rs run");
-    Proc::from(child)
-}
-
-/// The wake socket the runtimes of these tests listen on.
-pub fn wake_socket(sim: &Spawned) -> PathBuf {
-    sim.dir().join("wake.sock")
+/// `nao-rs run --controller CONTROLLER --priority 0 --udp-port PORT` as [`RT`].
+pub fn runtime(controller: &str, port: u16) -> Runtime {
+    Runtime::new(RT)
+        .controller(controller)
+        .priority(0)
+        .udp_port(port)
 }
 
 /// The simulator, an armed page, and `nao-rs run --controller stand`,
@@ -76,46 +35,30 @@ pub fn wake_socket(sim: &Spawned) -> PathBuf {
 /// ramped up until a frame is stiff.
 pub fn setup() -> Setup {
     let s = setup_with("stand", &[]);
-    wake_when_ready(&s.sim);
-    wait_stiff_after(&s.sim, 0, Duration::from_secs(15));
+    s.rig.wake_when_ready(RT);
+    wait_stiff_after(&s.rig, 0, Duration::from_secs(15));
     s
 }
 
-/// Waits (up to 15 s) for the runtime's wake socket, then `nao-rs wake`.
-pub fn wake_when_ready(sim: &Spawned) {
-    let t0 = Instant::now();
-    while !wake_socket(sim).exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "no wake socket at {}",
-            wake_socket(sim).display()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    wake(sim);
-}
-
-/// The simulator, an armed page, and `nao-rs run --controller CONTROLLER
-/// EXTRA...` started (not waited for).
+/// The simulator, an armed page, and [`runtime`] with `controller` and
+/// `extra` arguments started (not waited for).
 pub fn setup_with(controller: &str, extra: &[&str]) -> Setup {
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-    let page_path = sim.dir().join("deathswitch");
-    let page = Page::open(&page_path).unwrap();
+    let rig = Rig::start();
+    let page = Page::open(rig.page_path()).unwrap();
     page.rearm(); // the test is the person at the robot
     let port = free_udp_port();
-    let rt = start_runtime_with(&sim, &page_path, port, controller, extra, Stdio::null());
+    let rt = rig.start_runtime(&runtime(controller, port).args(extra));
     Setup {
-        sim,
-        page_path,
+        rt,
         page,
         port,
-        rt,
+        rig,
     }
 }
 
 /// Waits for a stiff cycle frame sent at or after `t_ns`; returns it.
-pub fn wait_stiff_after(sim: &Spawned, t_ns: u64, limit: Duration) -> TraceLine {
-    let mut tail = sim.tail();
+pub fn wait_stiff_after(rig: &Rig, t_ns: u64, limit: Duration) -> TraceLine {
+    let mut tail = Tail::new(rig.trace_path());
     tail.wait_for(limit, |l| {
         l.is_cycle_frame() && l.max_stiffness > 0 && l.t_ns >= t_ns
     })
@@ -124,8 +67,8 @@ pub fn wait_stiff_after(sim: &Spawned, t_ns: u64, limit: Duration) -> TraceLine 
 }
 
 /// Waits until the simulator has a cycle frame sent at or after `t_ns`.
-pub fn wait_frame_after(sim: &Spawned, t_ns: u64, limit: Duration) {
-    let mut tail = sim.tail();
+pub fn wait_frame_after(rig: &Rig, t_ns: u64, limit: Duration) {
+    let mut tail = Tail::new(rig.trace_path());
     let f = tail
         .wait_for(limit, |l| l.is_cycle_frame() && l.t_ns >= t_ns)
         .unwrap();
@@ -133,9 +76,9 @@ pub fn wait_frame_after(sim: &Spawned, t_ns: u64, limit: Duration) {
 }
 
 /// The cycle frames the simulator received, in order.
-pub fn cycle_frames(sim: &Spawned) -> Vec<TraceLine> {
-    sim.trace()
-        .unwrap()
+pub fn cycle_frames(rig: &Rig) -> Vec<TraceLine> {
+    let lines = nao_rs_sim::trace::read(rig.trace_path()).unwrap();
+    lines
         .into_iter()
         .filter(TraceLine::is_cycle_frame)
         .collect()
@@ -151,44 +94,15 @@ pub fn truncate(path: &Path) {
         .unwrap();
 }
 
-/// Runs `cmd` to its end; asserts it succeeded, naming it `what` with its
-/// stderr.
-pub fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Runs `naoctl ARGS` on the rig's page; asserts it succeeded.
+pub fn naoctl(rig: &Rig, args: &[&str]) {
+    testkit::ok(rig.naoctl(args), &format!("naoctl {args:?}"));
 }
 
-/// Runs `naoctl ARGS` on `page`; asserts it succeeded.
-pub fn naoctl(page: &Path, args: &[&str]) {
-    run_ok(
-        Command::new(testkit::bin("naoctl"))
-            .args(args)
-            .env("NAO_RS_DEATHSWITCH", page)
-            .stdin(Stdio::null()),
-        &format!("naoctl {args:?}"),
-    );
-}
-
-/// Runs `nao-rs wake` on the wake socket of `sim`'s runtime (its page:
-/// `deathswitch` in the simulator's folder).
-pub fn wake(sim: &Spawned) {
-    run_ok(&mut wake_command(sim), "nao-rs wake");
-}
-
-/// `nao-rs wake` for `sim`'s runtime, not run yet.
-pub fn wake_command(sim: &Spawned) -> Command {
-    let mut c = Command::new(testkit::bin("nao-rs"));
-    c.arg("wake")
-        .arg("--socket")
-        .arg(wake_socket(sim))
-        .arg("--page")
-        .arg(sim.dir().join("deathswitch"))
-        .stdin(Stdio::null());
-    c
+/// Runs `nao-rs wake` for the runtime started as `name`; asserts it
+/// succeeded.
+pub fn wake(rig: &Rig, name: &str) {
+    testkit::ok(rig.wake(name), "nao-rs wake");
 }
 
 /// `sig` to a stiff `stand` runtime: it trips `shutdown`, its last two
@@ -205,7 +119,7 @@ pub fn signal_ends_the_runtime_safely(sig: nix::sys::signal::Signal) {
         Some(deathswitch::Reason::Shutdown),
         "{sig:?}"
     );
-    let frames = cycle_frames(&s.sim);
+    let frames = cycle_frames(&s.rig);
     let n = frames.len();
     assert!(
         frames[n - 1].all_off && frames[n - 2].all_off,
@@ -221,24 +135,18 @@ pub fn signal_ends_the_runtime_safely(sig: nix::sys::signal::Signal) {
 
 /// Waits until the page is tripped; returns the trip's monotonic time.
 pub fn wait_tripped(page: &Page) -> u64 {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
+    testkit::wait_for("the switch tripped", Duration::from_secs(5), || {
         let s = page.snapshot();
-        if !s.armed && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING {
-            return s.tripped_at_ns;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("the switch was not tripped within 5 s");
+        (!s.armed && s.tripped_at_ns != deathswitch::TRIP_TIME_PENDING).then_some(s.tripped_at_ns)
+    })
 }
 
-pub fn frames_after(sim: &Spawned, t_ns: u64) -> Vec<TraceLine> {
+/// The cycle frames sent at or after `t_ns`, read 150 ms from now.
+pub fn frames_after(rig: &Rig, t_ns: u64) -> Vec<TraceLine> {
     std::thread::sleep(Duration::from_millis(150));
-    sim.trace()
-        .unwrap()
-        .into_iter()
-        .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns)
-        .collect()
+    let mut f = cycle_frames(rig);
+    f.retain(|l| l.t_ns >= t_ns);
+    f
 }
 
 /// The frames of `frames` sent in `[from_ns, to_ns)`.

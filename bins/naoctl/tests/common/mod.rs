@@ -9,91 +9,54 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deathswitch::Page;
-use nao_rs_sim::{Spawned, TraceLine};
-use testkit::Proc;
+use nao_rs_sim::{Tail, TraceLine};
+use testkit::{Proc, Rig, RigSpec, Runtime};
+
+/// The name of the robot's runtime (its log and wake socket in the rig).
+const RT: &str = "rt";
 
 /// The simulator and `nao-rs run --controller stand` on the page at
 /// `page_path`, re-armed (the test is the person at the robot), woken, and
 /// ramped up until a frame is stiff.
 pub struct Robot {
-    pub sim: Spawned,
-    pub page_path: PathBuf,
     pub rt: Proc,
+    pub page_path: PathBuf,
+    pub rig: Rig,
 }
 
 impl Robot {
     /// Starts the robot with its page at `page_path` (`None`: `run/deathswitch`
-    /// in the simulator's folder).
+    /// in the rig's folder).
     pub fn start(page_path: Option<&Path>) -> Robot {
-        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-        let page_path = match page_path {
-            Some(p) => p.to_path_buf(),
-            None => {
-                let run = sim.dir().join("run");
-                std::fs::create_dir_all(&run).unwrap();
-                run.join("deathswitch")
-            }
-        };
-        Page::open(&page_path).unwrap().rearm();
-        let rt = Command::new(testkit::bin("nao-rs"))
-            .args([
-                "run",
-                "--link",
-                &sim.link_arg(),
-                "--controller",
-                "stand",
-                "--priority",
-                "0",
-                "--no-udp",
-            ])
-            .arg("--page")
-            .arg(&page_path)
-            .arg("--wake-socket")
-            .arg(sim.dir().join("wake.sock"))
-            .env("NAO_RS_DEATHSWITCH", &page_path)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nao-rs run");
-        let robot = Robot {
-            sim,
-            page_path,
-            rt: Proc::from(rt),
-        };
-        let mut tail = robot.sim.tail();
-        let stiff = |l: &TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
-        let mut got = tail.wait_for(Duration::from_secs(5), stiff).unwrap();
-        if got.is_none() {
-            // A runtime that stays limp until woken after a re-arm.
-            robot.wake();
-            got = tail.wait_for(Duration::from_secs(15), stiff).unwrap();
+        let page = page_path.unwrap_or(Path::new("run/deathswitch"));
+        let rig = RigSpec {
+            page: Some(page.to_path_buf()),
+            ..RigSpec::default()
         }
+        .start();
+        let page_path = rig.page_path().to_path_buf();
+        Page::open(&page_path).unwrap().rearm();
+        let rt = rig.start_runtime(&Runtime::new(RT).priority(0));
+        // Every start is limp: the test wakes it, as a person would.
+        rig.wake_when_ready(RT);
+        let mut tail = Tail::new(rig.trace_path());
+        let stiff = |l: &TraceLine| l.is_cycle_frame() && l.max_stiffness > 0;
+        let got = tail.wait_for(Duration::from_secs(15), stiff).unwrap();
         assert!(got.is_some(), "the stand controller stiffens the joints");
-        robot
+        Robot { rt, page_path, rig }
     }
 
     /// `nao-rs wake` through the robot's wake socket.
     pub fn wake(&self) {
-        let _ = Command::new(testkit::bin("nao-rs"))
-            .arg("wake")
-            .arg("--socket")
-            .arg(self.sim.dir().join("wake.sock"))
-            .arg("--page")
-            .arg(&self.page_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = self.rig.wake(RT);
     }
 
     /// The cycle frames received from `t_ns` on, over the next `ms`.
     pub fn frames_from(&self, t_ns: u64, ms: u64) -> Vec<TraceLine> {
         std::thread::sleep(Duration::from_millis(ms));
-        self.sim
-            .trace()
-            .unwrap()
-            .into_iter()
-            .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns)
-            .collect()
+        let mut f = nao_rs_sim::trace::read(self.rig.trace_path()).unwrap();
+        f.retain(|l| l.is_cycle_frame() && l.t_ns >= t_ns);
+        f
     }
 }
 

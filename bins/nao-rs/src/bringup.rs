@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -847,14 +848,8 @@ impl BringUpRuntime for RuntimeSession {
     }
 
     fn view(&self) -> Option<View> {
-        if self
-            .handle
-            .status()
-            .cycles
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == 0
-        {
-            // Relaxed: display only; no cycle has published a frame yet.
+        // Relaxed: display only (0: no cycle has published a frame yet).
+        if self.handle.status().cycles.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let frame = self.handle.latest_sensors();

@@ -9,6 +9,8 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+# The guard's tests' fault injection (never in a robot build) is linted too.
+cargo clippy -p nao-rs --features fault-injection --all-targets -- -D warnings
 
 echo "== cargo machete (no dependency declared and unused)"
 # A fresh machine has no cargo-machete: install it from crates.io once.

@@ -2,7 +2,7 @@
 //! ([`Startup::run`], [`Step::run`]: the gate and the protocol core's cycle)
 //! over a [`ReplayLink`] with the recording's clock (its `cycle` lines),
 //! applying the inputs (`command`, `silence`, `trip`, `rearm`, `wake`,
-//! `accepted`, `switch`) where they stand, and checks that every call
+//! `accepted`, `switch`, `bringup`, `jog`) where they stand, and checks that every call
 //! matches and none is left over.
 //!
 //! The replay's switch is a `deathswitch::MemorySwitch` (the page's own
@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use deathswitch::{MemorySwitch, Reason, Switch};
 
 use crate::command::Command;
+use crate::command::Joint;
 use crate::link::Link;
+use crate::protocol::bringup::{BringUp, BringUpLimits, Jog};
 use crate::protocol::gate::WakeLatch;
 use crate::protocol::handshake::DEFAULT_ACCEPTED;
 use crate::protocol::startup::{Startup, StartupError};
@@ -111,6 +113,10 @@ struct Inputs {
     command: Option<Command>,
     /// A `wake` line since the last cycle's frame.
     wake: bool,
+    /// The `bringup` setting: the session runs in bring-up.
+    bringup: Option<(Joint, BringUpLimits)>,
+    /// A `jog` line since the last cycle's frame.
+    jog: Option<Jog>,
 }
 
 impl Inputs {
@@ -129,6 +135,8 @@ impl Inputs {
             }
             Item::Rearm => self.switch.rearm(),
             Item::Wake => self.wake = true,
+            Item::BringUp { joint, limits } => self.bringup = Some((*joint, *limits)),
+            Item::Jog(j) => self.jog = Some(*j),
             Item::Cycle { .. } | Item::Call(_) => return false,
         }
         true
@@ -149,6 +157,8 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
         switch: MemorySwitch::armed(),
         command: None,
         wake: false,
+        bringup: None,
+        jog: None,
     };
     let mismatch = |link: &ReplayLink| ReplayFailure::Mismatch {
         path: path.to_path_buf(),
@@ -175,6 +185,9 @@ pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, Repla
         Ok(identity) => {
             let start = inputs.switch.read();
             let mut step = Step::new(&identity, &inputs.accepted, &start, wake_latch);
+            if let Some((joint, limits)) = inputs.bringup {
+                step = step.with_bringup(BringUp::new(joint, limits));
+            }
             // (k, t_ms) of a cycle line whose calls have not run yet.
             let mut pending: Option<(u64, u64)> = None;
             loop {
@@ -274,7 +287,7 @@ fn run_one(step: &mut Step, link: &mut ReplayLink, inputs: &mut Inputs, t_ms: u6
     let input = StepInput {
         command: inputs.command.as_ref(),
         wake,
-        jog: None,
+        jog: inputs.jog.take(),
         now_ns: t_ms.saturating_mul(NS_PER_MS),
         safety_flags: 0,
     };

@@ -4,8 +4,9 @@
 //! PROPTEST_CASES (CI: 100,000).
 
 use nao_wire::link::Setup;
+use nao_wire::protocol::bringup::{BringUpLimits, Jog, Limit, Tighter};
 use nao_wire::recording::{parse, parse_bytes, to_text, Item, Line, Recorded};
-use nao_wire::{Command, LinkError, JOINTS};
+use nao_wire::{Command, Joint, LinkError, JOINTS};
 use proptest::prelude::*;
 
 fn line_count(bytes: &[u8]) -> usize {
@@ -25,6 +26,14 @@ fn token() -> impl Strategy<Value = String> {
             "silence",
             "trip",
             "rearm",
+            "bringup",
+            "jog",
+            "+",
+            "LShoulderPitch",
+            "window=0.2",
+            "max-stiffness=0.4",
+            "over-current-cycles=3",
+            "jog-step=",
             "open",
             "set_configuration",
             "claim_interface",
@@ -199,6 +208,32 @@ fn call() -> impl Strategy<Value = Recorded> {
     ]
 }
 
+/// A joint and limits tightened at random, each within what is allowed.
+fn bringup() -> impl Strategy<Value = Item> {
+    (
+        0usize..JOINTS,
+        prop::collection::vec((0usize..Limit::ALL.len(), 1u32..=1000), 0..6),
+    )
+        .prop_map(|(j, tightenings)| {
+            let mut limits = BringUpLimits::default();
+            for (i, per_mille) in tightenings {
+                let l = Limit::ALL[i];
+                let (lo, hi) = l.allowed();
+                let frac = f64::from(per_mille) / 1000.0;
+                let v = match l.tighter() {
+                    Tighter::Lower if lo >= 1.0 => (hi * frac).ceil().max(1.0),
+                    Tighter::Lower => hi * frac,
+                    Tighter::Higher => lo + (hi - lo) * frac,
+                };
+                limits = limits.tighten(l, v).unwrap_or(limits);
+            }
+            Item::BringUp {
+                joint: Joint::ALL[j],
+                limits,
+            }
+        })
+}
+
 /// A body item; cycles come as (dk, dt) deltas, made absolute later.
 #[derive(Debug, Clone)]
 enum Body {
@@ -212,6 +247,8 @@ fn body() -> impl Strategy<Value = Body> {
         command().prop_map(|c| Body::Item(Item::Command(Box::new(c)))),
         Just(Body::Item(Item::Silence)),
         Just(Body::Item(Item::Rearm)),
+        Just(Body::Item(Item::Jog(Jog::Plus))),
+        Just(Body::Item(Item::Jog(Jog::Minus))),
         prop::sample::select(
             deathswitch::Reason::ALL
                 .map(Some)
@@ -233,15 +270,20 @@ fn recording() -> impl Strategy<Value = Vec<Item>> {
                 .prop_map(|v| v.into_iter().collect::<Vec<u8>>()),
         ),
         prop::option::of(any::<bool>()),
+        prop::option::of(bringup()),
         prop::collection::vec(body(), 0..20),
     )
-        .prop_map(|(accepted, switch, body)| {
+        .prop_map(|(accepted, switch, bringup, body)| {
             let mut items = Vec::new();
             items.extend(accepted.map(Item::Accepted));
             items.extend(switch.map(Item::SwitchArmed));
+            // Jogs only after a bringup line.
+            let bringup_seen = bringup.is_some();
+            items.extend(bringup);
+            let mut jogged = false;
             let (mut k, mut t) = (0u64, 0u64);
-            // At most one command or silence a cycle (inputs before the
-            // first cycle line are the first cycle's).
+            // At most one command or silence, and one jog, a cycle (inputs
+            // before the first cycle line are the first cycle's).
             let mut commanded = false;
             let mut cycle_seen = false;
             for b in body {
@@ -251,9 +293,15 @@ fn recording() -> impl Strategy<Value = Vec<Item>> {
                         t += dt;
                         items.push(Item::Cycle { k, t_ms: t });
                         commanded &= !cycle_seen;
+                        jogged &= !cycle_seen;
                         cycle_seen = true;
                     }
                     Body::Item(Item::Command(_) | Item::Silence) if commanded => {}
+                    Body::Item(Item::Jog(_)) if jogged || !bringup_seen => {}
+                    Body::Item(Item::Jog(j)) => {
+                        jogged = true;
+                        items.push(Item::Jog(j));
+                    }
                     Body::Item(i) => {
                         commanded |= matches!(i, Item::Command(_) | Item::Silence);
                         items.push(i);

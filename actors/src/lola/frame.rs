@@ -194,12 +194,6 @@ pub fn temperature_status(temperature_c: i8) -> u8 {
     }
 }
 
-/// A foot pressure sensor in kg: `raw * gain + offset` with the preference
-/// block's calibration.
-pub fn pressure_kg(raw: u16, cal: PressureCalibration) -> f32 {
-    f32::from(raw) * cal.gain + cal.offset
-}
-
 impl<'a> LolaSensorFrame<'a> {
     /// The frame of one cycle's sensors, converted to LoLA's units (see
     /// `docs/lola.md` for every field's answer byte and unit).
@@ -224,7 +218,7 @@ impl<'a> LolaSensorFrame<'a> {
             current: s.current_ma.map(|c| f32::from(c) / 1000.0),
             fsr: std::array::from_fn(|i| {
                 let (foot, sensor) = (i / 4, i % 4);
-                pressure_kg(s.foot_pressure[foot][sensor], foot_pressure[foot][sensor])
+                foot_pressure[foot][sensor].kg(s.foot_pressure[foot][sensor])
             }),
             gyroscope: imu.gyroscope.map(milli),
             position: s.position,

@@ -1,13 +1,14 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), and waking the robot after a re-arm
-//! (`wake`). The measurements (`nao-rs-bench`) and the import of usbmon
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`)
+//! and bringing up one joint with a person at the robot (`bringup`). The measurements (`nao-rs-bench`) and the import of usbmon
 //! captures (`nao-rs-usbmon`) are laptop programs of their own.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bringup;
 mod demo;
 mod record;
 mod replay;
@@ -34,6 +35,8 @@ enum Cmd {
     Record(record::Args),
     /// Wake the robot after a re-arm (the robot stays limp until woken).
     Wake(wake::Args),
+    /// Bring up one joint with a person at the robot (docs/bringup.md).
+    Bringup(bringup::Args),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => ("demo", demo::main(a)),
         Cmd::Record(a) => ("record", record::main(a)),
         Cmd::Wake(a) => ("wake", wake::main(a)),
+        Cmd::Bringup(a) => ("bringup", bringup::main(a)),
         Cmd::Replay(a) => return replay::main(a),
     };
     if let Err(e) = result {

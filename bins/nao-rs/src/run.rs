@@ -65,6 +65,19 @@ pub struct Args {
     /// The LoLA socket for `--controller lola` (default: LoLA's path).
     #[arg(long)]
     pub lola_socket: Option<PathBuf>,
+    /// A fault to inject, for the guard's tests only (`never-confirm`,
+    /// `freeze-registered`, `freeze-linked`, `crash-on-usr2`); built only
+    /// with the `fault-injection` feature, which no robot build enables.
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, value_parser = parse_fault)]
+    pub fault: Option<nao_runtime::fault::Fault>,
+}
+
+#[cfg(feature = "fault-injection")]
+fn parse_fault(v: &str) -> Result<nao_runtime::fault::Fault, String> {
+    nao_runtime::fault::Fault::from_name(v).ok_or_else(|| {
+        format!("{v:?}: use never-confirm, freeze-registered, freeze-linked or crash-on-usr2")
+    })
 }
 
 /// The link of a `--link` value.
@@ -205,6 +218,8 @@ pub fn main(args: Args) -> Result<(), String> {
         accepted: args.accepted.clone(),
         logger: Some(logger),
         status_file: args.status_file.clone(),
+        #[cfg(feature = "fault-injection")]
+        fault: args.fault,
         ..Config::default()
     };
     let (rt, io) = Runtime::start(link, board.clone(), config).map_err(|e| e.to_string())?;

@@ -822,13 +822,13 @@ fn window_around(p0: f32, window: f32, range: JointRange) -> JointRange {
 }
 
 /// The load on the feet, kg: the eight foot pressure sensors through their
-/// calibration (`kg = raw x gain + offset`, as LoLA's `FSR`), summed. Not a
+/// calibration ([`PressureCalibration::kg`], as LoLA's `FSR`), summed. Not a
 /// number when a calibration is not.
 pub fn foot_load_kg(sensors: &Sensors, calibration: &[[PressureCalibration; 4]; 2]) -> f32 {
     let mut kg = 0.0;
     for (raw, cal) in sensors.foot_pressure.iter().zip(calibration) {
         for (&r, c) in raw.iter().zip(cal) {
-            kg += f32::from(r) * c.gain + c.offset;
+            kg += c.kg(r);
         }
     }
     kg

@@ -71,6 +71,16 @@ pub struct PressureCalibration {
     pub offset: f32,
 }
 
+impl PressureCalibration {
+    /// The sensor's load in kg from its raw count: `raw x gain + offset`,
+    /// as LoLA's `FSR` (the one place of this formula: the LoLA bridge's
+    /// `FSR` and bring-up's foot load use it). Not a number when the
+    /// calibration is not.
+    pub fn kg(self, raw: u16) -> f32 {
+        f32::from(raw) * self.gain + self.offset
+    }
+}
+
 /// The checked preference block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prefs {
@@ -236,5 +246,20 @@ pub(crate) mod tests {
     #[test]
     fn crc32_is_iso_hdlc() {
         assert_eq!(crc32(b"123456789"), 0xcbf43926);
+    }
+
+    #[test]
+    fn pressure_calibration_kg_is_raw_times_gain_plus_offset() {
+        let c = PressureCalibration {
+            gain: 0.01,
+            offset: -1.0,
+        };
+        assert_eq!(c.kg(0), -1.0);
+        assert!((c.kg(250) - 1.5).abs() < 1e-6);
+        let nan = PressureCalibration {
+            gain: f32::NAN,
+            offset: 0.0,
+        };
+        assert!(nan.kg(1).is_nan());
     }
 }

@@ -7,8 +7,9 @@
 
 use core::fmt;
 
-use crate::command::Command;
+use crate::command::{Command, Joint};
 use crate::link::{Answer, Call, LinkError, Setup};
+use crate::protocol::bringup::{BringUpLimits, Jog, Limit};
 use deathswitch::Reason;
 
 mod reader;
@@ -165,6 +166,18 @@ pub enum Item {
     /// runtime's wake latch; a recording without any replays as if every
     /// re-arm were followed by a wake).
     Wake,
+    /// `bringup <JointName> [<limit-name>=<value> ...]`: a setting, the
+    /// session runs in bring-up mode for `joint` within `limits` (the line
+    /// names every limit that differs from its default).
+    BringUp {
+        /// The one joint that may have stiffness.
+        joint: Joint,
+        /// The bring-up limits (each its default or tighter).
+        limits: BringUpLimits,
+    },
+    /// `jog +` / `jog -`: a person's jog step taken before this cycle's
+    /// frame (at most one a cycle; only after a `bringup` line).
+    Jog(Jog),
     /// A USB call.
     Call(Recorded),
 }
@@ -200,6 +213,44 @@ impl fmt::Display for Item {
             Item::Trip(r) => write!(f, "trip {}", r.map_or(UNKNOWN_REASON, Reason::name)),
             Item::Rearm => f.write_str("rearm"),
             Item::Wake => f.write_str("wake"),
+            Item::BringUp { joint, limits } => BringUpLine {
+                joint: *joint,
+                limits,
+            }
+            .fmt(f),
+            Item::Jog(j) => write!(f, "jog {}", jog_word(*j)),
         }
+    }
+}
+
+/// The word of a `jog` line: `+` or `-`.
+pub const fn jog_word(jog: Jog) -> &'static str {
+    match jog {
+        Jog::Plus => "+",
+        Jog::Minus => "-",
+    }
+}
+
+/// The text of a `bringup` line: `bringup <JointName>` and, in
+/// [`Limit::ALL`]'s order, `<name>=<value>` for every limit that differs
+/// from its default (the value in Rust's shortest round-trip form).
+#[derive(Debug, Clone, Copy)]
+pub struct BringUpLine<'a> {
+    /// The joint.
+    pub joint: Joint,
+    /// The limits.
+    pub limits: &'a BringUpLimits,
+}
+
+impl fmt::Display for BringUpLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bringup {}", self.joint.name())?;
+        for l in Limit::ALL {
+            let v = self.limits.get(l);
+            if v.to_bits() != l.default_value().to_bits() {
+                write!(f, " {}={v}", l.name())?;
+            }
+        }
+        Ok(())
     }
 }

@@ -20,14 +20,19 @@
 //! - a `control_out`'s bmRequestType has the direction bit (0x80) clear, a
 //!   `control_in`'s has it set; a `bulk_out` endpoint has bit 7 clear, a
 //!   `bulk_in` endpoint has it set;
-//! - an answer is never longer than the wLength / buffer length it answers.
+//! - an answer is never longer than the wLength / buffer length it answers;
+//! - `bringup` is a setting (before the first call, once): a joint by its
+//!   LoLA name, then `<limit-name>=<value>` for each limit that differs from
+//!   its default, each limit once, each value its default's bound or tighter;
+//! - `jog +` / `jog -` only after the `bringup` line, at most one a cycle.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{Item, Line, Recorded, MAX_T_MS, UNKNOWN_REASON};
-use crate::command::{Command, JOINTS};
+use crate::command::{Command, Joint, JOINTS};
 use crate::link::{LinkError, Setup};
+use crate::protocol::bringup::{BringUpLimits, Jog, Limit};
 use crate::protocol::handshake::parse_accepted;
 use deathswitch::Reason;
 
@@ -178,6 +183,9 @@ struct Parser {
     /// The `command` or `silence` line of the current cycle: its keyword
     /// and line number.
     cycle_command: Option<(&'static str, usize)>,
+    bringup_seen: bool,
+    /// The line number of the current cycle's `jog` line.
+    cycle_jog: Option<usize>,
 }
 
 type R<T> = Result<T, String>;
@@ -234,6 +242,7 @@ impl Parser {
                     // Inputs before the first cycle line are the first
                     // cycle's: only a later cycle line starts a new count.
                     self.cycle_command = None;
+                    self.cycle_jog = None;
                 }
                 self.last_cycle = Some((k, t_ms));
                 Item::Cycle { k, t_ms }
@@ -249,6 +258,34 @@ impl Parser {
             }
             "rearm" => Item::Rearm,
             "wake" => Item::Wake,
+            "bringup" => {
+                setting(key, self.first_call_seen, &mut self.bringup_seen)?;
+                bringup(&mut f)?
+            }
+            "jog" => {
+                let jog = match f.next("the step, `+` or `-`")? {
+                    "+" => Jog::Plus,
+                    "-" => Jog::Minus,
+                    other => {
+                        return Err(format!(
+                            "jog: {:?} is neither `+` nor `-`",
+                            shorten(other)
+                        ))
+                    }
+                };
+                if !self.bringup_seen {
+                    return Err("jog: no `bringup` line before it (a jog is a bring-up input; \
+                                the `bringup` setting names the joint first)"
+                        .to_string());
+                }
+                if let Some(at) = self.cycle_jog {
+                    return Err(format!(
+                        "jog: a second jog in one cycle (`jog` on line {at}); a cycle has at most one"
+                    ));
+                }
+                self.cycle_jog = Some(number);
+                Item::Jog(jog)
+            }
             "trip" => {
                 let name = f.next("the reason (naoctl, udp, api, ...)")?;
                 let reason = Reason::from_name(name);
@@ -269,8 +306,8 @@ impl Parser {
             }
             other => {
                 return Err(format!(
-                    "unknown line {:?} (expected accepted, switch, cycle, command, silence, trip, rearm, wake, open, \
-                     set_configuration, claim_interface, close, control_out, control_in, bulk_out or bulk_in)",
+                    "unknown line {:?} (expected accepted, switch, bringup, cycle, command, silence, trip, rearm, wake, \
+                     jog, open, set_configuration, claim_interface, close, control_out, control_in, bulk_out or bulk_in)",
                     shorten(other)
                 ))
             }
@@ -313,6 +350,71 @@ impl<'a, I: Iterator<Item = &'a str>> Fields<'a, I> {
                 shorten(extra)
             )),
         }
+    }
+}
+
+/// The rest of a `bringup` line: the joint, then `<limit-name>=<value>`
+/// fields (each limit once, not at its default, its bound or tighter).
+fn bringup<'a, I: Iterator<Item = &'a str>>(f: &mut Fields<'a, I>) -> R<Item> {
+    let name = f.next("the joint (its LoLA name, e.g. LShoulderPitch)")?;
+    let joint = Joint::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Joint::ALL.iter().map(|j| j.name()).collect();
+        format!(
+            "bringup: {:?} is not a joint (expected a LoLA name: {})",
+            shorten(name),
+            names.join(", ")
+        )
+    })?;
+    let mut limits = BringUpLimits::default();
+    let mut seen = [false; crate::protocol::bringup::LIMIT_COUNT];
+    for field in f.it.by_ref() {
+        let (lname, value) = field.split_once('=').ok_or_else(|| {
+            format!(
+                "bringup: {:?} is not <limit-name>=<value> (e.g. window=0.2)",
+                shorten(field)
+            )
+        })?;
+        let limit = Limit::from_name(lname).ok_or_else(|| {
+            let names: Vec<&str> = Limit::ALL.iter().map(|l| l.name()).collect();
+            format!(
+                "bringup: unknown limit {:?} (expected one of {})",
+                shorten(lname),
+                names.join(", ")
+            )
+        })?;
+        // A fieldless enum: its declaration index, below LIMIT_COUNT.
+        let i = limit as usize;
+        if seen[i] {
+            return Err(format!(
+                "bringup: limit {} is given twice (give each limit once)",
+                limit.name()
+            ));
+        }
+        seen[i] = true;
+        let v = limit_value(value).map_err(|e| format!("bringup: {}: {e}", limit.name()))?;
+        if v == limit.default_value() {
+            return Err(format!(
+                "bringup: {}={} is the default; leave it out (the line names only the limits that differ)",
+                limit.name(),
+                shorten(value)
+            ));
+        }
+        limits = limits
+            .tighten(limit, v)
+            .map_err(|e| format!("bringup: {e}"))?;
+    }
+    Ok(Item::BringUp { joint, limits })
+}
+
+/// A limit's value: a finite decimal number.
+fn limit_value(s: &str) -> R<f64> {
+    let decimal = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        && s.bytes().any(|b| b.is_ascii_digit());
+    match (decimal, s.parse::<f64>()) {
+        (true, Ok(v)) if v.is_finite() => Ok(v),
+        _ => Err(format!("{:?} is not a finite decimal number", shorten(s))),
     }
 }
 
@@ -796,6 +898,103 @@ mod tests {
     #[test]
     fn crlf_line_endings_are_read() {
         assert_eq!(parse("nao-rs recording 1\r\nclose\r\n").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn bringup_line_reads_the_joint_and_the_limits_that_differ() {
+        let l = parse(&format!(
+            "{HEADER}\nbringup LShoulderPitch window=0.2 max-stiffness=0.1 following-error-cycles=5\n"
+        ))
+        .unwrap();
+        let want = BringUpLimits::default()
+            .tighten(Limit::MaxStiffness, 0.1)
+            .and_then(|x| x.tighten(Limit::Window, 0.2))
+            .and_then(|x| x.tighten(Limit::FollowingErrorCycles, 5.0))
+            .unwrap();
+        assert_eq!(
+            l[0].item,
+            Item::BringUp {
+                joint: Joint::LShoulderPitch,
+                limits: want
+            }
+        );
+        // The stiffness cap may be set up to its bound, above the default.
+        let l = parse(&format!("{HEADER}\nbringup HeadYaw max-stiffness=0.3\n")).unwrap();
+        let Item::BringUp { limits, .. } = l[0].item else {
+            panic!("{l:?}")
+        };
+        assert_eq!(limits.get(Limit::MaxStiffness), 0.3);
+        let l = parse(&format!("{HEADER}\nbringup RHand\n")).unwrap();
+        assert_eq!(
+            l[0].item,
+            Item::BringUp {
+                joint: Joint::RHand,
+                limits: BringUpLimits::default()
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_bringup_lines_are_rejected_naming_line_and_reason() {
+        for (body, why) in [
+            ("bringup\n", "missing the joint"),
+            ("bringup LShoulder\n", "is not a joint"),
+            ("bringup lshoulderpitch\n", "is not a joint"),
+            ("bringup HeadYaw window\n", "is not <limit-name>=<value>"),
+            ("bringup HeadYaw windows=0.1\n", "unknown limit \"windows\""),
+            ("bringup HeadYaw window=0.5\n", "0.5 rad is not allowed"),
+            ("bringup HeadYaw max-stiffness=0.4\n", "at most 0.3"),
+            ("bringup HeadYaw window=0\n", "above 0"),
+            ("bringup HeadYaw ramp=0.5\n", "at least 1"),
+            ("bringup HeadYaw over-current-cycles=2.5\n", "whole number"),
+            ("bringup HeadYaw window=nan\n", "not a finite decimal"),
+            ("bringup HeadYaw window=1e999\n", "not a finite decimal"),
+            ("bringup HeadYaw window=0x1\n", "not a finite decimal"),
+            ("bringup HeadYaw window=\n", "not a finite decimal"),
+            (
+                "bringup HeadYaw window=0.3\n",
+                "is the default; leave it out",
+            ),
+            ("bringup HeadYaw window=0.1 window=0.2\n", "given twice"),
+            ("bringup HeadYaw\nbringup HeadYaw\n", "given twice"),
+            ("close\nbringup HeadYaw\n", "before the first call"),
+        ] {
+            let e = err(&format!("{HEADER}\n{body}"));
+            assert_eq!(e.line, body.lines().count() + 1, "{body:?}: {e}");
+            assert!(e.reason.contains(why), "{body:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn jog_lines_stand_after_bringup_at_most_one_a_cycle() {
+        for (body, line, why) in [
+            ("jog +\n", 2, "no `bringup` line before it"),
+            ("bringup HeadYaw\njog\n", 3, "missing the step"),
+            ("bringup HeadYaw\njog up\n", 3, "neither `+` nor `-`"),
+            ("bringup HeadYaw\njog + +\n", 3, "unexpected field"),
+            (
+                "bringup HeadYaw\ncycle 0 0\njog +\njog -\n",
+                5,
+                "a second jog in one cycle (`jog` on line 4)",
+            ),
+            // A jog before the first cycle line is the first cycle's.
+            (
+                "bringup HeadYaw\njog +\ncycle 0 0\njog -\n",
+                5,
+                "a second jog",
+            ),
+        ] {
+            let e = err(&format!("{HEADER}\n{body}"));
+            assert_eq!(e.line, line, "{body:?}: {e}");
+            assert!(e.reason.contains(why), "{body:?}: {e}");
+        }
+        let l = parse(&format!(
+            "{HEADER}\nbringup HeadYaw\ncycle 0 0\njog +\ncycle 1 12\njog -\nbulk_out 02 -\ncycle 2 24\njog +\n"
+        ))
+        .unwrap();
+        assert_eq!(l[2].item, Item::Jog(Jog::Plus));
+        assert_eq!(l[4].item, Item::Jog(Jog::Minus));
+        assert_eq!(l[4].item.to_string(), "jog -");
     }
 
     #[test]

@@ -138,6 +138,12 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
         self.write(|w| w.wake())
     }
 
+    /// `jog +` / `jog -`: a person's jog step before this cycle's frame
+    /// (bring-up).
+    pub fn jog(&mut self, jog: crate::protocol::bringup::Jog) -> io::Result<()> {
+        self.write(|w| w.jog(jog))
+    }
+
     /// `# <text>`
     pub fn comment(&mut self, text: &str) -> io::Result<()> {
         self.write(|w| w.comment(text))

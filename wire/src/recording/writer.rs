@@ -9,9 +9,10 @@
 
 use std::io::{self, Write};
 
-use super::{Item, Line, Recorded, HEADER, MAX_T_MS, UNKNOWN_REASON};
-use crate::command::Command;
+use super::{jog_word, BringUpLine, Item, Line, Recorded, HEADER, MAX_T_MS, UNKNOWN_REASON};
+use crate::command::{Command, Joint};
 use crate::link::{Answer, Call, LinkError};
+use crate::protocol::bringup::{BringUpLimits, Jog};
 use crate::protocol::handshake::check_accepted;
 use deathswitch::Reason;
 
@@ -38,6 +39,9 @@ pub struct RecordingWriter<W: Write> {
     last_cycle: Option<(u64, u64)>,
     /// A `command` or `silence` written in the current cycle.
     cycle_command: bool,
+    bringup_written: bool,
+    /// A `jog` written in the current cycle.
+    cycle_jog: bool,
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -55,6 +59,8 @@ impl<W: Write> RecordingWriter<W> {
             switch_written: false,
             last_cycle: None,
             cycle_command: false,
+            bringup_written: false,
+            cycle_jog: false,
         };
         w.line.extend_from_slice(HEADER.as_bytes());
         w.flush_line()?;
@@ -171,6 +177,7 @@ impl<W: Write> RecordingWriter<W> {
         if self.last_cycle.is_some() {
             // Inputs before the first cycle line are the first cycle's.
             self.cycle_command = false;
+            self.cycle_jog = false;
         }
         self.last_cycle = Some((k, t_ms));
         self.push_str("cycle ");
@@ -242,6 +249,37 @@ impl<W: Write> RecordingWriter<W> {
     /// `wake`
     pub fn wake(&mut self) -> io::Result<()> {
         self.push_str("wake");
+        self.flush_line()
+    }
+
+    /// `bringup <JointName> [<limit-name>=<value> ...]`: a setting, before
+    /// the first call, once; names every limit that differs from its
+    /// default ([`BringUpLine`]). The limits are a [`BringUpLimits`], so
+    /// each is its bound or tighter.
+    pub fn bringup(&mut self, joint: Joint, limits: &BringUpLimits) -> io::Result<()> {
+        self.setting("bringup", |w| &mut w.bringup_written)?;
+        // Writing into a Vec cannot fail.
+        let _ = write!(self.line, "{}", BringUpLine { joint, limits });
+        self.flush_line()
+    }
+
+    /// `jog +` / `jog -`: a person's jog step before this cycle's frame; only
+    /// after the `bringup` line, at most one a cycle.
+    pub fn jog(&mut self, jog: Jog) -> io::Result<()> {
+        if !self.bringup_written {
+            return Err(invalid(
+                "recording: `jog` before the `bringup` line (a jog is a bring-up input)"
+                    .to_string(),
+            ));
+        }
+        if self.cycle_jog {
+            return Err(invalid(
+                "recording: `jog`: a second jog in one cycle (a cycle has at most one)".to_string(),
+            ));
+        }
+        self.cycle_jog = true;
+        self.push_str("jog ");
+        self.push_str(jog_word(jog));
         self.flush_line()
     }
 
@@ -338,6 +376,8 @@ impl<W: Write> RecordingWriter<W> {
             Item::Trip(reason) => self.trip(*reason),
             Item::Rearm => self.rearm(),
             Item::Wake => self.wake(),
+            Item::BringUp { joint, limits } => self.bringup(*joint, limits),
+            Item::Jog(jog) => self.jog(*jog),
             Item::Call(c) => self.recorded(c),
         }
     }
@@ -465,6 +505,68 @@ mod tests {
             "nao-rs recording 1\nbulk_in 81 512 !timeout\nbulk_in 81 512 !pipe\n\
              bulk_in 81 512 !nodev\nbulk_in 81 512 -\n"
         );
+    }
+
+    #[test]
+    fn bringup_and_jog_lines_round_trip() {
+        use crate::protocol::bringup::Limit;
+        let limits = BringUpLimits::default()
+            .tighten(Limit::MaxStiffness, 0.3)
+            .and_then(|l| l.tighten(Limit::JogStep, 0.025))
+            .and_then(|l| l.tighten(Limit::LyingHeld, 2.5))
+            .and_then(|l| l.tighten(Limit::OverCurrentCycles, 7.0))
+            .unwrap();
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        w.accepted(&[10, 11]).unwrap();
+        w.bringup(Joint::LShoulderPitch, &limits).unwrap();
+        w.jog(Jog::Plus).unwrap();
+        w.cycle(0, 0).unwrap();
+        w.cycle(1, 12).unwrap();
+        w.jog(Jog::Minus).unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert_eq!(
+            text,
+            "nao-rs recording 1\naccepted 10,11\nbringup LShoulderPitch max-stiffness=0.3 \
+             jog-step=0.025 over-current-cycles=7 lying-held=2.5\njog +\ncycle 0 0\ncycle 1 12\njog -\n"
+        );
+        let lines = parse(&text).unwrap();
+        assert_eq!(
+            lines[1].item,
+            Item::BringUp {
+                joint: Joint::LShoulderPitch,
+                limits
+            }
+        );
+        assert_eq!(lines[2].item, Item::Jog(Jog::Plus));
+        assert_eq!(lines[5].item, Item::Jog(Jog::Minus));
+        assert_eq!(to_text(&lines).unwrap(), text);
+        // The default limits: the joint alone.
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        w.bringup(Joint::HeadYaw, &BringUpLimits::default())
+            .unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert_eq!(text, "nao-rs recording 1\nbringup HeadYaw\n");
+    }
+
+    #[test]
+    fn bringup_and_jog_lines_the_reader_rejects_are_refused() {
+        let mut w = RecordingWriter::new(Vec::new()).unwrap();
+        assert!(w.jog(Jog::Plus).is_err(), "a jog before the bringup line");
+        w.bringup(Joint::HeadYaw, &BringUpLimits::default())
+            .unwrap();
+        assert!(w
+            .bringup(Joint::HeadYaw, &BringUpLimits::default())
+            .is_err());
+        w.cycle(0, 0).unwrap();
+        w.jog(Jog::Plus).unwrap();
+        assert!(w.jog(Jog::Minus).is_err(), "two jogs in one cycle");
+        w.close().unwrap();
+        let e = w.bringup(Joint::HeadYaw, &BringUpLimits::default());
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        w.cycle(1, 12).unwrap();
+        w.jog(Jog::Minus).unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        assert_eq!(parse(&text).unwrap().len(), 6);
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! The guard's rules (`docs/page.md`) as one pure function of a page
-//! snapshot, the time and the settings.
+//! The guard's rules (`docs/page.md`): how the guard judges a snapshot
+//! against what it saw before ([`Judge`]), and what it must do about it, as
+//! one pure function of the judged snapshot, the time and the settings
+//! ([`decide`]). The guard's state machine (`bins/nao-rs-guard/src/core.rs`)
+//! calls both once a poll and adds only its own bookkeeping.
 
 use crate::{Reason, Snapshot};
 
@@ -23,7 +26,7 @@ impl Default for Settings {
 
 /// What the guard must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum GuardVerdict {
     /// Nothing.
     Fine,
     /// Take over with this reason (trip, kill, hold the board).
@@ -43,22 +46,22 @@ pub enum Verdict {
 /// A trip whose time is still pending ([`crate::TRIP_TIME_PENDING`]) has
 /// not yet outlived the window. Times are monotonic ns; a beat stamped
 /// after `now_ns` counts as fresh.
-pub fn decide(s: &Snapshot, now_ns: u64, settings: &Settings) -> Verdict {
+pub fn decide(s: &Snapshot, now_ns: u64, settings: &Settings) -> GuardVerdict {
     let (Some(cycle), Some(beat)) = (s.last_cycle, s.last_beat_ns) else {
-        return Verdict::Fine;
+        return GuardVerdict::Fine;
     };
     if now_ns.saturating_sub(beat) > settings.beat_timeout_ns {
-        return Verdict::TakeOver(Reason::GuardHeartbeatLost);
+        return GuardVerdict::TakeOver(Reason::GuardHeartbeatLost);
     }
     if !s.armed {
         let covers_latest = s.all_off_confirmed_cycle.is_some_and(|c| c >= cycle);
         let beat_after_trip = beat >= s.tripped_at_ns;
         let unconfirmed = !(covers_latest && beat_after_trip);
         if unconfirmed && now_ns.saturating_sub(s.tripped_at_ns) > settings.confirmation_window_ns {
-            return Verdict::TakeOver(Reason::GuardNoConfirmation);
+            return GuardVerdict::TakeOver(Reason::GuardNoConfirmation);
         }
     }
-    Verdict::Fine
+    GuardVerdict::Fine
 }
 
 /// Guard rule 5, the start-up bound: a registered runtime (its identity
@@ -128,4 +131,88 @@ impl FirstBeat {
 /// passed. A `since_ns` after `now_ns` is not overdue.
 pub fn first_beat_overdue(kind: FirstBeat, since_ns: u64, now_ns: u64) -> bool {
     now_ns.saturating_sub(since_ns) > kind.bound_ns()
+}
+
+/// How far a confirmation may lead the cycle read in one snapshot and still
+/// count ([`Judge::judged`]): the heartbeat writer stores the confirmation
+/// first and the cycle last, the reader loads the cycle first, so
+/// heartbeats landing between the reader's loads show it ahead. 16 cycles
+/// (192 ms) covers a reader preempted between its loads for longer than the
+/// beat timeout; a value further ahead is damage.
+pub const CONFIRMATION_LEAD_CYCLES: u64 = 16;
+
+/// What the guard remembers between polls to judge a snapshot before
+/// [`decide`] sees it. Pure: time passed in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Judge {
+    /// The last heartbeat the page showed: (cycle, time).
+    seen_beat: Option<(u64, u64)>,
+    /// When the guard found the page's heartbeat lost while the runtime
+    /// still runs.
+    beat_lost_ns: Option<u64>,
+    /// When the guard first saw the switch tripped.
+    seen_trip_ns: Option<u64>,
+}
+
+impl Judge {
+    /// The page as the guard judges it: the page's own heartbeat when it
+    /// has one (remembered); when the page has lost it (damage, repair,
+    /// replacement) while the runtime held by its pidfd still runs
+    /// (`runtime_alive`) and the guard does not hold the board (`holding`),
+    /// a beat at the moment the guard found it lost (the runtime may have
+    /// beaten until then, also while the guard itself was not looking): the
+    /// runtime must beat again within the beat timeout of the loss. A
+    /// runtime that stops beating after page damage is still a lost
+    /// heartbeat. A trip time that lies after `now_ns` (damage: garbage, or
+    /// a trip time stuck pending) is judged from when the guard first saw
+    /// the switch tripped, and a confirmation of a cycle after the last
+    /// beat's counts as none, so rule 3 still runs out.
+    pub fn judged(
+        &mut self,
+        snap: &Snapshot,
+        runtime_alive: bool,
+        holding: bool,
+        now_ns: u64,
+    ) -> Snapshot {
+        let mut s = *snap;
+        if snap.armed {
+            self.seen_trip_ns = None;
+        } else {
+            let first = *self.seen_trip_ns.get_or_insert(now_ns);
+            s.tripped_at_ns = if snap.tripped_at_ns > now_ns {
+                first
+            } else {
+                snap.tripped_at_ns.max(first)
+            };
+        }
+        // A confirmation ahead of the cycle read: the snapshot loads the
+        // cycle before the confirmation, so a heartbeat (or a few, if this
+        // reader was preempted between its loads) that landed in between
+        // shows a confirmation up to CONFIRMATION_LEAD_CYCLES ahead; it
+        // confirms the cycle read. Further ahead is impossible (damage): it
+        // confirms nothing.
+        if let (Some(conf), Some(c)) = (s.all_off_confirmed_cycle, s.last_cycle) {
+            if conf > c {
+                s.all_off_confirmed_cycle = (conf - c <= CONFIRMATION_LEAD_CYCLES).then_some(c);
+            }
+        }
+        if let (Some(c), Some(t)) = (snap.last_cycle, snap.last_beat_ns) {
+            self.seen_beat = Some((c, t));
+            self.beat_lost_ns = None;
+            return s;
+        }
+        if let (true, Some((c, t)), false) = (runtime_alive, self.seen_beat, holding) {
+            let lost = *self.beat_lost_ns.get_or_insert(now_ns);
+            s.last_cycle = Some(c);
+            s.last_beat_ns = Some(t.max(lost));
+        }
+        s
+    }
+
+    /// Forgets the remembered heartbeat (a new runtime is held, or the
+    /// guard took the board over).
+    pub fn forget_beat(&mut self) {
+        self.seen_beat = None;
+        self.beat_lost_ns = None;
+    }
 }

@@ -1,6 +1,6 @@
 //! The guard's rules (seed "The guard's rules"), one row per case.
 
-use deathswitch::rules::{decide, Settings, Verdict};
+use deathswitch::rules::{decide, GuardVerdict, Settings};
 use deathswitch::{Reason, Snapshot, TRIP_TIME_PENDING};
 
 const MS: u64 = 1_000_000;
@@ -31,11 +31,11 @@ fn tripped(mut s: Snapshot, at_ns: u64, confirmed: Option<u64>) -> Snapshot {
 struct Row {
     case: &'static str,
     snapshot: Snapshot,
-    verdict: Verdict,
+    verdict: GuardVerdict,
 }
 
 fn rows() -> Vec<Row> {
-    use Verdict::*;
+    use GuardVerdict::*;
     let lost = TakeOver(Reason::GuardHeartbeatLost);
     let unconfirmed = TakeOver(Reason::GuardNoConfirmation);
     let mut no_beat_tripped = tripped(armed_beating(0, 0), 0, None);
@@ -162,7 +162,7 @@ fn no_heartbeat_since_the_page_was_cleared_is_fine() {
     let s = page.snapshot();
     assert_eq!(
         decide(&s, u64::MAX / 2, &Settings::default()),
-        Verdict::Fine
+        GuardVerdict::Fine
     );
 }
 
@@ -187,11 +187,14 @@ fn a_confirmation_from_before_the_trip_does_not_count() {
     let late = s.tripped_at_ns + 41 * MS;
     assert_eq!(
         decide(&s, late, &settings),
-        Verdict::TakeOver(Reason::GuardNoConfirmation)
+        GuardVerdict::TakeOver(Reason::GuardNoConfirmation)
     );
     // A confirmed beat after the trip satisfies it.
     page.write_heartbeat(11, s.tripped_at_ns + MS, true);
-    assert_eq!(decide(&page.snapshot(), late, &settings), Verdict::Fine);
+    assert_eq!(
+        decide(&page.snapshot(), late, &settings),
+        GuardVerdict::Fine
+    );
 }
 
 /// Guard rules 5 and 6, the first-beat bounds: one row per case, time

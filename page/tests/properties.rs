@@ -1,7 +1,7 @@
 //! Properties: the guard's rules over arbitrary snapshots, and opening
 //! arbitrary file contents (never a panic; a damaged page reads tripped).
 
-use deathswitch::rules::{decide, Settings, Verdict};
+use deathswitch::rules::{decide, GuardVerdict, Settings};
 use deathswitch::{Page, PageError, Reason, Snapshot, LEN, MAGIC};
 use proptest::prelude::*;
 
@@ -32,7 +32,7 @@ proptest! {
     fn guard_rule_1_no_heartbeat_is_always_fine(mut s in snapshot(), now in 0u64..20_000 * MS) {
         s.last_cycle = None;
         s.last_beat_ns = None;
-        prop_assert_eq!(decide(&s, now, &Settings::default()), Verdict::Fine);
+        prop_assert_eq!(decide(&s, now, &Settings::default()), GuardVerdict::Fine);
     }
 
     #[test]
@@ -41,7 +41,7 @@ proptest! {
             let now = beat + 60 * MS + late;
             prop_assert_eq!(
                 decide(&s, now, &Settings::default()),
-                Verdict::TakeOver(Reason::GuardHeartbeatLost)
+                GuardVerdict::TakeOver(Reason::GuardHeartbeatLost)
             );
         }
     }
@@ -50,7 +50,7 @@ proptest! {
     fn guard_fresh_armed_beats_are_always_fine(mut s in snapshot(), age in 0u64..=60 * MS) {
         s.armed = true;
         if let Some(beat) = s.last_beat_ns {
-            prop_assert_eq!(decide(&s, beat + age, &Settings::default()), Verdict::Fine);
+            prop_assert_eq!(decide(&s, beat + age, &Settings::default()), GuardVerdict::Fine);
         }
     }
 
@@ -62,15 +62,15 @@ proptest! {
         if let (Some(c), Some(beat)) = (s.last_cycle, s.last_beat_ns) {
             s.all_off_confirmed_cycle = Some(c);
             s.tripped_at_ns = s.tripped_at_ns.min(beat);
-            prop_assert_eq!(decide(&s, beat + age, &Settings::default()), Verdict::Fine);
+            prop_assert_eq!(decide(&s, beat + age, &Settings::default()), GuardVerdict::Fine);
         }
     }
 
     #[test]
     fn guard_takes_over_only_with_its_own_reasons(s in snapshot(), now in 0u64..20_000 * MS) {
         match decide(&s, now, &Settings::default()) {
-            Verdict::Fine => {}
-            Verdict::TakeOver(r) => prop_assert!(matches!(
+            GuardVerdict::Fine => {}
+            GuardVerdict::TakeOver(r) => prop_assert!(matches!(
                 r,
                 Reason::GuardHeartbeatLost | Reason::GuardNoConfirmation
             )),

@@ -407,3 +407,81 @@ fn input_lines_after_the_last_call_of_a_failed_start_up_are_not_calls() {
     assert_eq!(r.cycles, 0);
     assert!(r.startup_error.is_some());
 }
+
+/// A session run by the runtime's step with the wake latch on, recorded with
+/// its `wake` lines: limp until the first wake, stiff after it, limp after
+/// a trip and re-arm until the next wake. Returns the text and each cycle's
+/// stiffness of joint 0.
+fn woken_session() -> (String, Vec<u16>) {
+    let board = FakeBoard::new();
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    rec.accepted(&[10]).unwrap();
+    rec.switch(true).unwrap();
+    let switch = MemorySwitch::armed();
+    let id = Startup::run(&mut rec).unwrap();
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::On);
+    let stand = Command {
+        stiffness: [0.5; JOINTS],
+        position: [0.25; JOINTS],
+        ..Command::default()
+    };
+    let mut stiffness = Vec::new();
+    for k in 0..60u64 {
+        rec.cycle(k, k * 12).unwrap();
+        if k == 0 {
+            rec.command(&stand).unwrap();
+        }
+        if k == 30 {
+            rec.trip(deathswitch::Reason::Naoctl).unwrap();
+            switch.trip(deathswitch::Reason::Naoctl);
+        }
+        if k == 35 {
+            rec.rearm().unwrap();
+            switch.rearm();
+        }
+        let wake = if k == 10 || k == 45 {
+            rec.wake().unwrap();
+            switch.snapshot().wake_generation()
+        } else {
+            None
+        };
+        let input = StepInput {
+            command: Some(&stand),
+            wake,
+            now_ns: k * 12_000_000,
+            ..StepInput::default()
+        };
+        stiffness.push(
+            step.run(&switch, &mut rec, &input, |_, _| {})
+                .cycle
+                .stiffness[0],
+        );
+    }
+    let (_, bytes) = rec.finish().unwrap();
+    (String::from_utf8(bytes).unwrap(), stiffness)
+}
+
+#[test]
+fn replay_of_a_recording_with_wake_lines_runs_the_wake_latch() {
+    let (text, s) = woken_session();
+    assert!(s[..10].iter().all(|&x| x == 0), "limp until the first wake");
+    assert_eq!(s[20], 500, "stiff after the wake");
+    assert!(
+        s[30..45].iter().all(|&x| x == 0),
+        "limp after the trip until the next wake"
+    );
+    assert_eq!(s[50], 500, "stiff after the second wake");
+    let r = replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.cycles, 60);
+    // Without its wake lines the recording replays the protocol model,
+    // which drives before the first wake: its frames are not these.
+    let unwoken: String = text
+        .lines()
+        .filter(|l| *l != "wake")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(replay_text(&unwoken).is_err());
+    // A wake line moved after the re-arm's wake is a different session too.
+    let late = text.replacen("wake\n", "", 1);
+    assert!(replay_text(&late).is_err(), "the first wake is what drives");
+}

@@ -9,16 +9,10 @@
 //!
 //! See `docs/guard.md`, and "The guard's rules" in `docs/page.md`.
 
-use deathswitch::rules::{first_beat_overdue, FirstBeat, Verdict};
+use deathswitch::rules::{first_beat_overdue, FirstBeat, GuardVerdict, Judge};
 use deathswitch::{Reason, Snapshot};
 
-/// How far a confirmation may lead the cycle read in one snapshot and still
-/// count (`GuardCore::judged`): the heartbeat writer stores the
-/// confirmation first and the cycle last, the reader loads the cycle first,
-/// so heartbeats landing between the reader's loads show it ahead. 16
-/// cycles (192 ms) covers a reader preempted between its loads for longer
-/// than the beat timeout; a value further ahead is damage.
-pub const CONFIRMATION_LEAD_CYCLES: u64 = 16;
+pub use deathswitch::rules::CONFIRMATION_LEAD_CYCLES;
 
 /// What the runtime's pidfd (held by the shell since the registration)
 /// says in this poll. The pidfd is the guard's own record of who the
@@ -104,7 +98,7 @@ pub struct Observation {
     /// it, the guard remembers the held runtime's last beat).
     pub beaten: bool,
     /// `rules::decide(judged snapshot, now, settings)` for this poll.
-    pub verdict: Verdict,
+    pub verdict: GuardVerdict,
     /// The runtime's pidfd.
     pub runtime: PidfdState,
     /// The page's driver as verified, when it is not the held runtime.
@@ -192,15 +186,8 @@ struct Awaiting {
 pub struct GuardCore {
     state: State,
     own_pid: u32,
-    /// The last heartbeat (cycle, monotonic ns) the guard saw in the page,
-    /// kept for the held runtime when the page loses it.
-    seen_beat: Option<(u64, u64)>,
-    /// When the guard first found the page without the heartbeat it had
-    /// seen (monotonic ns).
-    beat_lost_ns: Option<u64>,
-    /// When the guard first saw the switch tripped (monotonic ns); `None`
-    /// while armed.
-    seen_trip_ns: Option<u64>,
+    /// What the guard remembers to judge the page ([`Judge`]).
+    judge: Judge,
     /// The held runtime's first beat is awaited (rules 5 and 6).
     awaiting: Option<Awaiting>,
 }
@@ -219,9 +206,7 @@ impl GuardCore {
         GuardCore {
             state: State::Idle,
             own_pid,
-            seen_beat: None,
-            beat_lost_ns: None,
-            seen_trip_ns: None,
+            judge: Judge::default(),
             awaiting: None,
         }
     }
@@ -242,54 +227,14 @@ impl GuardCore {
         self.awaiting.map(|a| (a.pid, a.kind, a.since_ns))
     }
 
-    /// The page as the guard judges it: the page's own heartbeat when it
-    /// has one (remembered); when the page has lost it (damage, repair,
-    /// replacement) while the runtime held by its pidfd still runs, a beat
-    /// at the moment the guard found it lost (the runtime may have beaten
-    /// until then, also while the guard itself was not looking): the
-    /// runtime must beat again within the beat timeout of the loss. A
-    /// runtime that stops beating after page damage is still a lost
-    /// heartbeat. A trip time that lies after
-    /// `now_ns` (damage: garbage, or a trip time stuck pending) is judged
-    /// from when the guard first saw the switch tripped, and a confirmation
-    /// of a cycle after the last beat's counts as none, so rule 3 still
-    /// runs out.
+    /// The page as the guard judges it ([`deathswitch::rules::Judge`]):
+    /// the page's heartbeat, or the one remembered across a page loss while
+    /// the runtime held by its pidfd still runs; trip times and
+    /// confirmations that cannot be, judged from what the guard saw.
     pub fn judged(&mut self, snap: &Snapshot, runtime: PidfdState, now_ns: u64) -> Snapshot {
-        let mut s = *snap;
-        if snap.armed {
-            self.seen_trip_ns = None;
-        } else {
-            let first = *self.seen_trip_ns.get_or_insert(now_ns);
-            s.tripped_at_ns = if snap.tripped_at_ns > now_ns {
-                first
-            } else {
-                snap.tripped_at_ns.max(first)
-            };
-        }
-        // A confirmation ahead of the cycle read: the snapshot loads the
-        // cycle before the confirmation, so a heartbeat (or a few, if this
-        // reader was preempted between its loads) that landed in between
-        // shows a confirmation up to CONFIRMATION_LEAD_CYCLES ahead; it
-        // confirms the cycle read. Further ahead is impossible (damage): it
-        // confirms nothing.
-        if let (Some(conf), Some(c)) = (s.all_off_confirmed_cycle, s.last_cycle) {
-            if conf > c {
-                s.all_off_confirmed_cycle = (conf - c <= CONFIRMATION_LEAD_CYCLES).then_some(c);
-            }
-        }
-        if let (Some(c), Some(t)) = (snap.last_cycle, snap.last_beat_ns) {
-            self.seen_beat = Some((c, t));
-            self.beat_lost_ns = None;
-            return s;
-        }
-        if let (PidfdState::Alive(_), Some((c, t)), false) =
-            (runtime, self.seen_beat, self.holding())
-        {
-            let lost = *self.beat_lost_ns.get_or_insert(now_ns);
-            s.last_cycle = Some(c);
-            s.last_beat_ns = Some(t.max(lost));
-        }
-        s
+        let alive = matches!(runtime, PidfdState::Alive(_));
+        let holding = self.holding();
+        self.judge.judged(snap, alive, holding, now_ns)
     }
 
     /// One poll: what to do, and what changed.
@@ -314,8 +259,7 @@ impl GuardCore {
         kill: Option<u32>,
     ) -> (Actions, Transition) {
         self.state = State::Holding { killed: from };
-        self.seen_beat = None;
-        self.beat_lost_ns = None;
+        self.judge.forget_beat();
         self.awaiting = None;
         let actions = Actions {
             trip: Some(reason),
@@ -350,7 +294,7 @@ impl GuardCore {
             a.clear_driver = Some(pid);
             return (a, t);
         }
-        if let Verdict::TakeOver(reason) = obs.verdict {
+        if let GuardVerdict::TakeOver(reason) = obs.verdict {
             // Only the runtime the guard holds by its pidfd, or the one
             // the shell verified this poll (a guard that starts beside a
             // hung runtime), is signalled; never a pid read from the page.
@@ -418,8 +362,7 @@ impl GuardCore {
                 if Some(pid) != killed && pid != self.own_pid =>
             {
                 self.state = State::Idle;
-                self.seen_beat = None;
-                self.beat_lost_ns = None;
+                self.judge.forget_beat();
                 self.awaiting = Some(Awaiting {
                     pid,
                     since_ns: obs.now_ns,
@@ -449,8 +392,7 @@ impl GuardCore {
         // Release: re-armed, and no new runtime registered.
         if obs.armed {
             self.state = State::Idle;
-            self.seen_beat = None;
-            self.beat_lost_ns = None;
+            self.judge.forget_beat();
             self.awaiting = None;
             let actions = Actions {
                 clear_driver: Some(obs.driver_pid.unwrap_or(0)),
@@ -483,7 +425,7 @@ mod tests {
         armed: bool,
         pid: Option<u32>,
         beaten: bool,
-        verdict: Verdict,
+        verdict: GuardVerdict,
         alive: bool,
     ) -> Observation {
         Observation {
@@ -511,18 +453,18 @@ mod tests {
             true,
             pid,
             true,
-            Verdict::TakeOver(Reason::GuardHeartbeatLost),
+            GuardVerdict::TakeOver(Reason::GuardHeartbeatLost),
             alive,
         )
     }
     fn fine(pid: Option<u32>, beaten: bool) -> Observation {
-        obs(true, pid, beaten, Verdict::Fine, pid.is_some())
+        obs(true, pid, beaten, GuardVerdict::Fine, pid.is_some())
     }
     fn holding_after(reason: Reason) -> GuardCore {
         let mut g = GuardCore::new(GUARD);
         g.step(&fine(Some(RT), true));
         g.step(&alive(
-            obs(false, Some(RT), true, Verdict::TakeOver(reason), false),
+            obs(false, Some(RT), true, GuardVerdict::TakeOver(reason), false),
             RT,
         ));
         assert_eq!(g.state(), State::Holding { killed: Some(RT) });
@@ -552,7 +494,7 @@ mod tests {
             ..Actions::default()
         };
         assert_eq!(g.step(&fine(Some(RT), false)), (adopt, Transition::None));
-        let o = alive(obs(false, Some(RT), false, Verdict::Fine, false), RT);
+        let o = alive(obs(false, Some(RT), false, GuardVerdict::Fine, false), RT);
         assert_eq!(g.step(&o), (Actions::default(), Transition::None));
         assert_eq!(g.state(), State::Idle);
     }
@@ -606,8 +548,8 @@ mod tests {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
         // The guard's own heartbeat, or any verdict: no second take-over.
         for v in [
-            Verdict::Fine,
-            Verdict::TakeOver(Reason::GuardNoConfirmation),
+            GuardVerdict::Fine,
+            GuardVerdict::TakeOver(Reason::GuardNoConfirmation),
         ] {
             assert_eq!(
                 g.step(&obs(false, Some(RT), true, v, false)),
@@ -616,7 +558,7 @@ mod tests {
         }
         // The killed runtime still registered and (EPERM) alive: no hand-over.
         assert_eq!(
-            g.step(&obs(false, Some(RT), true, Verdict::Fine, true)),
+            g.step(&obs(false, Some(RT), true, GuardVerdict::Fine, true)),
             (HOLD, Transition::None)
         );
     }
@@ -624,7 +566,7 @@ mod tests {
     #[test]
     fn hand_over_to_a_new_runtime_clears_the_heartbeat_and_keeps_it_tripped() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
-        let (a, t) = g.step(&obs(false, Some(NEW_RT), true, Verdict::Fine, true));
+        let (a, t) = g.step(&obs(false, Some(NEW_RT), true, GuardVerdict::Fine, true));
         assert_eq!(
             a,
             Actions {
@@ -640,13 +582,13 @@ mod tests {
         assert_eq!(t, Transition::HandOver(NEW_RT));
         // Judged from its first beat: idle until it beats.
         assert_eq!(
-            g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, true))
+            g.step(&obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true))
                 .1,
             Transition::None
         );
         assert_eq!(g.state(), State::Idle);
         assert_eq!(
-            g.step(&obs(false, Some(NEW_RT), true, Verdict::Fine, true))
+            g.step(&obs(false, Some(NEW_RT), true, GuardVerdict::Fine, true))
                 .1,
             Transition::Watch
         );
@@ -655,7 +597,7 @@ mod tests {
             false,
             Some(NEW_RT),
             true,
-            Verdict::TakeOver(Reason::GuardNoConfirmation),
+            GuardVerdict::TakeOver(Reason::GuardNoConfirmation),
             true,
         ));
         assert_eq!(a.kill, Some(NEW_RT));
@@ -666,13 +608,13 @@ mod tests {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
         // New pid the shell could not verify (yet): keep the board.
         assert_eq!(
-            g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, false)),
+            g.step(&obs(false, Some(NEW_RT), false, GuardVerdict::Fine, false)),
             (HOLD, Transition::None)
         );
         // Verified (its start time, the page mapped, a restart; its pidfd
         // open, also for another user's process): hand over.
         assert_eq!(
-            g.step(&obs(false, Some(NEW_RT), false, Verdict::Fine, true))
+            g.step(&obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true))
                 .1,
             Transition::HandOver(NEW_RT)
         );
@@ -681,7 +623,7 @@ mod tests {
     #[test]
     fn rearm_with_no_runtime_releases_the_board_and_clears_the_driver() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
-        let (a, t) = g.step(&obs(true, Some(RT), true, Verdict::Fine, false));
+        let (a, t) = g.step(&obs(true, Some(RT), true, GuardVerdict::Fine, false));
         assert_eq!(
             a,
             Actions {
@@ -702,7 +644,7 @@ mod tests {
     fn rearm_with_a_new_runtime_hands_over_first() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
         assert_eq!(
-            g.step(&obs(true, Some(NEW_RT), false, Verdict::Fine, true))
+            g.step(&obs(true, Some(NEW_RT), false, GuardVerdict::Fine, true))
                 .1,
             Transition::HandOver(NEW_RT)
         );
@@ -741,7 +683,7 @@ mod tests {
     /// expected state after the step).
     #[test]
     fn guard_story_table() {
-        let hb = Verdict::TakeOver(Reason::GuardHeartbeatLost);
+        let hb = GuardVerdict::TakeOver(Reason::GuardHeartbeatLost);
         let rows: &[(u64, Observation, State)] = &[
             (0, fine(None, false), State::Idle),
             (2, fine(Some(RT), false), State::Idle),
@@ -754,17 +696,17 @@ mod tests {
             ),
             (
                 78,
-                obs(false, Some(RT), true, Verdict::Fine, false),
+                obs(false, Some(RT), true, GuardVerdict::Fine, false),
                 State::Holding { killed: Some(RT) },
             ),
             (
                 1078,
-                obs(false, Some(NEW_RT), false, Verdict::Fine, true),
+                obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true),
                 State::Idle,
             ),
             (
                 1200,
-                obs(false, Some(NEW_RT), true, Verdict::Fine, true),
+                obs(false, Some(NEW_RT), true, GuardVerdict::Fine, true),
                 State::Watching,
             ),
             (
@@ -776,7 +718,7 @@ mod tests {
             ),
             (
                 1302,
-                obs(true, Some(NEW_RT), true, Verdict::Fine, false),
+                obs(true, Some(NEW_RT), true, GuardVerdict::Fine, false),
                 State::Idle,
             ),
             (1304, fine(None, false), State::Idle),
@@ -893,7 +835,7 @@ mod tests {
         // frame and exited. The guard trips (the first reason stays) and
         // holds the board until a re-arm or a new runtime.
         let mut g = GuardCore::new(GUARD);
-        let tripped = obs(false, Some(RT), true, Verdict::Fine, false);
+        let tripped = obs(false, Some(RT), true, GuardVerdict::Fine, false);
         g.step(&alive(tripped, RT));
         let (a, _) = g.step(&with_pidfd(tripped, PidfdState::Exited(RT)));
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
@@ -945,7 +887,7 @@ mod tests {
     #[test]
     fn holding_closes_the_pidfd_of_the_killed_runtime_once_it_exited() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
-        let o = obs(false, Some(RT), true, Verdict::Fine, false);
+        let o = obs(false, Some(RT), true, GuardVerdict::Fine, false);
         let (a, _) = g.step(&with_pidfd(o, PidfdState::Exited(RT)));
         assert!(a.forget && a.hold_board);
         assert_eq!(g.step(&o), (HOLD, Transition::None));
@@ -954,7 +896,7 @@ mod tests {
     #[test]
     fn hand_over_closes_the_old_pidfd_and_opens_the_new_runtimes() {
         let mut g = holding_after(Reason::GuardRuntimeExited);
-        let o = obs(false, Some(NEW_RT), false, Verdict::Fine, true);
+        let o = obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true);
         let (a, t) = g.step(&with_pidfd(o, PidfdState::Alive(RT)));
         assert!(a.forget && a.clear_heartbeat);
         assert_eq!(a.adopt, Some(NEW_RT));
@@ -1149,11 +1091,11 @@ mod tests {
     fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
         for armed in [true, false] {
             let mut g = GuardCore::new(GUARD);
-            let registered = obs(armed, Some(RT), false, Verdict::Fine, true);
+            let registered = obs(armed, Some(RT), false, GuardVerdict::Fine, true);
             let (a, _) = g.step(&at(registered, 1000));
             assert_eq!(a.adopt, Some(RT));
             assert_eq!(g.awaiting(), Some((RT, FirstBeat::StartUp, 1000 * MS)));
-            let held = alive(obs(armed, Some(RT), false, Verdict::Fine, false), RT);
+            let held = alive(obs(armed, Some(RT), false, GuardVerdict::Fine, false), RT);
             for ms in [1002, 3000, 6000, 7000] {
                 assert_eq!(
                     g.step(&at(held, ms)),
@@ -1188,7 +1130,7 @@ mod tests {
     #[test]
     fn a_runtime_handed_the_board_that_never_beats_is_taken_back_after_the_hand_over_bound() {
         let mut g = holding_after(Reason::GuardRuntimeExited);
-        let registered = obs(false, Some(NEW_RT), false, Verdict::Fine, true);
+        let registered = obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true);
         let (a, t) = g.step(&at(registered, 10_000));
         assert_eq!(t, Transition::HandOver(NEW_RT));
         assert!(a.clear_heartbeat && !a.hold_board);
@@ -1198,7 +1140,7 @@ mod tests {
             Some((NEW_RT, FirstBeat::HandOver, 10_000 * MS))
         );
         let frozen = alive(
-            obs(false, Some(NEW_RT), false, Verdict::Fine, false),
+            obs(false, Some(NEW_RT), false, GuardVerdict::Fine, false),
             NEW_RT,
         );
         for ms in [10_002, 10_500, 11_000] {
@@ -1224,7 +1166,10 @@ mod tests {
         // One that beats within the bound is watched by the beat rules.
         let mut g = holding_after(Reason::GuardRuntimeExited);
         g.step(&at(registered, 0));
-        let beating = alive(obs(false, Some(NEW_RT), true, Verdict::Fine, true), NEW_RT);
+        let beating = alive(
+            obs(false, Some(NEW_RT), true, GuardVerdict::Fine, true),
+            NEW_RT,
+        );
         assert_eq!(g.step(&at(beating, 300)).1, Transition::Watch);
         assert_eq!(g.step(&at(beating, 5000)).0, Actions::default());
     }
@@ -1236,7 +1181,7 @@ mod tests {
     #[test]
     fn a_live_pid_stored_while_holding_is_refused_and_the_board_kept() {
         let held = |c: Candidate| {
-            let mut o = obs(false, Some(4242), true, Verdict::Fine, false);
+            let mut o = obs(false, Some(4242), true, GuardVerdict::Fine, false);
             o.candidate = c;
             o
         };
@@ -1262,7 +1207,7 @@ mod tests {
         // Pid 1 and the guard itself, even "verified" and "restarted".
         for pid in [1, GUARD] {
             let mut g = holding_after(Reason::GuardHeartbeatLost);
-            let mut o = obs(false, Some(pid), true, Verdict::Fine, false);
+            let mut o = obs(false, Some(pid), true, GuardVerdict::Fine, false);
             o.candidate = Candidate::Verified { pid, restart: true };
             let (a, _) = g.step(&o);
             assert!(a.hold_board && a.adopt.is_none(), "{pid}");

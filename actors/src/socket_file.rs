@@ -19,7 +19,7 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-use deathswitch::socket_file::{bind_private, Replace, Step};
+use deathswitch::socket_file::{bind_private, BindStep, Replace};
 
 /// The mode of the runtime's sockets: the owner and the group read and
 /// write, nobody else.
@@ -166,7 +166,7 @@ pub fn bind_with_mode<S>(
         .map(|g| g.gid.as_raw());
     match bind_private(path, MODE, gid, Replace::Never, bind) {
         Ok((sock, _)) => Ok(sock),
-        Err((Step::Rename, e)) if e.raw_os_error() == Some(libc::EEXIST) => {
+        Err((BindStep::Rename, e)) if e.raw_os_error() == Some(libc::EEXIST) => {
             let v = match look(path, kind) {
                 Ok(x) => judge(x, me),
                 Err(_) => Verdict::NotASocket,

@@ -27,7 +27,7 @@ pub enum Replace {
 
 /// The step of [`bind_private`] that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum BindStep {
     /// Making the private directory next to the path.
     PrivateDir,
     /// The caller's bind at the private path.
@@ -39,16 +39,16 @@ pub enum Step {
     Rename,
 }
 
-impl Step {
+impl BindStep {
     /// The step in words, for an error message.
     pub fn what(self) -> &'static str {
         match self {
-            Step::PrivateDir => {
+            BindStep::PrivateDir => {
                 "cannot make a private directory next to it (is the directory there and writable?)"
             }
-            Step::Bind => "bind",
-            Step::Mode => "chmod",
-            Step::Rename => "cannot rename the socket into place",
+            BindStep::Bind => "bind",
+            BindStep::Mode => "chmod",
+            BindStep::Rename => "cannot rename the socket into place",
         }
     }
 }
@@ -139,21 +139,21 @@ pub fn bind_private<S>(
     gid: Option<u32>,
     replace: Replace,
     bind: impl FnOnce(&Path) -> io::Result<S>,
-) -> Result<(S, (u64, u64)), (Step, io::Error)> {
-    let dir = PrivateDir::new(path).map_err(|e| (Step::PrivateDir, e))?;
+) -> Result<(S, (u64, u64)), (BindStep, io::Error)> {
+    let dir = PrivateDir::new(path).map_err(|e| (BindStep::PrivateDir, e))?;
     let private = dir.0.join("s");
-    let sock = bind(&private).map_err(|e| (Step::Bind, e))?;
+    let sock = bind(&private).map_err(|e| (BindStep::Bind, e))?;
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| (Step::Mode, e))?;
+        .map_err(|e| (BindStep::Mode, e))?;
     if let Some(g) = gid {
         let _ = std::os::unix::fs::chown(&private, None, Some(g));
     }
-    let m = std::fs::symlink_metadata(&private).map_err(|e| (Step::Mode, e))?;
+    let m = std::fs::symlink_metadata(&private).map_err(|e| (BindStep::Mode, e))?;
     match replace {
         Replace::Never => rename_noreplace(&private, path),
         Replace::Always => std::fs::rename(&private, path),
     }
-    .map_err(|e| (Step::Rename, e))?;
+    .map_err(|e| (BindStep::Rename, e))?;
     Ok((sock, (m.dev(), m.ino())))
 }
 
@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(md.mode() & 0o7777, 0o660, "{:o}", md.mode());
         assert_eq!((md.dev(), md.ino()), id);
         let (step, e) = bind_private(&path, 0o660, None, Replace::Never, listen).unwrap_err();
-        assert_eq!(step, Step::Rename);
+        assert_eq!(step, BindStep::Rename);
         assert_eq!(e.raw_os_error(), Some(libc::EEXIST));
         let (_second, id2) = bind_private(
             &path,

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 
-use nao_rs_beacon::format::{Beacon, Integrity, Motion, Switch};
+use nao_rs_beacon::format::{Beacon, Motion, PageHealth, SwitchPosition};
 use serde::Serialize;
 
 /// A beacon at most this old is good.
@@ -181,9 +181,9 @@ pub struct State {
 /// The state shown for `b` with link `l`; `since` words are the caller's
 /// (the page formats times in the operator's time zone).
 pub fn state(b: &Beacon, l: Link) -> State {
-    let (code, words) = if let Integrity::Damaged(d) = &b.page {
+    let (code, words) = if let PageHealth::Damaged(d) = &b.page {
         ("page-damaged", format!("page damaged ({d}): tripped"))
-    } else if b.switch == Switch::Tripped {
+    } else if b.switch == SwitchPosition::Tripped {
         let r = b.reason.as_deref().unwrap_or("unknown reason");
         ("tripped", format!("tripped: {r}"))
     } else {
@@ -429,7 +429,7 @@ pub fn wake_target(card: &Card, now_ms: u64, have_key: bool) -> Result<WakeTarge
     if link(now_ms.saturating_sub(c.last_ms)) != Link::Good {
         return Err("the beacon is not fresh (late or offline): no wake on old news".into());
     }
-    if b.switch != Switch::Armed {
+    if b.switch != SwitchPosition::Armed {
         return Err("tripped: a person re-arms on the robot first (naoctl rearm)".into());
     }
     if b.motion != Motion::LimpWaitingForWake {
@@ -438,7 +438,7 @@ pub fn wake_target(card: &Card, now_ms: u64, have_key: bool) -> Result<WakeTarge
             b.motion.name()
         ));
     }
-    if b.page != Integrity::Ok {
+    if b.page != PageHealth::Ok {
         return Err("the page is damaged".into());
     }
     if !b.net_wake {
@@ -486,26 +486,26 @@ fn changes(a: &Beacon, b: &Beacon) -> Vec<(&'static str, String)> {
     if b.trip_count > a.trip_count {
         let n = b.trip_count - a.trip_count;
         let text = match (b.switch, n) {
-            (Switch::Tripped, 1) => format!("tripped: {reason} (trip {})", b.trip_count),
-            (Switch::Tripped, _) => {
+            (SwitchPosition::Tripped, 1) => format!("tripped: {reason} (trip {})", b.trip_count),
+            (SwitchPosition::Tripped, _) => {
                 format!("tripped {n} times; now: {reason} (trip {})", b.trip_count)
             }
-            (Switch::Armed, _) => format!(
+            (SwitchPosition::Armed, _) => format!(
                 "tripped {n} time(s) and re-armed between two beacons (trip {})",
                 b.trip_count
             ),
         };
         ev.push(("trip", text));
-    } else if a.switch == Switch::Armed && b.switch == Switch::Tripped {
+    } else if a.switch == SwitchPosition::Armed && b.switch == SwitchPosition::Tripped {
         ev.push(("trip", format!("tripped: {reason}")));
     }
-    if a.switch == Switch::Tripped && b.switch == Switch::Armed {
+    if a.switch == SwitchPosition::Tripped && b.switch == SwitchPosition::Armed {
         ev.push((
             "rearm",
             format!("re-armed by a person (generation {})", b.trip_count),
         ));
     }
-    if a.motion != Motion::Awake && b.motion == Motion::Awake && b.switch == Switch::Armed {
+    if a.motion != Motion::Awake && b.motion == Motion::Awake && b.switch == SwitchPosition::Armed {
         ev.push(("wake", "woken: moving".to_string()));
     }
     if !a.guard.holding && b.guard.holding {
@@ -518,8 +518,10 @@ fn changes(a: &Beacon, b: &Beacon) -> Vec<(&'static str, String)> {
         ev.push(("release", "the guard released the board".to_string()));
     }
     match (&a.page, &b.page) {
-        (Integrity::Ok, Integrity::Damaged(d)) => ev.push(("damage", format!("page damaged: {d}"))),
-        (Integrity::Damaged(_), Integrity::Ok) => {
+        (PageHealth::Ok, PageHealth::Damaged(d)) => {
+            ev.push(("damage", format!("page damaged: {d}")))
+        }
+        (PageHealth::Damaged(_), PageHealth::Ok) => {
             ev.push(("whole", "page whole again".to_string()))
         }
         _ => {}
@@ -537,13 +539,13 @@ pub(crate) mod tests {
             seq,
             name: name.into(),
             body_id: body.into(),
-            switch: Switch::Armed,
+            switch: SwitchPosition::Armed,
             reason: None,
             since: Some(1_764_750_000),
             trip_count: 2,
             wake_generation: Some(2),
             nonce,
-            page: Integrity::Ok,
+            page: PageHealth::Ok,
             heartbeat_age_ms: Some(3),
             guard: Guard {
                 pid: Some(600),
@@ -656,14 +658,14 @@ pub(crate) mod tests {
         let mut b = beacon("B1", "nao1", 7, 1);
         f.on_beacon(0, 0, a, b.clone());
         b.seq = 2;
-        b.switch = Switch::Tripped;
+        b.switch = SwitchPosition::Tripped;
         b.reason = Some("udp".into());
         b.trip_count = 3;
         b.wake_generation = None;
         b.motion = Motion::LimpTripped;
         f.on_beacon(500, 500, a, b.clone());
         b.seq = 3;
-        b.switch = Switch::Armed;
+        b.switch = SwitchPosition::Armed;
         b.reason = None;
         b.wake_generation = Some(3);
         b.motion = Motion::LimpWaitingForWake;
@@ -682,12 +684,12 @@ pub(crate) mod tests {
         f.on_beacon(1500, 1500, a, b.clone());
         b.seq = 5;
         b.guard.holding = true;
-        b.switch = Switch::Tripped;
+        b.switch = SwitchPosition::Tripped;
         b.reason = Some("guard-heartbeat-lost".into());
         b.trip_count = 4;
         f.on_beacon(2000, 2000, a, b.clone());
         b.seq = 6;
-        b.page = Integrity::Damaged("no-magic".into());
+        b.page = PageHealth::Damaged("no-magic".into());
         f.on_beacon(2500, 2500, a, b.clone());
         let c = f.card("B1").unwrap();
         assert_eq!(
@@ -718,13 +720,13 @@ pub(crate) mod tests {
         let mut f = Fleet::new();
         let a = ip("10.0.0.5");
         let mut tripped = beacon("B1", "nao1", 7, 10);
-        tripped.switch = Switch::Tripped;
+        tripped.switch = SwitchPosition::Tripped;
         tripped.trip_count = 3;
         f.on_beacon(0, 0, a, tripped.clone());
         // An older armed beacon arriving late over the slower link.
         f.on_beacon(10, 10, ip("10.0.1.5"), beacon("B1", "nao1", 7, 9));
         let c = f.card("B1").unwrap();
-        assert_eq!(c.claimants[0].beacon.switch, Switch::Tripped);
+        assert_eq!(c.claimants[0].beacon.switch, SwitchPosition::Tripped);
         assert_eq!(c.claimants[0].last_ms, 10, "still heard");
         assert_eq!(c.addrs().len(), 2);
     }
@@ -755,10 +757,10 @@ pub(crate) mod tests {
         assert_eq!(state(&b, Link::Late).words, "armed and moving");
         b.motion = Motion::LimpWaitingForWake;
         assert_eq!(state(&b, Link::Good).words, "limp, waiting for a wake");
-        b.switch = Switch::Tripped;
+        b.switch = SwitchPosition::Tripped;
         b.reason = Some("chest-button".into());
         assert_eq!(state(&b, Link::Good).words, "tripped: chest-button");
-        b.page = Integrity::Damaged("no-magic".into());
+        b.page = PageHealth::Damaged("no-magic".into());
         assert_eq!(state(&b, Link::Good).code, "page-damaged");
         let off = state(&b, Link::Offline);
         assert_eq!(off.code, "offline");
@@ -801,7 +803,7 @@ pub(crate) mod tests {
             .contains("no team key"));
         b.seq = 4;
         b.net_wake = true;
-        b.switch = Switch::Tripped;
+        b.switch = SwitchPosition::Tripped;
         b.wake_generation = None;
         f.on_beacon(300, 300, a, b);
         assert!(f
@@ -860,7 +862,7 @@ pub(crate) mod tests {
                 }
                 let mut b = beacon(&format!("B{body}"), &format!("n{name}"), nonce, seq);
                 if tripped {
-                    b.switch = Switch::Tripped;
+                    b.switch = SwitchPosition::Tripped;
                     b.trip_count += seq;
                     b.wake_generation = None;
                 }

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nao_rs_beacon::auth::{verify, TeamKey, WakeDatagram};
-use nao_rs_beacon::format::{encode, Beacon, Guard, Integrity, Motion, Switch, JOINTS};
+use nao_rs_beacon::format::{encode, Beacon, Guard, Motion, PageHealth, SwitchPosition, JOINTS};
 use serde_json::Value;
 
 struct App {
@@ -122,13 +122,13 @@ fn beacon(body: &str, name: &str, seq: u64) -> Beacon {
         seq,
         name: name.into(),
         body_id: body.into(),
-        switch: Switch::Armed,
+        switch: SwitchPosition::Armed,
         reason: None,
         since: Some(1_764_750_000),
         trip_count: 5,
         wake_generation: Some(5),
         nonce: 0xfeed_0000_0000_0001,
-        page: Integrity::Ok,
+        page: PageHealth::Ok,
         heartbeat_age_ms: Some(4),
         guard: Guard {
             pid: Some(77),
@@ -212,7 +212,7 @@ fn beacons_make_cards_seen_in_the_api_and_the_events() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(s, "GET /events HTTP/1.1\r\nHost: {}\r\n\r\n", a.http).unwrap();
     let mut b = beacon("BODY11", "nao11", 2);
-    b.switch = Switch::Tripped;
+    b.switch = SwitchPosition::Tripped;
     b.reason = Some("chest-button".into());
     b.trip_count = 6;
     b.wake_generation = None;

@@ -56,7 +56,7 @@ pub const MAX_LATENESS_MS: f32 = 60_000.0;
 /// The death switch as the page says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Switch {
+pub enum SwitchPosition {
     /// Motion allowed (after a person's re-arm).
     Armed,
     /// Every frame all-off.
@@ -71,28 +71,28 @@ pub use deathswitch::Motion;
 /// (`deathswitch::damage::Damage::name()`, e.g. `"no-magic"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
-pub enum Integrity {
+pub enum PageHealth {
     /// A sound page.
     Ok,
     /// A damaged page, by the damage's name.
     Damaged(String),
 }
 
-impl From<String> for Integrity {
-    fn from(s: String) -> Integrity {
+impl From<String> for PageHealth {
+    fn from(s: String) -> PageHealth {
         if s == "ok" {
-            Integrity::Ok
+            PageHealth::Ok
         } else {
-            Integrity::Damaged(s)
+            PageHealth::Damaged(s)
         }
     }
 }
 
-impl From<Integrity> for String {
-    fn from(i: Integrity) -> String {
+impl From<PageHealth> for String {
+    fn from(i: PageHealth) -> String {
         match i {
-            Integrity::Ok => "ok".into(),
-            Integrity::Damaged(d) => d,
+            PageHealth::Ok => "ok".into(),
+            PageHealth::Damaged(d) => d,
         }
     }
 }
@@ -132,7 +132,7 @@ pub struct Beacon {
     #[serde(rename = "body")]
     pub body_id: String,
     /// Armed or tripped.
-    pub switch: Switch,
+    pub switch: SwitchPosition,
     /// The trip reason's name while tripped (`"udp"`, `"chest-button"`).
     pub reason: Option<String>,
     /// Unix seconds of the trip (tripped) or last re-arm (armed); for
@@ -148,7 +148,7 @@ pub struct Beacon {
     #[serde(with = "hex_u64")]
     pub nonce: u64,
     /// `ok` or the damage's name.
-    pub page: Integrity,
+    pub page: PageHealth,
     /// Age of the runtime's last heartbeat, in ms; `None`: no beat since
     /// the page was cleared.
     pub heartbeat_age_ms: Option<u64>,
@@ -319,7 +319,7 @@ impl Beacon {
                 return range("reason", why);
             }
         }
-        if let Integrity::Damaged(d) = &self.page {
+        if let PageHealth::Damaged(d) = &self.page {
             if let Err(why) = check_word(d) {
                 return range("page", why);
             }
@@ -393,8 +393,8 @@ impl Beacon {
         b.name = fix_string(&b.name, MAX_NAME, "?", is_name_char, '?');
         b.body_id = fix_string(&b.body_id, MAX_NAME, "unknown", is_body_char, '_');
         b.reason = b.reason.map(|r| fix_word(&r));
-        if let Integrity::Damaged(d) = &b.page {
-            b.page = Integrity::Damaged(fix_word(d));
+        if let PageHealth::Damaged(d) = &b.page {
+            b.page = PageHealth::Damaged(fix_word(d));
         }
         b.flags.truncate(MAX_FLAGS);
         for f in &mut b.flags {
@@ -432,11 +432,11 @@ impl Beacon {
     /// Armed, re-armed by a person, limp until woken, and the robot has a
     /// key: the only state in which the app offers WAKE.
     pub fn wakeable(&self) -> bool {
-        self.switch == Switch::Armed
+        self.switch == SwitchPosition::Armed
             && self.motion == Motion::LimpWaitingForWake
             && self.net_wake
             && self.wake_generation.is_some()
-            && self.page == Integrity::Ok
+            && self.page == PageHealth::Ok
     }
 }
 
@@ -611,13 +611,13 @@ pub(crate) mod tests {
             seq: 41,
             name: "nao22".into(),
             body_id: "P0000074A05S94700082".into(),
-            switch: Switch::Armed,
+            switch: SwitchPosition::Armed,
             reason: None,
             since: Some(1_764_750_000),
             trip_count: 3,
             wake_generation: Some(3),
             nonce: 0x1f2e_3d4c_5b6a_7988,
-            page: Integrity::Ok,
+            page: PageHealth::Ok,
             heartbeat_age_ms: Some(4),
             guard: Guard {
                 pid: Some(611),
@@ -647,13 +647,13 @@ pub(crate) mod tests {
             seq: u64::MAX,
             name: "\u{e9}".repeat(MAX_NAME / 2),
             body_id: "B".repeat(MAX_NAME),
-            switch: Switch::Tripped,
+            switch: SwitchPosition::Tripped,
             reason: Some(word.clone()),
             since: Some(u64::MAX),
             trip_count: u64::MAX,
             wake_generation: Some(u64::MAX),
             nonce: u64::MAX,
-            page: Integrity::Damaged(word.clone()),
+            page: PageHealth::Damaged(word.clone()),
             heartbeat_age_ms: Some(u64::MAX),
             guard: Guard {
                 pid: Some(u32::MAX),
@@ -856,10 +856,10 @@ pub(crate) mod tests {
         b.net_wake = false;
         assert!(!b.wakeable());
         b.net_wake = true;
-        b.page = Integrity::Damaged("no-magic".into());
+        b.page = PageHealth::Damaged("no-magic".into());
         assert!(!b.wakeable());
-        b.page = Integrity::Ok;
-        b.switch = Switch::Tripped;
+        b.page = PageHealth::Ok;
+        b.switch = SwitchPosition::Tripped;
         b.wake_generation = None;
         assert!(!b.wakeable());
     }
@@ -908,11 +908,11 @@ pub(crate) mod tests {
         ) -> Beacon {
             Beacon {
                 seq, name, body_id,
-                switch: if armed { Switch::Armed } else { Switch::Tripped },
+                switch: if armed { SwitchPosition::Armed } else { SwitchPosition::Tripped },
                 reason, since, trip_count,
                 wake_generation: armed.then_some(trip_count),
                 nonce,
-                page: page.map_or(Integrity::Ok, Integrity::from),
+                page: page.map_or(PageHealth::Ok, PageHealth::from),
                 heartbeat_age_ms: hb,
                 guard: Guard { pid, alive, holding },
                 motion: Motion::ALL[motion],

@@ -24,7 +24,7 @@ use nao_runtime::status_file::{self, StatusFile};
 use nao_runtime::wake;
 
 mod service;
-use service::{Mode, PageView, Settings, WakeVerdict};
+use service::{BeaconSettings, Mode, PageView, WakeVerdict};
 
 /// The robot's status beacon and network wake. Settings come from the
 /// environment (`NAO_RS_BEACON`, `NAO_RS_BEACON_TARGETS`,
@@ -79,7 +79,7 @@ fn hostname() -> String {
 }
 
 /// Where this tick's beacon goes.
-fn targets(settings: &Settings, broadcasts: &[Ipv4Addr]) -> Vec<SocketAddr> {
+fn targets(settings: &BeaconSettings, broadcasts: &[Ipv4Addr]) -> Vec<SocketAddr> {
     let mut all = settings.targets.clone();
     if settings.mode == Mode::Broadcast {
         for b in broadcasts {
@@ -181,8 +181,8 @@ fn wake_loop(
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    let settings =
-        Settings::from_vars(|k| std::env::var(k).ok(), &hostname()).map_err(|e| e.to_string())?;
+    let settings = BeaconSettings::from_vars(|k| std::env::var(k).ok(), &hostname())
+        .map_err(|e| e.to_string())?;
     let page = cli.page.unwrap_or_else(deathswitch::default_path);
     let status = cli
         .status

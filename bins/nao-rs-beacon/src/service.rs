@@ -13,7 +13,7 @@ use nao_runtime::status_file::StatusFile;
 use nao_wire::JOINTS;
 
 use nao_rs_beacon::auth::{self, TeamKey, WakeDatagram, WakeRefusal};
-use nao_rs_beacon::format::{Beacon, Guard, Hottest, Integrity, Motion, Switch};
+use nao_rs_beacon::format::{Beacon, Guard, Hottest, Motion, PageHealth, SwitchPosition};
 
 /// The default beacon port on the operator's laptop.
 pub const BEACON_PORT: u16 = 7702;
@@ -45,7 +45,7 @@ pub enum Mode {
 
 /// The service's settings (`docs/app.md`, "The beacon service").
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settings {
+pub struct BeaconSettings {
     /// `NAO_RS_BEACON`: `off`, `unicast` or `broadcast` (default).
     pub mode: Mode,
     /// `NAO_RS_BEACON_TARGETS`: comma-separated `host` or `host:port`.
@@ -83,13 +83,13 @@ fn plain(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
-impl Settings {
+impl BeaconSettings {
     /// The settings from `var` (the environment, passed in) and the host
     /// name.
     pub fn from_vars(
         var: impl Fn(&str) -> Option<String>,
         hostname: &str,
-    ) -> Result<Settings, SettingError> {
+    ) -> Result<BeaconSettings, SettingError> {
         let get = |k: &str| var(k).filter(|v| !v.trim().is_empty());
         let mode = match get("NAO_RS_BEACON").as_deref().map(str::trim) {
             None | Some("broadcast") => Mode::Broadcast,
@@ -149,7 +149,7 @@ impl Settings {
                 )))
             }
         };
-        Ok(Settings {
+        Ok(BeaconSettings {
             mode,
             targets,
             hz,
@@ -236,7 +236,7 @@ fn per_mille(v: u32) -> f32 {
 /// file if any, the clocks and the key's presence are passed in.
 #[allow(clippy::too_many_arguments)]
 pub fn compose(
-    settings: &Settings,
+    settings: &BeaconSettings,
     seq: u64,
     page: &PageView,
     status: Option<&StatusFile>,
@@ -288,9 +288,9 @@ pub fn compose(
         name: settings.name.clone(),
         body_id: settings.body_id.clone(),
         switch: if armed {
-            Switch::Armed
+            SwitchPosition::Armed
         } else {
-            Switch::Tripped
+            SwitchPosition::Tripped
         },
         reason: reason.map(|r| r.name().to_string()),
         since: (since_ns != 0).then_some(since_ns / 1_000_000_000),
@@ -298,8 +298,8 @@ pub fn compose(
         wake_generation: page.wake_generation(),
         nonce: s.nonce,
         page: match page.damage {
-            None => Integrity::Ok,
-            Some(d) => Integrity::Damaged(d.name().to_string()),
+            None => PageHealth::Ok,
+            Some(d) => PageHealth::Damaged(d.name().to_string()),
         },
         heartbeat_age_ms: s.last_beat_ns.map(|t| now_ns.saturating_sub(t) / 1_000_000),
         guard: Guard {
@@ -390,12 +390,12 @@ mod tests {
 
     #[test]
     fn settings_default_to_broadcast_at_2_hz_and_name_every_bad_value() {
-        let s = Settings::from_vars(vars(&[]), "nao24").unwrap();
+        let s = BeaconSettings::from_vars(vars(&[]), "nao24").unwrap();
         assert_eq!(s.mode, Mode::Broadcast);
         assert_eq!((s.hz, s.beacon_port, s.wake_port), (2.0, 7702, 7703));
         assert_eq!((s.name.as_str(), s.body_id.as_str()), ("nao24", "nao24"));
         assert_eq!(s.key_path, PathBuf::from(KEY_PATH));
-        let s = Settings::from_vars(
+        let s = BeaconSettings::from_vars(
             vars(&[
                 ("NAO_RS_BEACON", "unicast"),
                 ("NAO_RS_BEACON_TARGETS", "127.0.0.1, 127.0.0.2:9000"),
@@ -422,10 +422,11 @@ mod tests {
             ("NAO_RS_BODY_ID", "a b", "NAO_RS_BODY_ID"),
             ("NAO_RS_BEACON_TARGETS", "robot:notaport", "no address"),
         ] {
-            let e = Settings::from_vars(vars(&[(k, v)]), "nao").unwrap_err();
+            let e = BeaconSettings::from_vars(vars(&[(k, v)]), "nao").unwrap_err();
             assert!(e.0.contains(says), "{k}={v}: {e}");
         }
-        let e = Settings::from_vars(vars(&[("NAO_RS_BEACON", "unicast")]), "nao").unwrap_err();
+        let e =
+            BeaconSettings::from_vars(vars(&[("NAO_RS_BEACON", "unicast")]), "nao").unwrap_err();
         assert!(e.0.contains("NAO_RS_BEACON_TARGETS"), "{e}");
     }
 
@@ -447,8 +448,8 @@ mod tests {
         }
     }
 
-    fn settings() -> Settings {
-        Settings::from_vars(vars(&[]), "nao1").unwrap()
+    fn settings() -> BeaconSettings {
+        BeaconSettings::from_vars(vars(&[]), "nao1").unwrap()
     }
 
     fn status(now: u64) -> StatusFile {
@@ -471,7 +472,7 @@ mod tests {
         let now = 10_000_000_000;
         let st = status(now - 100_000_000);
         let b = compose(&settings(), 7, &view(&c, true), Some(&st), now, true);
-        assert_eq!(b.switch, Switch::Armed);
+        assert_eq!(b.switch, SwitchPosition::Armed);
         assert_eq!(b.wake_generation, Some(1));
         assert_eq!(b.nonce, 0xabcd);
         assert_eq!(b.motion, Motion::LimpWaitingForWake);
@@ -493,16 +494,19 @@ mod tests {
         // Tripped: no generation; damaged: page-lost, named.
         c.trip(Reason::Udp, 3, 3);
         let b = compose(&settings(), 10, &view(&c, true), None, now, false);
-        assert_eq!((b.switch, b.wake_generation), (Switch::Tripped, None));
+        assert_eq!(
+            (b.switch, b.wake_generation),
+            (SwitchPosition::Tripped, None)
+        );
         assert_eq!(b.reason.as_deref(), Some("udp"));
         let damaged = PageView {
             damage: Some(Damage::NoMagic),
             ..view(&page(true), true)
         };
         let b = compose(&settings(), 11, &damaged, None, now, false);
-        assert_eq!(b.switch, Switch::Tripped);
+        assert_eq!(b.switch, SwitchPosition::Tripped);
         assert_eq!(b.reason.as_deref(), Some("page-lost"));
-        assert_eq!(b.page, Integrity::Damaged("no-magic".into()));
+        assert_eq!(b.page, PageHealth::Damaged("no-magic".into()));
         assert_eq!(b.wake_generation, None);
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nao_rs_beacon::auth::{sign, TeamKey};
 use nao_rs_beacon::format::Motion;
-use nao_rs_beacon::format::{self, Beacon, Switch};
+use nao_rs_beacon::format::{self, Beacon, SwitchPosition};
 use nao_rs_sim::Spawned;
 use testkit::Proc;
 
@@ -175,7 +175,7 @@ fn the_network_wake_counts_only_with_the_key_in_the_armed_epoch_it_names() {
     let r = Robot::start(Some(&path));
     // Re-armed at start, every start limp: the beacon says so.
     let b = r.beacon_where(Duration::from_secs(20), |b| {
-        b.motion == Motion::LimpWaitingForWake && b.switch == Switch::Armed
+        b.motion == Motion::LimpWaitingForWake && b.switch == SwitchPosition::Armed
     });
     assert!(b.net_wake, "a key is there: network wake on");
     assert_eq!(b.body_id, BODY);
@@ -205,7 +205,7 @@ fn the_network_wake_counts_only_with_the_key_in_the_armed_epoch_it_names() {
     // A trip, a person's re-arm: the recorded wake is dead.
     naoctl(&r.page, &["stop"]);
     r.beacon_where(Duration::from_secs(5), |b| {
-        b.switch == Switch::Tripped && b.reason.as_deref() == Some("naoctl")
+        b.switch == SwitchPosition::Tripped && b.reason.as_deref() == Some("naoctl")
     });
     naoctl(&r.page, &["rearm", "--yes"]);
     let b = r.beacon_where(Duration::from_secs(5), |b| {

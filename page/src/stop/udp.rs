@@ -79,7 +79,7 @@ mod handover;
 mod rules;
 mod systemd;
 
-pub use check::{Fault, Source};
+pub use check::{SocketFault, Source};
 pub use handover::send_fd;
 pub use systemd::{inherit_from_systemd, Inherited, ListenFdsError};
 
@@ -161,7 +161,7 @@ pub enum UdpEvent {
     /// No socket: the errno of this process's own bind (once per errno).
     BindFailed(i32),
     /// A socket from this source failed the check (once per fault).
-    Refused(Source, Fault),
+    Refused(Source, SocketFault),
     /// The environment named systemd sockets that are not taken.
     ListenFds(ListenFdsError),
     /// No socket past the deadline: `stop-port-unread` tripped (once;
@@ -281,10 +281,10 @@ fn errno(e: &io::Error) -> i32 {
 /// Tries the sources in order: systemd's socket, the hand-over, its own bind.
 fn acquire(
     cfg: &ListenConfig,
-    refused: &mut [Option<Fault>; 3],
+    refused: &mut [Option<SocketFault>; 3],
     on_event: &mut impl FnMut(UdpEvent),
 ) -> Result<(UdpSocket, Source), i32> {
-    let mut refuse = |s: Source, f: Fault, on_event: &mut dyn FnMut(UdpEvent)| {
+    let mut refuse = |s: Source, f: SocketFault, on_event: &mut dyn FnMut(UdpEvent)| {
         if refused[s.index()] != Some(f) {
             on_event(UdpEvent::Refused(s, f));
         }
@@ -364,7 +364,7 @@ fn listen(
     let mut server: Option<Server> = None;
     let mut next_serve_check = 0u64;
     let mut serve_errno: Option<i32> = None;
-    let mut refused: [Option<Fault>; 3] = [None; 3];
+    let mut refused: [Option<SocketFault>; 3] = [None; 3];
     let mut last_bind_error: Option<i32> = None;
     let mut unread = UnreadRule::new(now_ns(), cfg.unread_deadline_ns);
     let mut read_backoff = Backoff::default();

@@ -84,7 +84,7 @@ pub(crate) struct SocketFacts {
 
 /// What is wrong with a socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub enum SocketFault {
     /// Not a socket (the errno of SO_TYPE).
     NotASocket(i32),
     /// Not a datagram socket (SO_TYPE).
@@ -114,58 +114,58 @@ pub enum Fault {
     Shared(u32, u32),
 }
 
-impl Fault {
-    /// A fixed text for the real-time log (the number is [`Fault::value`]).
+impl SocketFault {
+    /// A fixed text for the real-time log (the number is [`SocketFault::value`]).
     pub fn what(&self) -> &'static str {
         match self {
-            Fault::NotASocket(_) => "not a socket (errno)",
-            Fault::NotDatagram(_) => "not a datagram socket (SO_TYPE)",
-            Fault::NotInternet(_) => "not an AF_INET/AF_INET6 socket (SO_DOMAIN)",
-            Fault::NotUdp(_) => "not UDP (SO_PROTOCOL)",
-            Fault::NotBound => "not bound",
-            Fault::NotWildcard(_) => "bound to an address other than the wildcard",
-            Fault::WrongPort(_) => "bound to another port (port)",
-            Fault::Connected => "connected: it reads one peer only",
-            Fault::V6Only => "IPv6-only: IPv4 stops would not reach it",
-            Fault::ReusePort => "SO_REUSEPORT set: another socket can take stops",
-            Fault::OtherNetns => "in another network namespace",
-            Fault::NetnsUnknown => "its network namespace cannot be told",
-            Fault::Shared(..) => "other sockets are bound to the port (uid of one)",
+            SocketFault::NotASocket(_) => "not a socket (errno)",
+            SocketFault::NotDatagram(_) => "not a datagram socket (SO_TYPE)",
+            SocketFault::NotInternet(_) => "not an AF_INET/AF_INET6 socket (SO_DOMAIN)",
+            SocketFault::NotUdp(_) => "not UDP (SO_PROTOCOL)",
+            SocketFault::NotBound => "not bound",
+            SocketFault::NotWildcard(_) => "bound to an address other than the wildcard",
+            SocketFault::WrongPort(_) => "bound to another port (port)",
+            SocketFault::Connected => "connected: it reads one peer only",
+            SocketFault::V6Only => "IPv6-only: IPv4 stops would not reach it",
+            SocketFault::ReusePort => "SO_REUSEPORT set: another socket can take stops",
+            SocketFault::OtherNetns => "in another network namespace",
+            SocketFault::NetnsUnknown => "its network namespace cannot be told",
+            SocketFault::Shared(..) => "other sockets are bound to the port (uid of one)",
         }
     }
-    /// The number that goes with [`Fault::what`].
+    /// The number that goes with [`SocketFault::what`].
     pub fn value(&self) -> i64 {
         match *self {
-            Fault::NotASocket(v)
-            | Fault::NotDatagram(v)
-            | Fault::NotInternet(v)
-            | Fault::NotUdp(v) => i64::from(v),
-            Fault::WrongPort(p) => i64::from(p),
-            Fault::Shared(_, uid) => i64::from(uid),
+            SocketFault::NotASocket(v)
+            | SocketFault::NotDatagram(v)
+            | SocketFault::NotInternet(v)
+            | SocketFault::NotUdp(v) => i64::from(v),
+            SocketFault::WrongPort(p) => i64::from(p),
+            SocketFault::Shared(_, uid) => i64::from(uid),
             _ => 0,
         }
     }
 }
 
-impl std::fmt::Display for Fault {
+impl std::fmt::Display for SocketFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fault::NotASocket(e) => write!(f, "not a socket (errno {e})"),
-            Fault::NotDatagram(t) => write!(f, "a socket of type {t}, not a datagram socket"),
-            Fault::NotInternet(d) => write!(f, "a socket of domain {d}, not AF_INET/AF_INET6"),
-            Fault::NotUdp(p) => write!(f, "protocol {p}, not UDP"),
-            Fault::NotBound => write!(f, "not bound to an internet address"),
-            Fault::NotWildcard(a) => write!(f, "bound to {a}, not the wildcard address"),
-            Fault::WrongPort(p) => write!(f, "bound to port {p}, not the stop's"),
-            Fault::Connected => write!(f, "connected: it reads one peer only"),
-            Fault::V6Only => write!(f, "IPv6-only: IPv4 stops would not reach it (BindIPv6Only=both)"),
-            Fault::ReusePort => write!(f, "SO_REUSEPORT set: another socket can share the port (ReusePort=no)"),
-            Fault::OtherNetns => write!(f, "in another network namespace"),
-            Fault::NetnsUnknown => write!(
+            SocketFault::NotASocket(e) => write!(f, "not a socket (errno {e})"),
+            SocketFault::NotDatagram(t) => write!(f, "a socket of type {t}, not a datagram socket"),
+            SocketFault::NotInternet(d) => write!(f, "a socket of domain {d}, not AF_INET/AF_INET6"),
+            SocketFault::NotUdp(p) => write!(f, "protocol {p}, not UDP"),
+            SocketFault::NotBound => write!(f, "not bound to an internet address"),
+            SocketFault::NotWildcard(a) => write!(f, "bound to {a}, not the wildcard address"),
+            SocketFault::WrongPort(p) => write!(f, "bound to port {p}, not the stop's"),
+            SocketFault::Connected => write!(f, "connected: it reads one peer only"),
+            SocketFault::V6Only => write!(f, "IPv6-only: IPv4 stops would not reach it (BindIPv6Only=both)"),
+            SocketFault::ReusePort => write!(f, "SO_REUSEPORT set: another socket can share the port (ReusePort=no)"),
+            SocketFault::OtherNetns => write!(f, "in another network namespace"),
+            SocketFault::NetnsUnknown => write!(
                 f,
                 "its network namespace cannot be told (SIOCGSKNS refused and /proc/self/net/udp unreadable)"
             ),
-            Fault::Shared(n, uid) => write!(
+            SocketFault::Shared(n, uid) => write!(
                 f,
                 "{n} other socket(s) bound to the port too (uid {uid} among them): they take stops"
             ),
@@ -174,40 +174,40 @@ impl std::fmt::Display for Fault {
 }
 
 /// The check, pure: may this socket be read as the stop port `port`?
-pub(crate) fn check(facts: &SocketFacts, port: u16) -> Result<(), Fault> {
-    let kind = facts.kind.map_err(Fault::NotASocket)?;
+pub(crate) fn check(facts: &SocketFacts, port: u16) -> Result<(), SocketFault> {
+    let kind = facts.kind.map_err(SocketFault::NotASocket)?;
     if kind.sock_type != libc::SOCK_DGRAM {
-        return Err(Fault::NotDatagram(kind.sock_type));
+        return Err(SocketFault::NotDatagram(kind.sock_type));
     }
     if kind.domain != libc::AF_INET && kind.domain != libc::AF_INET6 {
-        return Err(Fault::NotInternet(kind.domain));
+        return Err(SocketFault::NotInternet(kind.domain));
     }
     if kind.protocol != libc::IPPROTO_UDP {
-        return Err(Fault::NotUdp(kind.protocol));
+        return Err(SocketFault::NotUdp(kind.protocol));
     }
-    let local = facts.local.ok_or(Fault::NotBound)?;
+    let local = facts.local.ok_or(SocketFault::NotBound)?;
     if !local.ip().is_unspecified() {
-        return Err(Fault::NotWildcard(local.ip()));
+        return Err(SocketFault::NotWildcard(local.ip()));
     }
     if local.port() != port {
-        return Err(Fault::WrongPort(local.port()));
+        return Err(SocketFault::WrongPort(local.port()));
     }
     if facts.connected {
-        return Err(Fault::Connected);
+        return Err(SocketFault::Connected);
     }
     if kind.domain == libc::AF_INET6 && facts.v6only {
-        return Err(Fault::V6Only);
+        return Err(SocketFault::V6Only);
     }
     if facts.reuse_port {
-        return Err(Fault::ReusePort);
+        return Err(SocketFault::ReusePort);
     }
     match facts.netns {
         Netns::Same => {}
-        Netns::Other => return Err(Fault::OtherNetns),
-        Netns::Unknown => return Err(Fault::NetnsUnknown),
+        Netns::Other => return Err(SocketFault::OtherNetns),
+        Netns::Unknown => return Err(SocketFault::NetnsUnknown),
     }
     if facts.others_on_port.0 > 0 {
-        return Err(Fault::Shared(
+        return Err(SocketFault::Shared(
             facts.others_on_port.0,
             facts.others_on_port.1,
         ));
@@ -407,7 +407,7 @@ fn prepare(s: &UdpSocket) {
 }
 
 /// Takes `fd` as the stop socket if it passes the check.
-pub(crate) fn adopt(fd: OwnedFd, port: u16) -> Result<UdpSocket, Fault> {
+pub(crate) fn adopt(fd: OwnedFd, port: u16) -> Result<UdpSocket, SocketFault> {
     // Clear SO_REUSEADDR before the facts: a squatter that got in before
     // is counted, none can come after.
     let _ = set_sockopt_int(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 0);

@@ -10,7 +10,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::check::{adopt, Fault};
+use super::check::{adopt, SocketFault};
 use super::HANDOVER_TIMEOUT;
 use crate::socket_file::{bind_private, directory_group, Replace};
 
@@ -20,7 +20,7 @@ pub(crate) enum AskError {
     /// No one answered (no file, a stale file, a timeout, no fd sent).
     Unreachable,
     /// The socket handed over failed the check.
-    Refused(Fault),
+    Refused(SocketFault),
 }
 
 /// Asks whoever serves `path` for the stop socket and checks it.

@@ -114,13 +114,13 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
         f(&mut x);
         x
     };
-    let rows: Vec<(&str, SocketFacts, Result<(), Fault>)> = vec![
+    let rows: Vec<(&str, SocketFacts, Result<(), SocketFault>)> = vec![
         ("systemd's [::] dual-stack", v6, Ok(())),
         ("our own 0.0.0.0", good_v4(p), Ok(())),
         (
             "a pipe",
             with(&|x| x.kind = Err(libc::ENOTSOCK)),
-            Err(Fault::NotASocket(libc::ENOTSOCK)),
+            Err(SocketFault::NotASocket(libc::ENOTSOCK)),
         ),
         (
             "TCP",
@@ -131,7 +131,7 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
                     protocol: libc::IPPROTO_TCP,
                 })
             }),
-            Err(Fault::NotDatagram(libc::SOCK_STREAM)),
+            Err(SocketFault::NotDatagram(libc::SOCK_STREAM)),
         ),
         (
             "a unix datagram socket",
@@ -142,7 +142,7 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
                     protocol: 0,
                 })
             }),
-            Err(Fault::NotInternet(libc::AF_UNIX)),
+            Err(SocketFault::NotInternet(libc::AF_UNIX)),
         ),
         (
             "ICMP datagram",
@@ -153,23 +153,27 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
                     protocol: libc::IPPROTO_ICMP,
                 })
             }),
-            Err(Fault::NotUdp(libc::IPPROTO_ICMP)),
+            Err(SocketFault::NotUdp(libc::IPPROTO_ICMP)),
         ),
-        ("unbound", with(&|x| x.local = None), Err(Fault::NotBound)),
+        (
+            "unbound",
+            with(&|x| x.local = None),
+            Err(SocketFault::NotBound),
+        ),
         (
             "UDP on 127.0.0.2",
             with(&|x| x.local = Some(SocketAddr::from(([127, 0, 0, 2], p)))),
-            Err(Fault::NotWildcard(IpAddr::from([127, 0, 0, 2]))),
+            Err(SocketFault::NotWildcard(IpAddr::from([127, 0, 0, 2]))),
         ),
         (
             "another port",
             with(&|x| x.local = Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 7702)))),
-            Err(Fault::WrongPort(7702)),
+            Err(SocketFault::WrongPort(7702)),
         ),
         (
             "connected",
             with(&|x| x.connected = true),
-            Err(Fault::Connected),
+            Err(SocketFault::Connected),
         ),
         (
             "v6only on AF_INET is no matter",
@@ -179,27 +183,27 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
         (
             "IPv6-only",
             SocketFacts { v6only: true, ..v6 },
-            Err(Fault::V6Only),
+            Err(SocketFault::V6Only),
         ),
         (
             "SO_REUSEPORT",
             with(&|x| x.reuse_port = true),
-            Err(Fault::ReusePort),
+            Err(SocketFault::ReusePort),
         ),
         (
             "another netns",
             with(&|x| x.netns = Netns::Other),
-            Err(Fault::OtherNetns),
+            Err(SocketFault::OtherNetns),
         ),
         (
             "netns unknown",
             with(&|x| x.netns = Netns::Unknown),
-            Err(Fault::NetnsUnknown),
+            Err(SocketFault::NetnsUnknown),
         ),
         (
             "nobody on the port too",
             with(&|x| x.others_on_port = (1, 65534)),
-            Err(Fault::Shared(1, 65534)),
+            Err(SocketFault::Shared(1, 65534)),
         ),
     ];
     for (what, facts, want) in rows {
@@ -254,29 +258,29 @@ fn facts_of_real_sockets_are_checked() {
             &facts(own.as_fd(), port.wrapping_add(1)),
             port.wrapping_add(1)
         ),
-        Err(Fault::WrongPort(port))
+        Err(SocketFault::WrongPort(port))
     );
     let lo = UdpSocket::bind("127.0.0.2:0").unwrap();
     let lp = lo.local_addr().unwrap().port();
     assert_eq!(
         check(&facts(lo.as_fd(), lp), lp),
-        Err(Fault::NotWildcard(IpAddr::from([127, 0, 0, 2])))
+        Err(SocketFault::NotWildcard(IpAddr::from([127, 0, 0, 2])))
     );
     let tcp = TcpListener::bind("0.0.0.0:0").unwrap();
     let tp = tcp.local_addr().unwrap().port();
     assert_eq!(
         check(&facts(tcp.as_fd(), tp), tp),
-        Err(Fault::NotDatagram(libc::SOCK_STREAM))
+        Err(SocketFault::NotDatagram(libc::SOCK_STREAM))
     );
     let (a, _b) = std::os::unix::net::UnixDatagram::pair().unwrap();
     assert_eq!(
         check(&facts(a.as_fd(), port), port),
-        Err(Fault::NotInternet(libc::AF_UNIX))
+        Err(SocketFault::NotInternet(libc::AF_UNIX))
     );
     let f = std::fs::File::open("/proc/self/stat").unwrap();
     assert_eq!(
         check(&facts(f.as_fd(), port), port),
-        Err(Fault::NotASocket(libc::ENOTSOCK))
+        Err(SocketFault::NotASocket(libc::ENOTSOCK))
     );
     // A second socket on the port (SO_REUSEADDR on both): shared.
     let a = reuse_addr_socket(0);
@@ -285,7 +289,7 @@ fn facts_of_real_sockets_are_checked() {
         let p2 = b.local_addr().unwrap().port();
         assert!(matches!(
             check(&facts(a.as_fd(), p2), p2),
-            Err(Fault::Shared(1, _))
+            Err(SocketFault::Shared(1, _))
         ));
     }
 }
@@ -580,13 +584,16 @@ fn udp_a_bogus_handover_is_refused_and_replaced() {
     let lo2 = UdpSocket::bind("127.0.0.2:0").unwrap();
     let other = UdpSocket::bind("0.0.0.0:0").unwrap();
     let other_port = other.local_addr().unwrap().port();
-    let cases: Vec<(OwnedFd, Fault)> = vec![
-        (OwnedFd::from(tcp), Fault::NotDatagram(libc::SOCK_STREAM)),
+    let cases: Vec<(OwnedFd, SocketFault)> = vec![
+        (
+            OwnedFd::from(tcp),
+            SocketFault::NotDatagram(libc::SOCK_STREAM),
+        ),
         (
             OwnedFd::from(lo2),
-            Fault::NotWildcard(IpAddr::from([127, 0, 0, 2])),
+            SocketFault::NotWildcard(IpAddr::from([127, 0, 0, 2])),
         ),
-        (OwnedFd::from(other), Fault::WrongPort(other_port)),
+        (OwnedFd::from(other), SocketFault::WrongPort(other_port)),
     ];
     for (fd, fault) in cases {
         let dir = tempfile::tempdir().unwrap();

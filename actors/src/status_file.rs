@@ -223,9 +223,9 @@ impl StatusFile {
 
 /// The guard named in the page is dead (pure): a guard is named and the
 /// process with its pid is gone or has another start time (`alive`:
-/// [`deathswitch::process::Identity::is_alive`] of it).
+/// [`deathswitch::process::ProcessIdentity::is_alive`] of it).
 pub fn guard_dead(
-    named: Option<deathswitch::process::Identity>,
+    named: Option<deathswitch::process::ProcessIdentity>,
     alive: impl FnOnce() -> bool,
 ) -> bool {
     named.is_some() && !alive()
@@ -269,7 +269,7 @@ impl Monitor {
                     if until_guard == 0 {
                         until_guard = guard_every;
                         let s = handle.death_switch().read();
-                        let named = s.guard_pid.map(|pid| deathswitch::process::Identity {
+                        let named = s.guard_pid.map(|pid| deathswitch::process::ProcessIdentity {
                             pid,
                             start: s.guard_start,
                         });
@@ -354,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_guard_is_dead_only_when_one_is_named_and_it_is_not_alive() {
-        let id = deathswitch::process::Identity { pid: 7, start: 9 };
+        let id = deathswitch::process::ProcessIdentity { pid: 7, start: 9 };
         assert!(
             !guard_dead(None, || false),
             "no guard named: nothing to flag"

@@ -103,7 +103,7 @@ pub struct Snapshot {
     pub armed_at_unix_ns: u64,
     /// The runtime's process start time (`driver_start`, clock ticks since
     /// boot; 0 unknown): with `driver_pid`, an identity a reused pid cannot
-    /// match ([`process::Identity`]).
+    /// match ([`process::ProcessIdentity`]).
     pub driver_start: u64,
     /// The guard's process start time, the same way.
     pub guard_start: u64,

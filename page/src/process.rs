@@ -10,14 +10,14 @@ use std::io::Read;
 
 /// A pid and the start time of the process that had it when it was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Identity {
+pub struct ProcessIdentity {
     /// The process id.
     pub pid: u32,
     /// Its start time (clock ticks since boot; 0 unknown).
     pub start: u64,
 }
 
-impl Identity {
+impl ProcessIdentity {
     /// The process still runs: `pid` exists and has this start time. A
     /// known start time (not 0) that differs means the pid was reused; an
     /// unknown one (0) can only be matched by the pid existing.
@@ -29,9 +29,9 @@ impl Identity {
     }
 }
 
-/// The pure rule of [`Identity::is_alive`]: the process with `pid` now
+/// The pure rule of [`ProcessIdentity::is_alive`]: the process with `pid` now
 /// started at `start_now`; is that the process `id` names?
-pub(crate) fn matches(id: Identity, start_now: u64) -> bool {
+pub(crate) fn matches(id: ProcessIdentity, start_now: u64) -> bool {
     id.pid != 0 && (id.start == 0 || id.start == start_now)
 }
 
@@ -119,21 +119,21 @@ mod tests {
     #[test]
     fn this_process_is_alive_and_a_reused_pid_is_not() {
         let pid = std::process::id();
-        let me = Identity {
+        let me = ProcessIdentity {
             pid,
             start: start_time(pid).unwrap_or(0),
         };
         assert!(me.start > 0);
         assert!(me.is_alive());
-        let reused = Identity {
+        let reused = ProcessIdentity {
             start: me.start + 1,
             ..me
         };
         assert!(!reused.is_alive());
         assert!(
-            matches(Identity { pid: 5, start: 0 }, 77),
+            matches(ProcessIdentity { pid: 5, start: 0 }, 77),
             "unknown start: pid only"
         );
-        assert!(!matches(Identity { pid: 0, start: 0 }, 0));
+        assert!(!matches(ProcessIdentity { pid: 0, start: 0 }, 0));
     }
 }

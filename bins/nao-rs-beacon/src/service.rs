@@ -7,7 +7,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
-use deathswitch::process::Identity;
+use deathswitch::process::ProcessIdentity;
 use deathswitch::{Damage, Snapshot};
 use nao_runtime::status_file::StatusFile;
 use nao_wire::JOINTS;
@@ -202,8 +202,9 @@ pub struct PageView {
 impl PageView {
     /// The page's snapshot and damage, with the identities looked up.
     pub fn new(snapshot: Snapshot, damage: Option<Damage>) -> PageView {
-        let alive =
-            |pid: Option<u32>, start| pid.is_some_and(|pid| Identity { pid, start }.is_alive());
+        let alive = |pid: Option<u32>, start| {
+            pid.is_some_and(|pid| ProcessIdentity { pid, start }.is_alive())
+        };
         PageView {
             snapshot,
             damage,

@@ -21,7 +21,7 @@ use nao_kit::log::EventSink;
 
 use crate::log::{emit, GuardEvent, KillOutcome, LinkFault};
 use crate::process::{self, Check, Pidfd};
-use deathswitch::process::Identity;
+use deathswitch::process::ProcessIdentity;
 
 /// The page's driver as last verified: its pid and start time as the page
 /// gave them, the verdict, and the pidfd opened for it (until adopted).
@@ -62,7 +62,7 @@ pub struct Poller<B: Board> {
     runtime: Option<Pidfd>,
     /// A registered runtime the guard could not open a pidfd of (ENOSYS):
     /// its verified identity, checked again right before a kill.
-    runtime_pid_only: Option<Identity>,
+    runtime_pid_only: Option<ProcessIdentity>,
     /// The page's driver as last verified (not the held runtime).
     checked: Option<Checked>,
     /// The guard's last take-over, in clock ticks since boot (the unit of a
@@ -401,7 +401,7 @@ impl<B: Board> Poller<B> {
                 emit(&mut self.log, GuardEvent::Registered { pid });
             }
             None => {
-                self.runtime_pid_only = Some(Identity {
+                self.runtime_pid_only = Some(ProcessIdentity {
                     pid,
                     start: c.start,
                 });

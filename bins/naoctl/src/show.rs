@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use deathswitch::process::Identity;
+use deathswitch::process::ProcessIdentity;
 use deathswitch::{Inspection, Motion, Reason, Snapshot};
 use serde_json::json;
 
@@ -21,7 +21,8 @@ pub struct Alive {
 impl Alive {
     /// Looks the page's identities up in `/proc` (read only).
     pub fn of(s: &Snapshot) -> Alive {
-        let alive = |pid: Option<u32>, start| pid.map(|pid| Identity { pid, start }.is_alive());
+        let alive =
+            |pid: Option<u32>, start| pid.map(|pid| ProcessIdentity { pid, start }.is_alive());
         Alive {
             driver: alive(s.driver_pid, s.driver_start),
             guard: alive(s.guard_pid, s.guard_start),

@@ -522,6 +522,11 @@ impl VirtualBody {
         self.joints.get(j).map(|jt| jt.current_ma)
     }
 
+    /// Joint `j`'s commanded position, counts.
+    pub fn target(&self, j: usize) -> Option<u16> {
+        self.joints.get(j).map(|jt| jt.target)
+    }
+
     /// Joint `j`'s commanded stiffness, per mille.
     pub fn stiffness(&self, j: usize) -> Option<u16> {
         self.joints.get(j).map(|jt| jt.stiffness)

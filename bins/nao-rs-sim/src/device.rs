@@ -91,6 +91,25 @@ pub struct BodyState {
     pub imu_shake_mrad_s: u16,
     /// Per joint: its injected faults.
     pub joint_faults: [JointFault; nao_wire::JOINTS],
+    /// Per joint, as the frame left it: its stiffness (per mille), target
+    /// and reported position (counts, offsets included), current (mA) and
+    /// zero position (counts, to turn counts into radians).
+    pub joints: JointsSeen,
+}
+
+/// Every joint as a frame left it (for the trace).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JointsSeen {
+    /// The commanded stiffness, per mille.
+    pub stiffness: [u16; nao_wire::JOINTS],
+    /// The commanded position, counts.
+    pub target: [u16; nao_wire::JOINTS],
+    /// The position the answer reports, counts (an injected offset included).
+    pub position: [u16; nao_wire::JOINTS],
+    /// The current the answer reports, mA.
+    pub current_ma: [u16; nao_wire::JOINTS],
+    /// The zero positions of the preference block, counts.
+    pub zero: [u16; nao_wire::JOINTS],
 }
 
 impl BodyState {
@@ -101,6 +120,15 @@ impl BodyState {
             bumpers: body.world.bumpers,
             imu_shake_mrad_s: body.world.shake_at(now_ns),
             joint_faults: body.faults.joint,
+            joints: JointsSeen {
+                stiffness: std::array::from_fn(|j| body.stiffness(j).unwrap_or(0)),
+                target: std::array::from_fn(|j| body.target(j).unwrap_or(0)),
+                position: std::array::from_fn(|j| body.position(j).unwrap_or(0)),
+                current_ma: std::array::from_fn(|j| {
+                    body.current(j).unwrap_or(0).clamp(0, i64::from(u16::MAX)) as u16
+                }),
+                zero: body.config().zeros,
+            },
         }
     }
 }

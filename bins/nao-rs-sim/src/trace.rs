@@ -25,7 +25,12 @@
 //!   frame by the state the runtime saw: `bumpers` `[left foot, right foot]`
 //!   (bit 0 left contact, bit 1 right contact); `joint_faults` one object per
 //!   faulted joint (`joint`, `reversed`, `offset_counts`, `stuck`,
-//!   `high_current_ma`).
+//!   `high_current_ma`);
+//! - `stiffness`, `target`, `position`, `current_ma`: every joint (25, in
+//!   `nao_wire::Joint` order) as the frame left it: the stiffness in effect
+//!   (per mille), the commanded position and the position the answer
+//!   reports (rad from the joint's zero, as the runtime decodes it; an
+//!   injected offset included), the current the answer reports (mA).
 //!
 //! Readers: [`read`] (the whole file) and [`Tail`] (follow it live) give
 //! [`TraceLine`]s (the stiffness facts); [`read_records`] and
@@ -43,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::body::Posture;
 use crate::device::FrameSeen;
-use nao_wire::protocol::tables::JOINT_NAMES;
+use nao_wire::protocol::tables::{decode_position, JOINT_NAMES};
 
 /// One line of the trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,8 +96,8 @@ pub struct TraceJointFault {
 
 /// One whole line of the trace: the frame's [`TraceLine`] and the body's
 /// state its answer reported. Lines of an older simulator (no state) read
-/// as standing, nothing held, no fault.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// as standing, nothing held, no fault, no joints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRecord {
     /// The frame's facts.
     #[serde(flatten)]
@@ -109,6 +114,19 @@ pub struct TraceRecord {
     /// The faulted joints.
     #[serde(default)]
     pub joint_faults: Vec<TraceJointFault>,
+    /// Per joint (`nao_wire::Joint` order): the stiffness in effect after
+    /// the frame, per mille.
+    #[serde(default)]
+    pub stiffness: Vec<u16>,
+    /// Per joint: the commanded position after the frame, rad.
+    #[serde(default)]
+    pub target: Vec<f32>,
+    /// Per joint: the position the answer reports, rad.
+    #[serde(default)]
+    pub position: Vec<f32>,
+    /// Per joint: the current the answer reports, mA.
+    #[serde(default)]
+    pub current_ma: Vec<u16>,
 }
 
 impl TraceRecord {
@@ -142,7 +160,7 @@ impl TraceWriter {
         })?;
         Ok(TraceWriter {
             file,
-            line: String::with_capacity(256),
+            line: String::with_capacity(1024),
         })
     }
 
@@ -176,9 +194,33 @@ impl TraceWriter {
             );
             first = false;
         }
-        self.line.push_str("]}\n");
+        let j = &b.joints;
+        let rad = |count: u16, zero: u16| decode_position(count, zero);
+        self.line.push_str("],\"stiffness\":");
+        self.push_list(j.stiffness.iter().map(|v| *v as f32), 0);
+        self.line.push_str(",\"target\":");
+        self.push_list(j.target.iter().zip(&j.zero).map(|(c, z)| rad(*c, *z)), 4);
+        self.line.push_str(",\"position\":");
+        self.push_list(j.position.iter().zip(&j.zero).map(|(c, z)| rad(*c, *z)), 4);
+        self.line.push_str(",\"current_ma\":");
+        self.push_list(j.current_ma.iter().map(|v| *v as f32), 0);
+        self.line.push_str("}\n");
         self.file.write_all(self.line.as_bytes())?;
         self.file.flush()
+    }
+}
+
+impl TraceWriter {
+    /// Appends `[v,v,...]` with `decimals` digits after the point.
+    fn push_list(&mut self, values: impl Iterator<Item = f32>, decimals: usize) {
+        self.line.push('[');
+        for (i, v) in values.enumerate() {
+            if i > 0 {
+                self.line.push(',');
+            }
+            let _ = write!(self.line, "{v:.decimals$}");
+        }
+        self.line.push(']');
     }
 }
 
@@ -418,6 +460,29 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(hit.frame.seq, 3);
+    }
+
+    #[test]
+    fn trace_records_carry_every_joints_stiffness_target_position_and_current() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = TraceWriter::create(&path).unwrap();
+        let mut f = seen(3, 200);
+        f.state.joints.zero = [2048; nao_wire::JOINTS];
+        f.state.joints.target = [2048; nao_wire::JOINTS];
+        f.state.joints.position = [2048; nao_wire::JOINTS];
+        f.state.joints.stiffness[2] = 200;
+        f.state.joints.target[2] = 2048 + 65; // 0.0997 rad
+        f.state.joints.position[2] = 2048 - 33;
+        f.state.joints.current_ma[2] = 1600;
+        w.write(&f).unwrap();
+        let r = &read_records(&path).unwrap()[0];
+        assert_eq!(r.stiffness.len(), nao_wire::JOINTS);
+        assert_eq!((r.stiffness[2], r.stiffness[3]), (200, 0));
+        assert!((r.target[2] - 0.0997).abs() < 1e-4, "{:?}", r.target);
+        assert!((r.position[2] + 0.0506).abs() < 1e-4, "{:?}", r.position);
+        assert_eq!(r.target[0], 0.0);
+        assert_eq!((r.current_ma[2], r.current_ma[0]), (1600, 0));
     }
 
     #[test]

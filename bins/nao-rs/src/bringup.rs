@@ -28,8 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::termios::{self, LocalFlags, SetArg, Termios};
 
+use nao_runtime::SensorFrame;
 use nao_runtime::{wake, Config, CycleHook, Handle, Reason, Runtime, Switch};
-use nao_runtime::{SensorFrame, CYCLE_PRIORITY};
 use nao_wire::link::Link;
 use nao_wire::protocol::bringup::{BringUpLimits, BringUpVerdict, Jog, Limit, Missing, Tighter};
 use nao_wire::protocol::handshake::check_accepted;
@@ -66,6 +66,20 @@ pub struct Args {
     /// The wake socket (default: wake.sock next to the page).
     #[arg(long)]
     pub wake_socket: Option<PathBuf>,
+    /// The UDP stop port.
+    #[arg(long, default_value_t = nao_runtime::udp::DEFAULT_PORT)]
+    pub udp_port: u16,
+    /// Do not listen for the UDP stop (tests; the guard still reads the port).
+    #[arg(long)]
+    pub no_udp: bool,
+    /// The cycle's SCHED_FIFO priority (0: normal policy).
+    #[arg(long, default_value_t = nao_runtime::CYCLE_PRIORITY)]
+    pub priority: u8,
+    /// Serve LoLA on this socket during the session (a team's framework
+    /// keeps its sensor frames; the gate ignores every command it sends:
+    /// only this terminal's jog steps move the joint). Default: no LoLA.
+    #[arg(long)]
+    pub lola_socket: Option<PathBuf>,
     /// Take the keys from FILE (`-`: standard input), one timed step a line
     /// (`<ms since start> <+|-|q>`), instead of the keyboard; prints one
     /// line per change instead of the screen (for tests).
@@ -925,7 +939,8 @@ pub fn main(args: Args) -> Result<(), String> {
     let page_arg = args.page.clone();
     let base = Config {
         accepted: plan.accepted.clone(),
-        cycle_priority: Some(CYCLE_PRIORITY),
+        cycle_priority: (args.priority > 0).then_some(args.priority),
+        udp_port: (!args.no_udp).then_some(args.udp_port),
         ..Config::default()
     };
     let config = runtime_api::config(base, plan.joint, plan.limits)?;
@@ -939,6 +954,16 @@ pub fn main(args: Args) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| wake::socket_path(&page_path));
     let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
+    // Bound before the runtime starts: a held path is an error before any
+    // frame.
+    let mut lola = match &args.lola_socket {
+        Some(p) => {
+            let mut c = nao_runtime::lola::LolaConfig::new(nao_kit::log::stderr_logger());
+            c.socket = p.clone();
+            Some(nao_runtime::lola::LolaServer::bind(c).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
     let unix_secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -950,10 +975,7 @@ pub fn main(args: Args) -> Result<(), String> {
         .map_err(|e| format!("cannot write the recording {}: {e}", rec_path.display()))?;
     let link = RecordingLink::with_writer(open_link(&args.link)?, writer);
     let config = Config {
-        udp_handover: Some(nao_runtime::udp::handover_path(
-            &page_path,
-            config.udp_port.unwrap_or(nao_runtime::udp::DEFAULT_PORT),
-        )),
+        udp_handover: Some(nao_runtime::udp::handover_path(&page_path, args.udp_port)),
         ..config
     };
     let (rt, io_) = Runtime::start_with_hook(link, board, config, BringUpRecorder::default())
@@ -969,8 +991,30 @@ pub fn main(args: Args) -> Result<(), String> {
         }
     };
     // During bring-up the gate ignores every controller: the program side
-    // is kept, unused.
-    let _io = io_;
+    // is kept, unused, or serves LoLA (its commands ignored too).
+    let _io = match lola.take() {
+        Some(mut server) => {
+            let head = nao_runtime::lola::runtime_body::system_head_id();
+            let c = nao_runtime::lola::LolaConfig::from_identity(
+                rt.identity(),
+                head.as_deref(),
+                rt.logger().clone(),
+            );
+            let cfg = server.config_mut();
+            cfg.robot_config = c.robot_config;
+            cfg.foot_pressure = c.foot_pressure;
+            let served = std::thread::Builder::new()
+                .name("nao-rs-lola".into())
+                .spawn(move || nao_runtime::lola::serve_runtime_on(server, io_));
+            if let Err(e) = served {
+                handle.request_stop();
+                let _ = rt.wait();
+                return Err(format!("cannot start the LoLA thread: {e}"));
+            }
+            None
+        }
+        None => Some(io_),
+    };
     let session = RuntimeSession {
         handle: handle.clone(),
         joint: plan.joint,
@@ -1542,9 +1586,13 @@ mod tests {
     }
 
     #[test]
-    fn bringup_refuses_to_start_without_the_runtimes_bringup_mode() {
-        let e = runtime_api::config(Config::default(), Joint::HeadYaw, BringUpLimits::default())
-            .unwrap_err();
-        assert!(e.contains("no bring-up mode"), "{e}");
+    fn bringup_config_runs_the_gate_in_bringup_mode_for_the_joint() {
+        let limits = BringUpLimits::default()
+            .tighten(Limit::Window, 0.1)
+            .unwrap();
+        let c = runtime_api::config(Config::default(), Joint::HeadYaw, limits).unwrap();
+        let b = c.bringup.expect("bring-up mode");
+        assert_eq!(b.joint, Joint::HeadYaw);
+        assert_eq!(b.limits, limits);
     }
 }

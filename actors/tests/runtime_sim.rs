@@ -168,7 +168,12 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
         board.snapshot().motion,
         nao_runtime::Motion::LimpWaitingForWake
     );
-    assert_eq!(rt.handle().wake(), Ok(0), "armed in generation 0");
+    let generation = board.snapshot().trip_count;
+    assert_eq!(
+        rt.handle().wake(),
+        Ok(generation),
+        "a wake carries the armed generation"
+    );
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     assert_eq!(board.snapshot().motion, nao_runtime::Motion::Awake);
     io.trip();

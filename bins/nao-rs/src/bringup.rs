@@ -950,9 +950,9 @@ pub fn main(args: Args) -> Result<(), String> {
         .map_err(|e| format!("cannot write the recording {}: {e}", rec_path.display()))?;
     let link = RecordingLink::with_writer(open_link(&args.link)?, writer);
     let config = Config {
-        udp_handover: Some(nao_runtime::udp::handover_path(
+        udp_handover: Some(deathswitch::stop::udp::handover_path(
             &page_path,
-            config.udp_port.unwrap_or(nao_runtime::udp::DEFAULT_PORT),
+            config.udp_port.unwrap_or(deathswitch::stop::PORT),
         )),
         ..config
     };

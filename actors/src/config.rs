@@ -55,7 +55,7 @@ pub struct Config {
     pub max_cycles: Option<u64>,
     /// Where log lines go (default: stderr).
     pub logger: Option<slog::Logger>,
-    /// The status file ([`status_file`]); `None`: `$NAO_RS_STATUS`, else
+    /// The status file ([`status_file`](crate::status_file)); `None`: `$NAO_RS_STATUS`, else
     /// `status.json` next to the page (none for a switch without a file).
     pub status_file: Option<PathBuf>,
     /// Bring-up (`docs/bringup.md`): only this joint may move, under the

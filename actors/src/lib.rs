@@ -3,7 +3,7 @@
 //! [`Runtime::start`] registers the process in the page (`driver_pid`),
 //! brings the chest board up (retrying every 50 ms for up to 5 s while
 //! another process holds it), runs the protocol core's start-up and returns
-//! the robot's [`Identity`] at once with a [`ProgramIo`]; the motor board
+//! the robot's [`Identity`](nao_wire::protocol::startup::Identity) at once with a [`ProgramIo`]; the motor board
 //! handshake goes on in the first cycles.
 //!
 //! Actors (threads made with [`nao_kit`]):
@@ -13,7 +13,7 @@
 //!   controller: `nao_wire::protocol::gate`), the protocol core's cycle
 //!   (safety ramps, frame, USB exchange, answer), the heartbeat and the
 //!   trips from the answer; then the safety status and the sensors
-//!   ([`cycle_actor`]);
+//!   (`cycle_actor`);
 //! - `nao-rs-udp` (SCHED_FIFO 20): the UDP stop, the one listener of both
 //!   processes (`deathswitch::stop::udp`);
 //! - `nao-rs-log` (normal): writes the events the others queue ([`nao_kit::log`]);

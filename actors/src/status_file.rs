@@ -4,8 +4,8 @@
 //! stiffness and temperature, lateness, the motion state, ...), one JSON
 //! line, for the beacon (`nao-rs-beacon`), `nao-rs demo` and
 //! `nao-rs-bench`. Written by the runtime itself, however it is hosted
-//! (`nao-rs run` or a program linking the library): [`Monitor`], a
-//! normal-priority thread, rewrites it every [`STATUS_PERIOD_NS`](crate::config::STATUS_PERIOD_NS)
+//! (`nao-rs run` or a program linking the library): `Monitor`, a
+//! normal-priority thread, rewrites it every `STATUS_PERIOD_NS`
 //! (10 Hz) atomically (a temp file renamed over it), mode 0640 whatever the
 //! umask. Path: [`super::Config::status_file`] (`nao-rs run
 //! --status-file`), else `$NAO_RS_STATUS`, else `status.json` next to the
@@ -128,7 +128,7 @@ pub struct StatusFile {
     pub time_unix_ms: u64,
     /// The switch as the last cycle read it.
     pub tripped: bool,
-    /// The format's version ([`VERSION`]).
+    /// The format's version (`VERSION`).
     #[serde(default)]
     pub version: u32,
 }

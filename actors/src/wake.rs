@@ -12,9 +12,9 @@
 //!
 //! The wake socket: a Unix datagram socket, mode 0660 whatever the umask
 //! (bound in a private directory and renamed into place:
-//! [`super::socket_file`]), group `hal` when that group exists. The
+//! `super::socket_file`), group `hal` when that group exists. The
 //! datagram is `wake <generation>`, the generation in ASCII decimal
-//! ([`datagram`], [`parse`]); anything else (a bare `wake` of an older
+//! (`datagram`, `parse`); anything else (a bare `wake` of an older
 //! `nao-rs wake` included) is refused and logged. Path:
 //! `$NAO_RS_WAKE_SOCKET`, else `wake.sock` next to the death switch page
 //! (`/run/nao-rs/wake.sock` on the robot). A wake never re-arms.

@@ -2,14 +2,14 @@
 //! (B-Human, HULKs' HuLA, rUNSWift, NaoTH, `nao_lola`, ...) runs on nao-rs
 //! unchanged.
 //!
-//! - [`frame`]: the 896-byte msgpack sensor frame, one per cycle to every
+//! - `frame`: the 896-byte msgpack sensor frame, one per cycle to every
 //!   client.
-//! - [`actuator`]: decoding a client's actuator message and mapping it to a
+//! - `actuator`: decoding a client's actuator message and mapping it to a
 //!   [`Command`].
-//! - [`bridge`]: the rules (one controller, silence) as a pure state
+//! - `bridge`: the rules (one controller, silence) as a pure state
 //!   machine; trips and the wake are the runtime's (`nao_wire::protocol::gate`).
-//! - [`server`]: the non-blocking Unix socket server (default
-//!   [`DEFAULT_SOCKET`]), a normal (not real-time) thread.
+//! - `server`: the non-blocking Unix socket server (default
+//!   `DEFAULT_SOCKET`), a normal (not real-time) thread.
 //! - [`double`]: a test double of [`Body`].
 //! - [`runtime_body`]: the adapter from the runtime's `ProgramIo`, and
 //!   [`serve_runtime`], the `nao-rs run --controller lola` entry point.
@@ -76,7 +76,7 @@ impl std::error::Error for LolaError {}
 /// The bridge's settings.
 #[derive(Debug, Clone)]
 pub struct LolaConfig {
-    /// The socket path (LoLA's: [`DEFAULT_SOCKET`]).
+    /// The socket path (LoLA's: `DEFAULT_SOCKET`).
     pub socket: PathBuf,
     /// `RobotConfig`: body id, body version, head id, head version.
     pub robot_config: RobotConfig,
@@ -91,7 +91,7 @@ pub struct LolaConfig {
 }
 
 impl LolaConfig {
-    /// Defaults: `socket` at [`DEFAULT_SOCKET`], [`RobotConfig::default`], unit
+    /// Defaults: `socket` at `DEFAULT_SOCKET`, [`RobotConfig::default`], unit
     /// foot pressure gains (raw values), 8 clients.
     pub fn new(log: slog::Logger) -> Self {
         LolaConfig {

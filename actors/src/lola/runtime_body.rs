@@ -18,7 +18,7 @@ use crate::{ProgramIo, SensorFrame};
 /// Where the NAO's head id is on the robot (the same id LoLA reports).
 pub(crate) const HEAD_ID_PATH: &str = "/sys/qi/head_id";
 
-/// The head id from [`HEAD_ID_PATH`], if readable.
+/// The head id from `HEAD_ID_PATH`, if readable.
 pub fn system_head_id() -> Option<String> {
     let s = std::fs::read_to_string(HEAD_ID_PATH).ok()?;
     let s = s.trim();

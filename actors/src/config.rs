@@ -7,22 +7,23 @@ use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::StartupError;
 
 use crate::bringup::BringUpSetup;
-use crate::udp;
 
-/// The runtime's cycle period: 12 ms.
-pub const PERIOD_NS: u64 = 12_000_000;
+/// The runtime's cycle period: 12 ms, the frame period the guard keeps
+/// (`deathswitch::rules::FRAME_PERIOD_NS`).
+pub const PERIOD_NS: u64 = deathswitch::rules::FRAME_PERIOD_NS;
 /// The cycle actor's SCHED_FIFO priority.
 pub const CYCLE_PRIORITY: u8 = 30;
 /// The UDP listener's SCHED_FIFO priority (below the cycle's).
 pub const UDP_PRIORITY: u8 = 20;
-/// A busy chest board is retried this often.
-pub const OPEN_RETRY_NS: u64 = 50_000_000;
-/// ... for this long.
-pub const OPEN_TIMEOUT_NS: u64 = 5_000_000_000;
+/// A busy chest board is retried this often (50 ms): the runtime's side of
+/// its contract with the guard (`deathswitch::rules::RUNTIME_OPEN_RETRY_NS`).
+pub const OPEN_RETRY_NS: u64 = deathswitch::rules::RUNTIME_OPEN_RETRY_NS;
+/// ... for this long (5 s; `deathswitch::rules::RUNTIME_OPEN_TIMEOUT_NS`).
+pub const OPEN_TIMEOUT_NS: u64 = deathswitch::rules::RUNTIME_OPEN_TIMEOUT_NS;
 /// The status file is rewritten this often (10 Hz).
-pub const STATUS_PERIOD_NS: u64 = 100_000_000;
+pub(crate) const STATUS_PERIOD_NS: u64 = 100_000_000;
 /// The guard named in the page is checked this often.
-pub const GUARD_CHECK_PERIOD_NS: u64 = 1_000_000_000;
+pub(crate) const GUARD_CHECK_PERIOD_NS: u64 = 1_000_000_000;
 
 /// How the runtime runs.
 #[derive(Debug, Clone)]
@@ -37,8 +38,8 @@ pub struct Config {
     pub udp_port: Option<u16>,
     /// The UDP listener's SCHED_FIFO priority (20).
     pub udp_priority: Option<u8>,
-    /// The UDP stop's hand-over socket file (`udp::handover_path` of the
-    /// page); `None`: next to the default page (`$NAO_RS_DEATHSWITCH`).
+    /// The UDP stop's hand-over socket file
+    /// (`deathswitch::stop::udp::handover_path` of the page); `None`: next to the default page (`$NAO_RS_DEATHSWITCH`).
     pub udp_handover: Option<std::path::PathBuf>,
     /// The accepted motor board configuration versions (`[10]`).
     pub accepted: Vec<u8>,
@@ -54,7 +55,7 @@ pub struct Config {
     pub max_cycles: Option<u64>,
     /// Where log lines go (default: stderr).
     pub logger: Option<slog::Logger>,
-    /// The status file ([`status_file`]); `None`: `$NAO_RS_STATUS`, else
+    /// The status file ([`status_file`](crate::status_file)); `None`: `$NAO_RS_STATUS`, else
     /// `status.json` next to the page (none for a switch without a file).
     pub status_file: Option<PathBuf>,
     /// Bring-up (`docs/bringup.md`): only this joint may move, under the
@@ -71,7 +72,7 @@ impl Default for Config {
             period_ns: PERIOD_NS,
             cycle_priority: Some(CYCLE_PRIORITY),
             cycle_cpu: None,
-            udp_port: Some(udp::DEFAULT_PORT),
+            udp_port: Some(deathswitch::stop::PORT),
             udp_priority: Some(UDP_PRIORITY),
             udp_handover: None,
             accepted: DEFAULT_ACCEPTED.to_vec(),

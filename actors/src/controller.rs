@@ -8,7 +8,7 @@
 //! [`Stand`] ramps slowly into a standing pose and drops to its unstiff
 //! state while the runtime holds the robot limp. It keeps no latch of its
 //! own: "limp after a trip until a person's wake after the re-arm" is the
-//! runtime's rule, below every controller (`super::latch`); the stand
+//! runtime's rule, below every controller (`nao_wire::protocol::gate`); the stand
 //! controller follows what each cycle reports (`SwitchState::limp`) and
 //! ramps afresh from the measured pose when it ends.
 
@@ -35,7 +35,7 @@ impl Controller for Idle {
 
 /// The standing pose, radians, joint index order (knees slightly bent,
 /// arms down along the body).
-pub const STAND_POSE: [f32; JOINTS] = {
+pub(crate) const STAND_POSE: [f32; JOINTS] = {
     let mut p = [0.0f32; JOINTS];
     p[J::LShoulderPitch.index()] = 1.5;
     p[J::LShoulderRoll.index()] = 0.15;
@@ -54,13 +54,13 @@ pub const STAND_POSE: [f32; JOINTS] = {
     p
 };
 /// The stiffness when standing.
-pub const STAND_STIFFNESS: f32 = 0.6;
+pub(crate) const STAND_STIFFNESS: f32 = 0.6;
 /// The ramp into the pose: 3 s at 12 ms.
-pub const RAMP_CYCLES: u32 = 250;
+pub(crate) const RAMP_CYCLES: u32 = 250;
 
 /// Where the stand controller is.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum StandPhase {
+pub(crate) enum StandPhase {
     /// Stiffness 0: the runtime holds the robot limp (tripped, or
     /// re-armed and waiting for a wake).
     Limp,
@@ -98,7 +98,8 @@ impl Stand {
     }
 
     /// The phase.
-    pub fn phase(&self) -> StandPhase {
+    #[cfg(test)]
+    pub(crate) fn phase(&self) -> StandPhase {
         self.phase
     }
 

@@ -8,6 +8,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use deathswitch::stop::udp::UdpShared;
 use deathswitch::{Reason, Switch};
 use nao_kit::log::{EventSink, Level};
 use nao_kit::{Tick, Ticker};
@@ -21,7 +22,6 @@ use crate::flags::{self, SafetyFlags};
 use crate::handle::Handle;
 use crate::program::{self, SensorFrame, SwitchState};
 use crate::runtime::{CycleHook, RunSummary};
-use crate::udp;
 
 /// What the cycle actor is made of.
 pub(crate) struct CycleParts {
@@ -30,7 +30,7 @@ pub(crate) struct CycleParts {
     pub(crate) commands: rtrb::Consumer<Command>,
     pub(crate) latest: Arc<program::Latest>,
     pub(crate) handle: Handle,
-    pub(crate) udp: Option<Arc<udp::UdpShared>>,
+    pub(crate) udp: Option<Arc<UdpShared>>,
     /// Set by the non-real-time side while the guard named in the page is
     /// not alive.
     pub(crate) guard_dead: Arc<AtomicBool>,
@@ -49,7 +49,7 @@ pub(crate) struct CycleActor {
     commands: rtrb::Consumer<Command>,
     latest: Arc<program::Latest>,
     handle: Handle,
-    udp: Option<Arc<udp::UdpShared>>,
+    udp: Option<Arc<UdpShared>>,
     guard_dead: Arc<AtomicBool>,
     events: EventSink,
     flags: flags::FlagObserver,

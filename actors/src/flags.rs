@@ -8,7 +8,7 @@ use nao_wire::protocol::safety::Levels;
 pub use deathswitch::flags::SafetyFlags;
 
 /// The log line text of each flag (static, for the event ring).
-pub fn text(flag: SafetyFlags) -> &'static str {
+pub(crate) fn text(flag: SafetyFlags) -> &'static str {
     match flag {
         SafetyFlags::CONTROLLER_LOST => "safety: controller lost",
         SafetyFlags::CYCLE_STALL => "safety: cycle stall",
@@ -22,11 +22,11 @@ pub fn text(flag: SafetyFlags) -> &'static str {
     }
 }
 /// Cycles an invalid answer keeps its flag set (1 s at 12 ms).
-pub const INVALID_ANSWER_HOLD_CYCLES: u64 = 83;
+pub(crate) const INVALID_ANSWER_HOLD_CYCLES: u64 = 83;
 
 /// Rebuilds the flags from each cycle's output (pure).
 #[derive(Debug, Clone, Default)]
-pub struct FlagObserver {
+pub(crate) struct FlagObserver {
     last_invalid_k: Option<u64>,
     link_down: bool,
     flags: SafetyFlags,
@@ -34,20 +34,15 @@ pub struct FlagObserver {
 
 impl FlagObserver {
     /// No flags yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
-    }
-
-    /// The flags now.
-    pub fn flags(&self) -> SafetyFlags {
-        self.flags
     }
 
     /// Takes one cycle's output and the flags observed outside the cycle
     /// (`udp-port-not-owned` from the UDP listener, `guard-dead` from the
     /// runtime's non-real-time side; other bits are ignored); returns the
     /// new flags and the bits that changed.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         out: &CycleOutput,
         outside: SafetyFlags,
@@ -83,7 +78,7 @@ impl FlagObserver {
 }
 
 /// The flags of HAL's three levels.
-pub fn levels_flags(l: &Levels) -> SafetyFlags {
+pub(crate) fn levels_flags(l: &Levels) -> SafetyFlags {
     let mut f = SafetyFlags::empty();
     f.set(SafetyFlags::CONTROLLER_LOST, l.controller < 1000);
     f.set(SafetyFlags::CYCLE_STALL, l.stall < 1000);

@@ -65,6 +65,10 @@ impl Handle {
     /// counts only if the page is armed in that generation when the cycle
     /// reads it. For a person's action only (a button in the program's
     /// user interface), never for a controller's own decision.
+    ///
+    /// # Errors
+    ///
+    /// [`WakeRefused`] while the switch is tripped (or the page lost).
     pub fn wake(&self) -> Result<u64, WakeRefused> {
         let s = self.switch.read();
         match s.wake_generation() {

@@ -3,7 +3,7 @@
 //! [`Runtime::start`] registers the process in the page (`driver_pid`),
 //! brings the chest board up (retrying every 50 ms for up to 5 s while
 //! another process holds it), runs the protocol core's start-up and returns
-//! the robot's [`Identity`] at once with a [`ProgramIo`]; the motor board
+//! the robot's [`Identity`](nao_wire::protocol::startup::Identity) at once with a [`ProgramIo`]; the motor board
 //! handshake goes on in the first cycles.
 //!
 //! Actors (threads made with [`nao_kit`]):
@@ -13,8 +13,9 @@
 //!   controller: `nao_wire::protocol::gate`), the protocol core's cycle
 //!   (safety ramps, frame, USB exchange, answer), the heartbeat and the
 //!   trips from the answer; then the safety status and the sensors
-//!   ([`cycle_actor`]);
-//! - `nao-rs-udp` (SCHED_FIFO 20): the UDP stop ([`udp`]);
+//!   (`cycle_actor`);
+//! - `nao-rs-udp` (SCHED_FIFO 20): the UDP stop, the one listener of both
+//!   processes (`deathswitch::stop::udp`);
 //! - `nao-rs-log` (normal): writes the events the others queue ([`nao_kit::log`]);
 //! - `nao-rs-status` (normal): the runtime's non-real-time side: the
 //!   status file ([`status_file`], `status.json` next to the page, 10 Hz)
@@ -25,27 +26,43 @@
 //! trips the switch (`shutdown`, or `fault` for a panic) before the last
 //! cycle ends, sends one more all-off frame and closes the board.
 
-pub mod bringup;
-pub mod config;
+//!
+//! Its public face:
+//! - starting and stopping: [`Runtime`] (with a [`CycleHook`], [`NoHook`]),
+//!   [`Config`] (with [`BringUpSetup`]), [`StartError`], [`RunSummary`];
+//!   the constants [`PERIOD_NS`], [`CYCLE_PRIORITY`], [`UDP_PRIORITY`],
+//!   [`OPEN_RETRY_NS`], [`OPEN_TIMEOUT_NS`];
+//! - the program's side: [`ProgramIo`], [`SensorFrame`], [`SwitchState`],
+//!   [`SafetyFlags`]; from any thread: [`Handle`] (trip, wake, jog, stop),
+//!   [`Status`], [`WakeRefused`]; the death switch's [`Switch`],
+//!   [`Reason`] and [`Motion`];
+//! - [`controller`]: the `none` and `stand` controllers and [`controller::run`];
+//! - [`lola`]: the LoLA-compatible socket;
+//! - [`wake`]: a person's wake (the wake socket, `nao-rs wake`);
+//! - [`status_file`]: the status file the beacon, `nao-rs demo` and the
+//!   bench read;
+//! - `fault` (feature `fault-injection`, the guard's tests only).
+
+#![warn(missing_docs, unreachable_pub)]
+
+mod bringup;
+mod config;
 pub mod controller;
 mod cycle_actor;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
-pub mod flags;
-pub mod handle;
+mod flags;
+mod handle;
 pub mod lola;
-pub mod program;
-pub mod runtime;
-pub mod socket_file;
+mod program;
+mod runtime;
+mod socket_file;
 pub mod status_file;
-pub mod switch;
-pub mod udp;
 pub mod wake;
 
 pub use bringup::BringUpSetup;
 pub use config::{
-    Config, StartError, CYCLE_PRIORITY, GUARD_CHECK_PERIOD_NS, OPEN_RETRY_NS, OPEN_TIMEOUT_NS,
-    PERIOD_NS, STATUS_PERIOD_NS, UDP_PRIORITY,
+    Config, StartError, CYCLE_PRIORITY, OPEN_RETRY_NS, OPEN_TIMEOUT_NS, PERIOD_NS, UDP_PRIORITY,
 };
 pub use deathswitch::{Motion, Reason, Switch};
 pub use flags::SafetyFlags;

@@ -105,7 +105,7 @@ impl Default for SensorFrame {
 /// turn, and the real-time cycle must neither wait nor allocate; one slot
 /// and a futex counter ([`Notify`]) give both.
 #[derive(Debug, Default)]
-pub struct Latest {
+pub(crate) struct Latest {
     frame: Mutex<SensorFrame>,
     published: AtomicU64,
     notify: Notify,
@@ -113,7 +113,7 @@ pub struct Latest {
 
 impl Latest {
     /// Publishes `frame` without blocking (the cycle's side).
-    pub fn publish(&self, frame: &SensorFrame) {
+    pub(crate) fn publish(&self, frame: &SensorFrame) {
         if let Ok(mut f) = self.frame.try_lock() {
             *f = *frame;
             drop(f);
@@ -125,19 +125,19 @@ impl Latest {
     }
 
     /// How many frames were published.
-    pub fn published(&self) -> u64 {
+    pub(crate) fn published(&self) -> u64 {
         // Acquire: pairs with the Release in `publish`.
         self.published.load(Ordering::Acquire)
     }
 
     /// A copy of the latest frame.
-    pub fn read(&self) -> SensorFrame {
+    pub(crate) fn read(&self) -> SensorFrame {
         *self.frame.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Waits up to `timeout_ns` for a frame newer than publication number
     /// `after`; returns it with its number.
-    pub fn wait_newer(&self, after: u64, timeout_ns: u64) -> Option<(u64, SensorFrame)> {
+    pub(crate) fn wait_newer(&self, after: u64, timeout_ns: u64) -> Option<(u64, SensorFrame)> {
         let deadline = nao_kit::monotonic_ns().saturating_add(timeout_ns);
         loop {
             let seen = self.notify.current();
@@ -164,7 +164,11 @@ pub struct ProgramIo {
 
 impl ProgramIo {
     /// Queues a command for the next cycle. A full ring hands it back (by
-    /// value, as the issue asks: no allocation on this path).
+    /// value: no allocation on this path).
+    ///
+    /// # Errors
+    ///
+    /// The ring is full: the command comes back.
     #[allow(clippy::result_large_err)]
     pub fn push_command(&mut self, command: Command) -> Result<(), Command> {
         self.commands

@@ -5,8 +5,11 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use deathswitch::stop::udp::{
+    describe, handover_path, ListenConfig, Severity, UdpEvent, UdpListener,
+};
 use deathswitch::{Reason, Switch};
-use nao_kit::log::{LogActor, Logbook};
+use nao_kit::log::{EventSink, Level, LogActor, Logbook};
 use nao_kit::{monotonic_ns, ActorSpec};
 use nao_wire::link::{Link, LinkError};
 use nao_wire::protocol::bringup::BringUp;
@@ -19,7 +22,7 @@ use crate::config::{Config, StartError};
 use crate::cycle_actor::{CycleActor, CycleParts};
 use crate::handle::{Handle, JogSignal, Status};
 use crate::program::{self, ProgramIo};
-use crate::{status_file, udp, wake};
+use crate::{status_file, wake};
 
 /// Something the cycle calls before each frame with what the step read and
 /// decided and the link (the recorder of `nao-rs record` writes its input
@@ -71,7 +74,7 @@ pub struct Runtime<L: Link + 'static = Box<dyn Link>> {
     identity: Identity,
     handle: Handle,
     cycle: Option<nao_kit::Actor<(L, RunSummary)>>,
-    udp: Option<udp::UdpListener>,
+    udp: Option<UdpListener>,
     monitor: Option<status_file::Monitor>,
     log: Option<LogActor>,
     logbook: Logbook,
@@ -160,26 +163,37 @@ impl<L: Link + 'static> Runtime<L> {
         let udp = match config.udp_port {
             None => None,
             Some(port) => {
+                // The one UDP stop listener of both processes
+                // (deathswitch::stop::udp), on a panic-guarded actor.
                 let b2 = switch.clone();
                 let mut sink = logbook.sink("udp", 64);
                 let (b3, h3) = (switch.clone(), handle.clone());
                 let handover = config
                     .udp_handover
                     .clone()
-                    .unwrap_or_else(|| udp::handover_path(&deathswitch::default_path(), port));
-                let l = udp::UdpListener::start_named(
-                    "nao-rs-udp",
-                    port,
-                    handover,
+                    .unwrap_or_else(|| handover_path(&deathswitch::default_path(), port));
+                let spec = ActorSpec {
+                    name: "nao-rs-udp".into(),
+                    priority: config.udp_priority,
+                    cpu: None,
+                };
+                let l = UdpListener::start(
+                    ListenConfig::new(port, handover),
                     handle.stop.clone(),
-                    config.udp_priority,
                     move |r| {
                         b2.trip(r);
                     },
-                    move |e| udp::log_event(&mut sink, e, port),
-                    move || {
-                        b3.trip(Reason::Fault);
-                        h3.request_stop();
+                    move |e| log_udp_event(&mut sink, e, port),
+                    |listening| {
+                        let on_panic = move || {
+                            b3.trip(Reason::Fault);
+                            h3.request_stop();
+                        };
+                        let actor =
+                            nao_kit::actor::spawn_guarded(spec, move || listening.run(), on_panic)?;
+                        Ok(move || {
+                            let _ = actor.join();
+                        })
                     },
                 )
                 .map_err(StartError::Thread)?;
@@ -312,6 +326,23 @@ impl<L: Link + 'static> Drop for Runtime<L> {
         }
         self.finish();
     }
+}
+
+/// The kit's log level of a UDP listener's [`Severity`]: the one mapping
+/// in the runtime.
+fn level(s: Severity) -> Level {
+    match s {
+        Severity::Info => Level::Info,
+        Severity::Warning => Level::Warning,
+        Severity::Error => Level::Error,
+    }
+}
+
+/// Queues the log line of the UDP listener's event `e` on `sink`
+/// (`deathswitch::stop::udp::describe`).
+fn log_udp_event(sink: &mut EventSink, e: UdpEvent, port: u16) {
+    let (severity, what, value) = describe(e, port);
+    sink.emit(level(severity), what, value);
 }
 
 /// Runs the start-up, retrying a busy board every `open_retry_ns` for up to

@@ -23,13 +23,13 @@ use deathswitch::socket_file::{bind_private, BindStep, Replace};
 
 /// The mode of the runtime's sockets: the owner and the group read and
 /// write, nobody else.
-pub const MODE: u32 = 0o660;
+pub(crate) const MODE: u32 = 0o660;
 /// The group given to the sockets when it exists (the page's group).
-pub const GROUP: &str = "hal";
+pub(crate) const GROUP: &str = "hal";
 
 /// What is at a socket's path before it is bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Existing {
+pub(crate) enum Existing {
     /// Nothing.
     Nothing,
     /// A socket file owned by `owner`; `answers`: a process accepts or
@@ -46,7 +46,7 @@ pub enum Existing {
 
 /// What to do about what is at the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The path is free.
     Free,
     /// A stale socket file of this user: remove it, then bind.
@@ -65,7 +65,7 @@ pub enum Verdict {
 /// The rule (pure): a path is taken over only when it is free or holds a
 /// stale socket file of this user (`me`, the effective uid); a socket file
 /// of another user is never touched, served or not.
-pub fn judge(existing: Existing, me: u32) -> Verdict {
+pub(crate) fn judge(existing: Existing, me: u32) -> Verdict {
     match existing {
         Existing::Nothing => Verdict::Free,
         Existing::Socket { owner, .. } if owner != me => Verdict::OtherUser { owner },
@@ -77,7 +77,7 @@ pub fn judge(existing: Existing, me: u32) -> Verdict {
 
 /// The kind of socket, for the look at what is at the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `SOCK_STREAM` (LoLA).
     Stream,
     /// `SOCK_DGRAM` (the wake).
@@ -85,7 +85,7 @@ pub enum Kind {
 }
 
 /// Looks at `path` (never follows a link).
-pub fn look(path: &Path, kind: Kind) -> io::Result<Existing> {
+pub(crate) fn look(path: &Path, kind: Kind) -> io::Result<Existing> {
     let md = match std::fs::symlink_metadata(path) {
         Ok(md) => md,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Existing::Nothing),
@@ -112,7 +112,7 @@ pub fn look(path: &Path, kind: Kind) -> io::Result<Existing> {
 }
 
 /// The error for a path that is not free, naming the path and the fix.
-pub fn held_error(what: &str, path: &Path, v: Verdict, fix: &str) -> io::Error {
+pub(crate) fn held_error(what: &str, path: &Path, v: Verdict, fix: &str) -> io::Error {
     let p = path.display();
     let why = match v {
         Verdict::Served => format!(
@@ -137,7 +137,7 @@ pub fn held_error(what: &str, path: &Path, v: Verdict, fix: &str) -> io::Error {
 /// then the file gets its mode and group and is renamed into place without
 /// replacing anything (`deathswitch::socket_file::bind_private`). `what`
 /// names the socket in errors, `fix` says what to do about a held path.
-pub fn bind_with_mode<S>(
+pub(crate) fn bind_with_mode<S>(
     path: &Path,
     kind: Kind,
     what: &str,

@@ -4,8 +4,8 @@
 //! stiffness and temperature, lateness, the motion state, ...), one JSON
 //! line, for the beacon (`nao-rs-beacon`), `nao-rs demo` and
 //! `nao-rs-bench`. Written by the runtime itself, however it is hosted
-//! (`nao-rs run` or a program linking the library): [`Monitor`], a
-//! normal-priority thread, rewrites it every [`super::STATUS_PERIOD_NS`]
+//! (`nao-rs run` or a program linking the library): `Monitor`, a
+//! normal-priority thread, rewrites it every `STATUS_PERIOD_NS`
 //! (10 Hz) atomically (a temp file renamed over it), mode 0640 whatever the
 //! umask. Path: [`super::Config::status_file`] (`nao-rs run
 //! --status-file`), else `$NAO_RS_STATUS`, else `status.json` next to the
@@ -28,12 +28,12 @@ use nao_wire::JOINTS;
 use super::{Handle, Motion};
 
 /// The environment variable naming the status file.
-pub const ENV_STATUS: &str = "NAO_RS_STATUS";
+pub(crate) const ENV_STATUS: &str = "NAO_RS_STATUS";
 /// The status file's mode: the owner writes, the group (`hal`: the beacon)
 /// reads.
-pub const MODE: u32 = 0o640;
+pub(crate) const MODE: u32 = 0o640;
 /// The status file's format version (the `version` field).
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// The status file's path for a page at `page` (`None`: no page file):
 /// `$NAO_RS_STATUS`, else `status.json` next to the page.
@@ -128,13 +128,13 @@ pub struct StatusFile {
     pub time_unix_ms: u64,
     /// The switch as the last cycle read it.
     pub tripped: bool,
-    /// The format's version ([`VERSION`]).
+    /// The format's version (`VERSION`).
     #[serde(default)]
     pub version: u32,
 }
 
 /// The hottest of `temperature` (the first of equals), `None` for none.
-pub fn hottest(temperature: &[i8; JOINTS]) -> Option<HottestJoint> {
+pub(crate) fn hottest(temperature: &[i8; JOINTS]) -> Option<HottestJoint> {
     let (index, &t) = temperature
         .iter()
         .enumerate()
@@ -149,7 +149,7 @@ pub fn hottest(temperature: &[i8; JOINTS]) -> Option<HottestJoint> {
 
 impl StatusFile {
     /// The status of the runtime behind `h` now.
-    pub fn of(h: &Handle) -> StatusFile {
+    pub(crate) fn of(h: &Handle) -> StatusFile {
         let s = h.status();
         let sw = h.switch();
         let f = h.latest_sensors();
@@ -196,7 +196,7 @@ impl StatusFile {
 
     /// Writes the file at `path` whole: a temp file next to it (mode 0640
     /// whatever the umask), renamed over it.
-    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+    pub(crate) fn write(&self, path: &Path) -> std::io::Result<()> {
         let line = serde_json::to_string(self).map_err(std::io::Error::other)? + "\n";
         let name = path
             .file_name()
@@ -224,7 +224,7 @@ impl StatusFile {
 /// The guard named in the page is dead (pure): a guard is named and the
 /// process with its pid is gone or has another start time (`alive`:
 /// [`deathswitch::process::ProcessIdentity::is_alive`] of it).
-pub fn guard_dead(
+pub(crate) fn guard_dead(
     named: Option<deathswitch::process::ProcessIdentity>,
     alive: impl FnOnce() -> bool,
 ) -> bool {
@@ -233,17 +233,17 @@ pub fn guard_dead(
 
 /// The runtime's non-real-time side: the status file and the guard's
 /// liveness, on a normal-priority thread (`nao-rs-status`).
-pub struct Monitor {
+pub(crate) struct Monitor {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Monitor {
     /// Starts the thread: the status file at `path` (if any) every
-    /// [`super::STATUS_PERIOD_NS`], the guard's liveness into `guard_dead`
-    /// every [`super::GUARD_CHECK_PERIOD_NS`]. A failed write is logged
+    /// [`STATUS_PERIOD_NS`](crate::config::STATUS_PERIOD_NS), the guard's liveness into `guard_dead`
+    /// every [`crate::config::GUARD_CHECK_PERIOD_NS`]. A failed write is logged
     /// once (and once more when writing works again).
-    pub fn start(
+    pub(crate) fn start(
         handle: Handle,
         path: Option<PathBuf>,
         guard_dead_flag: Arc<AtomicBool>,
@@ -254,9 +254,9 @@ impl Monitor {
         let thread = std::thread::Builder::new()
             .name("nao-rs-status".into())
             .spawn(move || {
-                let period = Duration::from_nanos(super::STATUS_PERIOD_NS);
+                let period = Duration::from_nanos(crate::config::STATUS_PERIOD_NS);
                 let guard_every =
-                    (super::GUARD_CHECK_PERIOD_NS / super::STATUS_PERIOD_NS).max(1);
+                    (crate::config::GUARD_CHECK_PERIOD_NS / crate::config::STATUS_PERIOD_NS).max(1);
                 let mut failing = false;
                 // Writes until the next look at the guard (0: look now).
                 let mut until_guard: u64 = 0;
@@ -317,7 +317,7 @@ impl Monitor {
     }
 
     /// Stops the thread after one last write, and waits for it.
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.end();
     }
 

@@ -4,7 +4,7 @@
 //! A wake carries the page's **wake generation** its sender read (the
 //! trip count while armed: `deathswitch::Snapshot::wake_generation`);
 //! [`WakeSignal`] carries it to the runtime's cycle, where the latch
-//! ([`super::latch`]) counts it only if the page is armed in exactly that
+//! (`nao_wire::protocol::gate`) counts it only if the page is armed in exactly that
 //! generation when the cycle reads it. A wake read before a trip carries
 //! an older generation and is used up; no clock is compared. It is set by
 //! the wake socket (`nao-rs wake`) and by [`super::Handle::wake`]; no
@@ -12,9 +12,9 @@
 //!
 //! The wake socket: a Unix datagram socket, mode 0660 whatever the umask
 //! (bound in a private directory and renamed into place:
-//! [`super::socket_file`]), group `hal` when that group exists. The
+//! `super::socket_file`), group `hal` when that group exists. The
 //! datagram is `wake <generation>`, the generation in ASCII decimal
-//! ([`datagram`], [`parse`]); anything else (a bare `wake` of an older
+//! (`datagram`, `parse`); anything else (a bare `wake` of an older
 //! `nao-rs wake` included) is refused and logged. Path:
 //! `$NAO_RS_WAKE_SOCKET`, else `wake.sock` next to the death switch page
 //! (`/run/nao-rs/wake.sock` on the robot). A wake never re-arms.
@@ -29,11 +29,11 @@ use std::time::Duration;
 use super::socket_file;
 
 /// The environment variable naming the wake socket.
-pub const ENV_WAKE_SOCKET: &str = "NAO_RS_WAKE_SOCKET";
+pub(crate) const ENV_WAKE_SOCKET: &str = "NAO_RS_WAKE_SOCKET";
 /// The wake datagram's first word.
-pub const WAKE: &[u8] = b"wake";
+pub(crate) const WAKE: &[u8] = b"wake";
 /// The longest wake datagram: `wake ` and 20 digits.
-pub const MAX_LEN: usize = 25;
+pub(crate) const MAX_LEN: usize = 25;
 
 /// The newest wake's generation, from a person's tool to the cycle. Never
 /// blocks, never allocates.
@@ -48,7 +48,7 @@ impl WakeSignal {
     /// read). Of several wakes before the cycle takes one, the highest
     /// generation is kept (generations only grow on one page; a wrong one
     /// is used up, never worse).
-    pub fn wake(&self, generation: u64) {
+    pub(crate) fn wake(&self, generation: u64) {
         // Relaxed: the number itself is the whole message.
         self.generation_plus_1
             .fetch_max(generation.saturating_add(1), Ordering::Relaxed);
@@ -56,7 +56,7 @@ impl WakeSignal {
 
     /// Takes the newest wake since the last call (the cycle's side): its
     /// generation.
-    pub fn take(&self) -> Option<u64> {
+    pub(crate) fn take(&self) -> Option<u64> {
         // Relaxed: as in `wake`.
         match self.generation_plus_1.swap(0, Ordering::Relaxed) {
             0 => None,
@@ -67,7 +67,7 @@ impl WakeSignal {
 
 /// Why a datagram on the wake socket is not a wake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotAWake {
+pub(crate) enum NotAWake {
     /// `wake` without a generation (an `nao-rs wake` older than wake
     /// generations).
     NoGeneration,
@@ -109,14 +109,14 @@ impl std::fmt::Display for WakeRefused {
 impl std::error::Error for WakeRefused {}
 
 /// The datagram of a wake in `generation`: `wake <generation>`.
-pub fn datagram(generation: u64) -> String {
+pub(crate) fn datagram(generation: u64) -> String {
     format!("wake {generation}")
 }
 
 /// The generation of a wake datagram (pure): exactly `wake`, one space,
 /// 1 to 20 ASCII digits that fit a u64, and nothing else (one trailing
 /// newline is allowed).
-pub fn parse(d: &[u8]) -> Result<u64, NotAWake> {
+pub(crate) fn parse(d: &[u8]) -> Result<u64, NotAWake> {
     let d = d.strip_suffix(b"\n").unwrap_or(d);
     if d == WAKE {
         return Err(NotAWake::NoGeneration);
@@ -146,6 +146,11 @@ pub fn socket_path(page: &Path) -> PathBuf {
 }
 
 /// Sends a wake in `generation` to the socket at `path`.
+///
+/// # Errors
+///
+/// The datagram could not be sent (no socket at `path`: no runtime
+/// serving it); the error names the path and the fix.
 pub fn send(path: &Path, generation: u64) -> io::Result<()> {
     let s = UnixDatagram::unbound()?;
     s.send_to(datagram(generation).as_bytes(), path)
@@ -181,6 +186,16 @@ impl BoundWake {
     /// Starts the listener thread: a wake on `signal` for every wake
     /// datagram; refused datagrams are logged on `log` (at most one line a
     /// second, with a count).
+    ///
+    /// # Errors
+    ///
+    /// The socket's receive timeout could not be set or the thread could
+    /// not be started.
+    ///
+    /// # Panics
+    ///
+    /// Never: a [`BoundWake`] holds its socket until it is started, once
+    /// (`start` takes it by value).
     pub fn start(mut self, signal: Arc<WakeSignal>, log: slog::Logger) -> io::Result<WakeListener> {
         let sock = self.sock.take().expect("a bound wake socket starts once");
         let path = std::mem::take(&mut self.path);
@@ -239,6 +254,10 @@ impl WakeListener {
     /// socket is an error naming the path and the fix), mode 0660 whatever
     /// the umask, group `hal` if it exists. Start it with
     /// [`BoundWake::start`].
+    ///
+    /// # Errors
+    ///
+    /// The path is taken (as above) or the socket cannot be bound.
     pub fn bind(path: &Path) -> io::Result<BoundWake> {
         let sock = socket_file::bind_with_mode(
             path,
@@ -251,15 +270,6 @@ impl WakeListener {
             path: path.to_path_buf(),
             sock: Some(sock),
         })
-    }
-
-    /// [`WakeListener::bind`], then [`BoundWake::start`].
-    pub fn start(
-        path: &Path,
-        signal: Arc<WakeSignal>,
-        log: slog::Logger,
-    ) -> io::Result<WakeListener> {
-        Self::bind(path)?.start(signal, log)
     }
 }
 
@@ -341,7 +351,10 @@ mod tests {
         let path = dir.join("wake.sock");
         let signal = Arc::new(WakeSignal::default());
         let log = slog::Logger::root(slog::Discard, slog::o!());
-        let l = WakeListener::start(&path, signal.clone(), log).unwrap();
+        let l = WakeListener::bind(&path)
+            .unwrap()
+            .start(signal.clone(), log)
+            .unwrap();
         let mode = std::fs::metadata(&path).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o660, "{mode:o}");
         let take = || {

@@ -58,7 +58,8 @@ pub struct Placement {
 
 impl Placement {
     /// True when the priority and the CPU are both as `spec` asked.
-    pub fn is_as_asked(&self, spec: &ActorSpec) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_as_asked(&self, spec: &ActorSpec) -> bool {
         let prio_ok = spec.priority.is_none() || self.fifo_priority == spec.priority;
         let cpu_ok = match spec.cpu {
             None => true,
@@ -73,7 +74,7 @@ static WARNED_CPU: AtomicBool = AtomicBool::new(false);
 
 /// The message for a failed SCHED_FIFO request: names the capability and the
 /// rtprio limit in force.
-pub fn priority_problem(priority: u8, error: &str) -> String {
+pub(crate) fn priority_problem(priority: u8, error: &str) -> String {
     let limit = rtprio_limit();
     let limit_text = match limit {
         Some(l) => format!("{l}"),
@@ -88,7 +89,7 @@ pub fn priority_problem(priority: u8, error: &str) -> String {
 }
 
 /// The soft `RLIMIT_RTPRIO` of this process.
-pub fn rtprio_limit() -> Option<u64> {
+pub(crate) fn rtprio_limit() -> Option<u64> {
     nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_RTPRIO)
         .ok()
         .map(|(soft, _hard)| soft)
@@ -97,7 +98,7 @@ pub fn rtprio_limit() -> Option<u64> {
 /// Applies `spec` to the calling thread and reads back what the kernel
 /// granted. Problems are returned, and the first of each kind in the
 /// process is also printed once on stderr.
-pub fn place_current_thread(spec: &ActorSpec) -> Placement {
+pub(crate) fn place_current_thread(spec: &ActorSpec) -> Placement {
     let mut problems = Vec::new();
     if let Some(cpu) = spec.cpu {
         let ids = core_affinity::get_core_ids().unwrap_or_default();
@@ -146,7 +147,7 @@ pub fn place_current_thread(spec: &ActorSpec) -> Placement {
 }
 
 /// The calling thread's SCHED_FIFO priority, `None` at any other policy.
-pub fn current_fifo_priority() -> Option<u8> {
+pub(crate) fn current_fifo_priority() -> Option<u8> {
     let mut policy: libc::c_int = 0;
     let mut param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pthread_self() is always a valid thread handle for the calling
@@ -160,7 +161,7 @@ pub fn current_fifo_priority() -> Option<u8> {
 }
 
 /// The CPUs the calling thread may run on.
-pub fn current_cpus() -> Vec<usize> {
+pub(crate) fn current_cpus() -> Vec<usize> {
     match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
         Ok(set) => (0..nix::sched::CpuSet::count())
             .filter(|&i| set.is_set(i).unwrap_or(false))
@@ -182,12 +183,11 @@ impl<T> Actor<T> {
         &self.placement
     }
 
-    /// True when the actor's function has returned (or panicked).
-    pub fn is_finished(&self) -> bool {
-        self.handle.is_finished()
-    }
-
-    /// Waits for the actor's function to return; `Err` carries a panic.
+    /// Waits for the actor's function to return.
+    ///
+    /// # Errors
+    ///
+    /// The function panicked: `Err` carries the panic's payload.
     pub fn join(self) -> std::thread::Result<T> {
         self.handle.join()
     }
@@ -197,6 +197,11 @@ impl<T> Actor<T> {
 /// (priority, CPU), reports the placement back, then runs `body`.
 ///
 /// Returns once the placement is known, so the caller sees it at once.
+///
+/// # Errors
+///
+/// The thread could not be made (`std::thread::Builder::spawn`), or it
+/// ended before it reported its placement.
 pub fn spawn<T, F>(spec: ActorSpec, body: F) -> io::Result<Actor<T>>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -220,6 +225,10 @@ where
 /// [`spawn`] for a body that must not die silently: a panic in `body` is
 /// caught and `on_panic` runs on the actor's thread (the runtime trips the
 /// switch with `fault` there). Returns `None` from the body after a panic.
+///
+/// # Errors
+///
+/// As [`spawn`].
 pub fn spawn_guarded<T, F, P>(spec: ActorSpec, body: F, on_panic: P) -> io::Result<Actor<Option<T>>>
 where
     F: FnOnce() -> T + Send + 'static,

@@ -1,23 +1,35 @@
-//! The actor kit: the building blocks every real-time part of nao-rs uses.
+//! The actor kit: the building blocks every real-time part of nao-rs uses
+//! (the runtime and the guard alike).
 //!
-//! - [`actor`]: a named thread with a SCHED_FIFO priority and a CPU, set from
-//!   inside the thread and read back.
-//! - [`ticker`]: absolute deadlines with `clock_nanosleep(TIMER_ABSTIME)`,
-//!   lateness and overrun counters.
-//! - [`log`]: events through a ring to a logging actor, repeats counted.
-//! - [`notify`]: wake a waiting thread without a lock (a futex).
-//! - rings: `rtrb` SPSC rings, preallocated ([`ring`]).
-//! - [`alloc`]: a counting allocator, so a running process shows that its
-//!   real-time loops allocate nothing.
+//! Its public face:
+//! - [`actor`]: [`spawn`] and [`actor::spawn_guarded`] start an [`Actor`],
+//!   a named thread with a SCHED_FIFO priority and a CPU ([`ActorSpec`]),
+//!   set from inside the thread and read back ([`Placement`]).
+//! - [`ticker`]: the absolute-deadline rule ([`Schedule`], pure) and the
+//!   [`Ticker`] that sleeps to it with `clock_nanosleep(TIMER_ABSTIME)`
+//!   ([`Tick`], [`TickStats`]); [`ticker::sleep_until_readable`].
+//! - [`clock`]: the one clock, [`monotonic_ns`], behind [`clock::Clock`]
+//!   with [`clock::MockClock`] for tests.
+//! - [`log`]: events through a ring per actor to a logging actor, repeats
+//!   counted ([`log::Logbook`], [`log::EventSink`], [`log::Level`]).
+//! - [`notify`]: wake a waiting thread without a lock ([`notify::Notify`],
+//!   a futex).
+//! - [`ring`]: a preallocated `rtrb` SPSC ring.
+//! - [`alloc`]: a counting allocator ([`alloc::CountingAlloc`]), so a
+//!   running process shows that its real-time loops allocate nothing.
+
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod actor;
 pub mod alloc;
+pub mod clock;
 pub mod log;
 pub mod notify;
 pub mod ticker;
 
 pub use actor::{spawn, Actor, ActorSpec, Placement};
-pub use ticker::{monotonic_ns, Schedule, Tick, TickStats, Ticker};
+pub use clock::monotonic_ns;
+pub use ticker::{Schedule, Tick, TickStats, Ticker};
 
 /// A preallocated single-producer single-consumer ring of `capacity` slots
 /// (`rtrb`): `push` and `pop` never block and never allocate.

@@ -1,14 +1,14 @@
 //! Logging without logging on a real-time thread.
 //!
 //! A real-time actor never formats or writes a log line: it pushes a small
-//! `Copy` [`Event`] into its own preallocated `rtrb` ring ([`EventSink`],
+//! `Copy` event (a fixed text, a number, a time) into its own preallocated `rtrb` ring ([`EventSink`],
 //! never blocks, never allocates; a full ring counts the event as dropped).
 //! The rings stay `rtrb` for that: one wait-free single-producer ring per
 //! real-time thread, where a shared channel would make the threads contend.
 //! The logging actor ([`Logbook::spawn`]) drains every ring every 50 ms and
 //! writes through `slog`; it is told of new rings and of its stop by a
 //! `crossbeam-channel` (from any thread, never on a real-time path). Repeated events are counted, not repeated
-//! ([`Coalescer`]): the first of a kind is logged at once, the repeats within
+//! (the coalescer): the first of a kind is logged at once, the repeats within
 //! its window are summed into one line at the end of the window. The window
 //! is 1 s and doubles (up to 64 s) while the repeats go on.
 
@@ -19,8 +19,8 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use slog::{error, info, warn, Logger};
 
-use super::actor::{spawn, Actor, ActorSpec};
-use super::ticker::monotonic_ns;
+use crate::actor::{spawn, Actor, ActorSpec};
+use crate::clock::monotonic_ns;
 
 /// How bad an event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,15 +35,15 @@ pub enum Level {
 
 /// One event from a real-time actor: a fixed text and one number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Event {
+pub(crate) struct Event {
     /// How bad.
-    pub level: Level,
+    pub(crate) level: Level,
     /// What happened; also the key under which repeats are counted.
-    pub what: &'static str,
+    pub(crate) what: &'static str,
     /// A number that goes with it (a cycle, a count, an error code).
-    pub value: i64,
+    pub(crate) value: i64,
     /// When, monotonic ns.
-    pub t_ns: u64,
+    pub(crate) t_ns: u64,
 }
 
 /// The real-time side: pushes events into a preallocated ring.
@@ -56,7 +56,7 @@ pub struct EventSink {
 impl EventSink {
     /// Queues `event`; never blocks or allocates. A full ring drops it and
     /// counts the drop (the logging actor reports drops).
-    pub fn push(&mut self, event: Event) {
+    fn push(&mut self, event: Event) {
         if self.producer.push(event).is_err() {
             // Relaxed: a statistic, read by the logging actor only.
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -76,19 +76,19 @@ impl EventSink {
 
 /// One line the coalescer wants written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     /// The source (the sink's index in the logbook).
-    pub source: usize,
+    pub(crate) source: usize,
     /// The event's level.
-    pub level: Level,
+    pub(crate) level: Level,
     /// The event's text.
-    pub what: &'static str,
+    pub(crate) what: &'static str,
     /// The first value (a first occurrence) or the last value (a summary).
-    pub value: i64,
+    pub(crate) value: i64,
     /// 0 for a first occurrence; else how many repeats the summary covers.
-    pub repeats: u64,
+    pub(crate) repeats: u64,
     /// The summary's window, ns (0 for a first occurrence).
-    pub window_ns: u64,
+    pub(crate) window_ns: u64,
 }
 
 const FIRST_WINDOW_NS: u64 = 1_000_000_000;
@@ -110,7 +110,7 @@ struct Slot {
 
 /// Counts repeated events (pure; time passed in). Keyed by source and text.
 #[derive(Debug, Clone)]
-pub struct Coalescer {
+pub(crate) struct Coalescer {
     slots: Vec<Slot>,
 }
 
@@ -124,13 +124,13 @@ impl Default for Coalescer {
 
 impl Coalescer {
     /// An empty coalescer.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Takes one event from `source`; returns the line to write at once
     /// (the first of its kind in a window), or `None` when it is counted.
-    pub fn on_event(&mut self, source: usize, e: &Event) -> Option<Report> {
+    pub(crate) fn on_event(&mut self, source: usize, e: &Event) -> Option<Report> {
         if let Some(slot) = self
             .slots
             .iter_mut()
@@ -164,7 +164,7 @@ impl Coalescer {
     /// Closes the windows that ended by `now_ns`, calling `out` with one
     /// summary line for each that had repeats. A window with repeats opens
     /// a window twice as long; one without frees its slot.
-    pub fn flush(&mut self, now_ns: u64, mut out: impl FnMut(Report)) {
+    pub(crate) fn flush(&mut self, now_ns: u64, mut out: impl FnMut(Report)) {
         self.slots.retain_mut(|s| {
             if now_ns < s.window_start_ns.saturating_add(s.window_ns) {
                 return true;
@@ -188,7 +188,7 @@ impl Coalescer {
     }
 
     /// Writes every pending summary now (at shutdown).
-    pub fn flush_all(&mut self, now_ns: u64, out: impl FnMut(Report)) {
+    pub(crate) fn flush_all(&mut self, now_ns: u64, out: impl FnMut(Report)) {
         for s in &mut self.slots {
             s.window_ns = 0;
         }
@@ -253,6 +253,10 @@ impl Logbook {
 
     /// Starts the logging actor (normal priority): drains every 50 ms until
     /// the returned handle is stopped, then drains a last time.
+    ///
+    /// # Errors
+    ///
+    /// The logging actor's thread could not be started.
     pub fn spawn(&self) -> std::io::Result<LogActor> {
         let logger = self.logger.clone();
         let inbox = self.inbox.clone();

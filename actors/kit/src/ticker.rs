@@ -11,18 +11,9 @@
 //! deadlines are skipped (counted as overruns) and the cycle runs for the
 //! latest grid point already passed.
 
-use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
+use nix::time::{clock_nanosleep, ClockId, ClockNanosleepFlags};
 
-/// `CLOCK_MONOTONIC` in nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    match clock_gettime(ClockId::CLOCK_MONOTONIC) {
-        Ok(ts) => (ts.tv_sec() as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec() as u64),
-        // CLOCK_MONOTONIC cannot fail on Linux; 0 keeps the caller going.
-        Err(_) => 0,
-    }
-}
+use crate::clock::monotonic_ns;
 
 /// One cycle's timing, as the schedule saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,11 +68,6 @@ impl Schedule {
             pending_skipped: 0,
             stats: TickStats::default(),
         }
-    }
-
-    /// The period, ns.
-    pub fn period_ns(&self) -> u64 {
-        self.period_ns
     }
 
     /// The deadline the next cycle is due at, ns.
@@ -146,7 +132,7 @@ impl Ticker {
     }
 
     /// A ticker whose first deadline is `start_ns` (monotonic).
-    pub fn starting_at(start_ns: u64, period_ns: u64) -> Self {
+    pub(crate) fn starting_at(start_ns: u64, period_ns: u64) -> Self {
         Ticker {
             schedule: Schedule::new(start_ns, period_ns, period_ns / 10),
         }
@@ -211,7 +197,7 @@ pub fn sleep_until_readable(deadline_ns: u64, fd: Option<std::os::fd::BorrowedFd
 
 /// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (absolute), resuming after
 /// signals. Returns at once when the deadline has passed.
-pub fn sleep_until(deadline_ns: u64) {
+pub(crate) fn sleep_until(deadline_ns: u64) {
     let ts = nix::sys::time::TimeSpec::new(
         (deadline_ns / 1_000_000_000) as libc::time_t,
         (deadline_ns % 1_000_000_000) as libc::c_long,

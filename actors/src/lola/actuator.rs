@@ -11,7 +11,7 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 use nao_wire::{Command, JOINTS};
 
 /// LoLA's actuator keys.
-pub const ACTUATOR_KEYS: [&str; 11] = [
+pub(super) const ACTUATOR_KEYS: [&str; 11] = [
     "Position",
     "Stiffness",
     "Chest",
@@ -27,21 +27,21 @@ pub const ACTUATOR_KEYS: [&str; 11] = [
 
 /// Sonar mode byte with both sonars on (both transmitters, both receivers,
 /// periodic): the value of the reference recordings.
-pub const SONAR_BOTH: u8 = 0x0c;
+pub(super) const SONAR_BOTH: u8 = 0x0c;
 /// Sonar mode byte with only the left sonar on (left transmitter, left
 /// receiver, periodic).
-pub const SONAR_LEFT: u8 = 0x08;
+pub(super) const SONAR_LEFT: u8 = 0x08;
 /// Sonar mode byte with only the right sonar on (right transmitter, right
 /// receiver, periodic).
-pub const SONAR_RIGHT: u8 = 0x0b;
+pub(super) const SONAR_RIGHT: u8 = 0x0b;
 /// Sonar mode byte with both sonars off.
-pub const SONAR_OFF: u8 = 0x00;
+pub(super) const SONAR_OFF: u8 = 0x00;
 
 /// One decoded actuator message: each key present or not. The ear, eye and
 /// skull LEDs are accepted with any value and ignored (the chest board does
 /// not drive them); they are only counted.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Actuation {
+pub(super) struct Actuation {
     /// `Position`: 25 radians, joint index order.
     pub position: Option<[f32; JOINTS]>,
     /// `Stiffness`: 25 values 0..1, joint index order.
@@ -60,7 +60,7 @@ pub struct Actuation {
 
 /// A LoLA LED value 0..1 as the protocol's u8: `round(clamp(v, 0, 1) * 255)`
 /// (round half away from zero, in f64); not a finite number: 0.
-pub fn led_u8(v: f32) -> u8 {
+pub(super) fn led_u8(v: f32) -> u8 {
     if !v.is_finite() {
         return 0;
     }
@@ -70,7 +70,7 @@ pub fn led_u8(v: f32) -> u8 {
 /// LoLA's `Sonar` `[left, right]` as the protocol's sonar mode byte:
 /// both [`SONAR_BOTH`], left only [`SONAR_LEFT`], right only
 /// [`SONAR_RIGHT`], none [`SONAR_OFF`].
-pub fn sonar_mode(sonar: [bool; 2]) -> u8 {
+pub(super) fn sonar_mode(sonar: [bool; 2]) -> u8 {
     match sonar {
         [true, true] => SONAR_BOTH,
         [true, false] => SONAR_LEFT,
@@ -82,7 +82,7 @@ pub fn sonar_mode(sonar: [bool; 2]) -> u8 {
 impl Actuation {
     /// Merges the keys present into `cmd`; absent keys leave `cmd` as it
     /// was (LoLA keeps an actuator's last value).
-    pub fn apply(&self, cmd: &mut Command) {
+    pub(super) fn apply(&self, cmd: &mut Command) {
         if let Some(p) = self.position {
             cmd.position = p;
         }
@@ -106,7 +106,7 @@ impl Actuation {
 
 /// Why a client's bytes are not an actuator message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum DecodeError {
+pub(super) enum DecodeError {
     /// The bytes so far are the start of a message: wait for more.
     Incomplete,
     /// Not a LoLA actuator message; the text says what and how to fix it.
@@ -119,7 +119,7 @@ pub enum DecodeError {
 ///
 /// `rmp-serde`'s reader allocates one 128-byte scratch buffer per call (for
 /// the map's key strings); values are decoded into fixed arrays.
-pub fn decode(buf: &[u8]) -> Result<(Actuation, usize), DecodeError> {
+pub(super) fn decode(buf: &[u8]) -> Result<(Actuation, usize), DecodeError> {
     if buf.is_empty() {
         return Err(DecodeError::Incomplete);
     }

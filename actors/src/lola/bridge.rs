@@ -9,7 +9,7 @@
 //!
 //! The bridge keeps no trip or wake state: "limp after a trip until a
 //! person's wake after the re-arm" is the runtime's rule, below every
-//! controller (`crate::latch`), so a stalled or confused bridge
+//! controller (`nao_wire::protocol::gate`), so a stalled or confused bridge
 //! cannot bring stiffness back.
 
 use nao_wire::{Command, JOINTS};
@@ -18,7 +18,7 @@ use super::actuator::Actuation;
 
 /// The bridge's state between cycles.
 #[derive(Debug, Clone, Default)]
-pub struct Bridge {
+pub(super) struct Bridge {
     command: Command,
     fresh: bool,
     silent_cycles: u32,
@@ -26,14 +26,14 @@ pub struct Bridge {
 
 impl Bridge {
     /// A bridge with no controller.
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::default()
     }
 
     /// A controlling client connected: its command starts at stiffness 0,
     /// the measured positions, LEDs and sonar off, so a client that sends
     /// only `Stiffness` holds the pose it finds.
-    pub fn controller_attached(&mut self, measured: &[f32; JOINTS]) {
+    pub(super) fn controller_attached(&mut self, measured: &[f32; JOINTS]) {
         self.command = Command {
             position: *measured,
             ..Command::default()
@@ -44,24 +44,24 @@ impl Bridge {
 
     /// The controlling client is gone: nothing is pushed until another one
     /// connects and sends.
-    pub fn controller_detached(&mut self) {
+    pub(super) fn controller_detached(&mut self) {
         self.fresh = false;
     }
 
     /// A message from the controlling client.
-    pub fn on_message(&mut self, a: &Actuation) {
+    pub(super) fn on_message(&mut self, a: &Actuation) {
         a.apply(&mut self.command);
         self.fresh = true;
     }
 
     /// Cycles in a row without a message from the controller.
-    pub fn silent_cycles(&self) -> u32 {
+    pub(super) fn silent_cycles(&self) -> u32 {
         self.silent_cycles
     }
 
     /// One cycle: the controller's merged command if it sent a message
     /// since the last cycle, else `None`.
-    pub fn on_cycle(&mut self) -> Option<Command> {
+    pub(super) fn on_cycle(&mut self) -> Option<Command> {
         if !self.fresh {
             self.silent_cycles = self.silent_cycles.saturating_add(1);
             return None;

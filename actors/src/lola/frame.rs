@@ -39,17 +39,17 @@ pub const SENSOR_KEYS: [&str; 13] = [
 ];
 
 /// Characters of the body id and the head id in `RobotConfig`.
-pub const ID_LEN: usize = 20;
+pub(super) const ID_LEN: usize = 20;
 /// Characters of the body version and the head version in `RobotConfig`.
-pub const VERSION_LEN: usize = 5;
+pub(super) const VERSION_LEN: usize = 5;
 
 /// LoLA's `Status` value of a joint at or above [`HOT_TRIP_C`]: "critically
 /// hot" (B-Human's `TemperatureStatus` 3).
-pub const STATUS_CRITICAL: u8 = 3;
+pub(super) const STATUS_CRITICAL: u8 = 3;
 /// The temperature at which the runtime trips the switch (`docs/protocol.md`
 /// section 7),
 /// degC; the frame's `Status` is [`STATUS_CRITICAL`] from here on.
-pub const HOT_TRIP_C: i8 = 90;
+pub(super) const HOT_TRIP_C: i8 = 90;
 
 /// The four `RobotConfig` strings, normalised to LoLA's fixed lengths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,7 @@ impl Default for RobotConfig {
 /// Each key is its field's name in PascalCase (`FSR` excepted).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "PascalCase")]
-pub struct LolaSensorFrame<'a> {
+pub(super) struct LolaSensorFrame<'a> {
     /// Body id, body version, head id, head version.
     pub robot_config: [&'a str; 4],
     /// x, y, z in m/s^2.
@@ -156,22 +156,22 @@ pub struct LolaSensorFrame<'a> {
 }
 
 /// LoLA's `Touch` index of the chest button.
-pub const TOUCH_CHEST: usize = 0;
+pub(super) const TOUCH_CHEST: usize = 0;
 /// LoLA's `Touch` index of the left foot's left bumper.
-pub const TOUCH_LFOOT_LEFT: usize = 4;
+pub(super) const TOUCH_LFOOT_LEFT: usize = 4;
 /// LoLA's `Touch` index of the left foot's right bumper.
-pub const TOUCH_LFOOT_RIGHT: usize = 5;
+pub(super) const TOUCH_LFOOT_RIGHT: usize = 5;
 /// LoLA's `Touch` index of the right foot's left bumper.
-pub const TOUCH_RFOOT_LEFT: usize = 9;
+pub(super) const TOUCH_RFOOT_LEFT: usize = 9;
 /// LoLA's `Touch` index of the right foot's right bumper.
-pub const TOUCH_RFOOT_RIGHT: usize = 10;
+pub(super) const TOUCH_RFOOT_RIGHT: usize = 10;
 
 /// LoLA's 14 `Touch` values from the chest button and the bumper bytes
 /// (bit 0 left, bit 1 right; `[left foot, right foot]`). Order: chest, head
 /// front, middle, rear, left foot left, right, left hand back, left, right,
 /// right foot left, right, right hand back, left, right. Head and hand
 /// touch sensors are not on the chest board's bus: always 0.
-pub fn touch(chest_button: bool, bumpers: [u8; 2]) -> [f32; 14] {
+pub(super) fn touch(chest_button: bool, bumpers: [u8; 2]) -> [f32; 14] {
     let on = |b: bool| if b { 1.0 } else { 0.0 };
     let mut t = [0.0; 14];
     t[TOUCH_CHEST] = on(chest_button);
@@ -186,7 +186,7 @@ pub fn touch(chest_button: bool, bumpers: [u8; 2]) -> [f32; 14] {
 /// below [`HOT_TRIP_C`], [`STATUS_CRITICAL`] from there (the runtime trips
 /// the switch at that temperature, so the joint is off). The runtime has no
 /// temperature-dependent stiffness limit below it, so no 1 or 2.
-pub fn temperature_status(temperature_c: i8) -> u8 {
+pub(super) fn temperature_status(temperature_c: i8) -> u8 {
     if temperature_c >= HOT_TRIP_C {
         STATUS_CRITICAL
     } else {
@@ -197,7 +197,7 @@ pub fn temperature_status(temperature_c: i8) -> u8 {
 impl<'a> LolaSensorFrame<'a> {
     /// The frame of one cycle's sensors, converted to LoLA's units (see
     /// `docs/lola.md` for every field's answer byte and unit).
-    pub fn from_body(
+    pub(super) fn from_body(
         s: &SensorFrame,
         robot_config: &'a RobotConfig,
         foot_pressure: &[[PressureCalibration; 4]; 2],
@@ -234,7 +234,7 @@ impl<'a> LolaSensorFrame<'a> {
     /// keys). Returns the bytes written: always [`FRAME_LEN`] for a frame
     /// built by [`LolaSensorFrame::from_body`]; an error when the frame does not
     /// fit (a `Status` above 127 or `RobotConfig` strings of other lengths).
-    pub fn encode(&self, out: &mut [u8; FRAME_LEN]) -> Result<usize, String> {
+    pub(super) fn encode(&self, out: &mut [u8; FRAME_LEN]) -> Result<usize, String> {
         let mut w: &mut [u8] = &mut out[..];
         let mut ser = rmp_serde::Serializer::new(&mut w).with_struct_map();
         self.serialize(&mut ser)

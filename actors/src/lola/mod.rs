@@ -2,23 +2,24 @@
 //! (B-Human, HULKs' HuLA, rUNSWift, NaoTH, `nao_lola`, ...) runs on nao-rs
 //! unchanged.
 //!
-//! - [`frame`]: the 896-byte msgpack sensor frame, one per cycle to every
+//! - `frame`: the 896-byte msgpack sensor frame, one per cycle to every
 //!   client.
-//! - [`actuator`]: decoding a client's actuator message and mapping it to a
+//! - `actuator`: decoding a client's actuator message and mapping it to a
 //!   [`Command`].
-//! - [`bridge`]: the rules (one controller, silence) as a pure state
-//!   machine; trips and the wake are the runtime's (`crate::latch`).
-//! - [`server`]: the non-blocking Unix socket server (default
-//!   [`DEFAULT_SOCKET`]), a normal (not real-time) thread.
+//! - `bridge`: the rules (one controller, silence) as a pure state
+//!   machine; trips and the wake are the runtime's (`nao_wire::protocol::gate`).
+//! - `server`: the non-blocking Unix socket server (default
+//!   `DEFAULT_SOCKET`), a normal (not real-time) thread.
 //! - [`double`]: a test double of [`Body`].
 //! - [`runtime_body`]: the adapter from the runtime's `ProgramIo`, and
 //!   [`serve_runtime`], the `nao-rs run --controller lola` entry point.
 //!
 //! The bridge talks to the runtime through the small [`Body`] trait; a thin
-//! adapter makes the runtime's API one. Start it with [`run`].
+//! adapter makes the runtime's API one. Bind it with [`LolaServer::bind`]
+//! and serve it with [`LolaServer::step`], or for the runtime with
+//! [`serve_runtime`].
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use nao_wire::protocol::prefs::PressureCalibration;
@@ -26,21 +27,19 @@ use nao_wire::Command;
 
 use crate::SensorFrame;
 
-pub mod actuator;
-pub mod bridge;
+mod actuator;
+mod bridge;
 pub mod double;
-pub mod frame;
+mod frame;
 pub mod runtime_body;
-pub mod server;
+mod server;
 
-pub use actuator::{Actuation, DecodeError};
-pub use bridge::Bridge;
-pub use frame::{LolaSensorFrame, RobotConfig, FRAME_LEN, SENSOR_KEYS};
-pub use runtime_body::{serve_runtime, serve_runtime_on, RuntimeBody};
+pub use frame::{RobotConfig, FRAME_LEN, SENSOR_KEYS};
+pub use runtime_body::{serve_runtime, serve_runtime_on};
 pub use server::{LolaServer, Stats};
 
 /// LoLA's socket path.
-pub const DEFAULT_SOCKET: &str = "/tmp/robocup";
+pub(crate) const DEFAULT_SOCKET: &str = "/tmp/robocup";
 
 /// What the bridge needs of the runtime: one small capability.
 pub trait Body {
@@ -50,6 +49,10 @@ pub trait Body {
     fn next_sensors(&mut self, timeout: Duration) -> Option<SensorFrame>;
     /// Pushes a command into the runtime's command ring; a full ring hands
     /// it back (the runtime ring's contract, so no box).
+    ///
+    /// # Errors
+    ///
+    /// The ring is full: the command comes back.
     #[allow(clippy::result_large_err)]
     fn push(&mut self, cmd: Command) -> Result<(), Command>;
     /// Whether the body still runs; the server stops serving when not.
@@ -73,7 +76,7 @@ impl std::error::Error for LolaError {}
 /// The bridge's settings.
 #[derive(Debug, Clone)]
 pub struct LolaConfig {
-    /// The socket path (LoLA's: [`DEFAULT_SOCKET`]).
+    /// The socket path (LoLA's: `DEFAULT_SOCKET`).
     pub socket: PathBuf,
     /// `RobotConfig`: body id, body version, head id, head version.
     pub robot_config: RobotConfig,
@@ -88,7 +91,7 @@ pub struct LolaConfig {
 }
 
 impl LolaConfig {
-    /// Defaults: `socket` at [`DEFAULT_SOCKET`], [`RobotConfig::default`], unit
+    /// Defaults: `socket` at `DEFAULT_SOCKET`, [`RobotConfig::default`], unit
     /// foot pressure gains (raw values), 8 clients.
     pub fn new(log: slog::Logger) -> Self {
         LolaConfig {
@@ -102,14 +105,4 @@ impl LolaConfig {
             log,
         }
     }
-}
-
-/// Serves the LoLA socket for `body` until `stop` is set or the body stops
-/// running (checked at least every 50 ms). Run it on its own
-/// normal-priority thread. The socket file is removed on return. For the
-/// runtime, [`serve_runtime`] wraps this.
-pub fn run<B: Body>(body: &mut B, config: LolaConfig, stop: &AtomicBool) -> Result<(), LolaError> {
-    let mut server = LolaServer::bind(config)?;
-    server.serve(body, stop);
-    Ok(())
 }

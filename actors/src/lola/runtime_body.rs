@@ -2,7 +2,7 @@
 //! and the `nao-rs run --controller lola` entry point [`serve_runtime`].
 //!
 //! Trips and the wake are not the adapter's business: the runtime's wake
-//! latch (`crate::latch`) holds every stiffness at 0 after a trip
+//! latch (`nao_wire::protocol::gate`) holds every stiffness at 0 after a trip
 //! until a person's wake after the re-arm, whatever the LoLA client sends.
 
 use std::sync::atomic::AtomicBool;
@@ -16,9 +16,9 @@ use super::{Body, LolaConfig, LolaError, LolaServer};
 use crate::{ProgramIo, SensorFrame};
 
 /// Where the NAO's head id is on the robot (the same id LoLA reports).
-pub const HEAD_ID_PATH: &str = "/sys/qi/head_id";
+pub(crate) const HEAD_ID_PATH: &str = "/sys/qi/head_id";
 
-/// The head id from [`HEAD_ID_PATH`], if readable.
+/// The head id from `HEAD_ID_PATH`, if readable.
 pub fn system_head_id() -> Option<String> {
     let s = std::fs::read_to_string(HEAD_ID_PATH).ok()?;
     let s = s.trim();
@@ -43,13 +43,13 @@ impl LolaConfig {
 }
 
 /// The runtime's [`ProgramIo`] as a [`Body`].
-pub struct RuntimeBody {
+pub(crate) struct RuntimeBody {
     io: ProgramIo,
 }
 
 impl RuntimeBody {
     /// Wraps `io`.
-    pub fn new(io: ProgramIo) -> Self {
+    pub(crate) fn new(io: ProgramIo) -> Self {
         RuntimeBody { io }
     }
 }
@@ -72,6 +72,10 @@ impl Body for RuntimeBody {
 /// `nao-rs run --controller lola`: serves the LoLA socket at
 /// `config.socket` for the runtime behind `io` until the runtime stops.
 /// Run it on its own normal-priority thread.
+///
+/// # Errors
+///
+/// As [`LolaServer::bind`]: the socket could not be bound.
 pub fn serve_runtime(io: ProgramIo, config: LolaConfig) -> Result<(), LolaError> {
     let server = LolaServer::bind(config)?;
     serve_runtime_on(server, io);

@@ -44,17 +44,17 @@ use super::{Body, LolaConfig, LolaError};
 
 /// Bytes a client's unread messages may take; a message that does not fit
 /// is malformed (LoLA's largest actuator message is about 800 bytes).
-pub const IN_CAPACITY: usize = 8192;
+pub(super) const IN_CAPACITY: usize = 8192;
 
 /// Bytes read from one client in one step, at most: a client streaming as
 /// fast as it can is read this much and then left for the next step (LoLA
 /// clients send one message of under 1 KiB a cycle).
-pub const READ_BUDGET: usize = IN_CAPACITY;
+pub(super) const READ_BUDGET: usize = IN_CAPACITY;
 
 /// Cycles without a message from the controller after which the silence
 /// is logged (once): the runtime's controller-lost ramp starts here too
 /// (`docs/protocol.md` section 9).
-pub const SILENT_LOG_CYCLES: u32 = 25;
+pub(super) const SILENT_LOG_CYCLES: u32 = 25;
 
 /// Counters since the server started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -137,6 +137,11 @@ impl LolaServer {
     /// (nobody accepts on it) is replaced; one another program serves, a
     /// socket file of another user, or a file that is not a socket is an
     /// error that names the path and the fix.
+    ///
+    /// # Errors
+    ///
+    /// [`LolaError`] naming the path and the fix when the path is taken or
+    /// the socket cannot be bound.
     pub fn bind(config: LolaConfig) -> Result<Self, LolaError> {
         let path = config.socket.clone();
         let listener = bind(&path)?;
@@ -163,11 +168,6 @@ impl LolaServer {
         })
     }
 
-    /// The socket path.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-
     /// The settings (the robot's identity in the sensor frame may be set
     /// once the runtime started, after the socket was bound).
     pub fn config_mut(&mut self) -> &mut LolaConfig {
@@ -185,7 +185,7 @@ impl LolaServer {
 
     /// Serves until `stop` is set or the body stops running, in steps of
     /// at most 50 ms.
-    pub fn serve<B: Body>(&mut self, body: &mut B, stop: &AtomicBool) {
+    pub(crate) fn serve<B: Body>(&mut self, body: &mut B, stop: &AtomicBool) {
         // Relaxed: a plain flag; nothing else is published through it.
         while !stop.load(Ordering::Relaxed) && body.running() {
             self.step(body, Duration::from_millis(50));

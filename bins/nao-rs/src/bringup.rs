@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long)]
     pub wake_socket: Option<PathBuf>,
     /// The UDP stop port.
-    #[arg(long, default_value_t = nao_runtime::udp::DEFAULT_PORT)]
+    #[arg(long, default_value_t = deathswitch::stop::PORT)]
     pub udp_port: u16,
     /// Do not listen for the UDP stop (tests; the guard still reads the port).
     #[arg(long)]
@@ -975,7 +975,10 @@ pub fn main(args: Args) -> Result<(), String> {
         .map_err(|e| format!("cannot write the recording {}: {e}", rec_path.display()))?;
     let link = RecordingLink::with_writer(open_link(&args.link)?, writer);
     let config = Config {
-        udp_handover: Some(nao_runtime::udp::handover_path(&page_path, args.udp_port)),
+        udp_handover: Some(deathswitch::stop::udp::handover_path(
+            &page_path,
+            args.udp_port,
+        )),
         ..config
     };
     let (rt, io_) = Runtime::start_with_hook(link, board, config, BringUpRecorder::default())

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     pub seconds: Option<u64>,
     /// The UDP stop port.
-    #[arg(long, default_value_t = nao_runtime::udp::DEFAULT_PORT)]
+    #[arg(long, default_value_t = deathswitch::stop::PORT)]
     pub udp_port: u16,
     /// Leave the private page tripped at start and do not wake the robot
     /// (it stays limp until `naoctl rearm` and `nao-rs wake`).

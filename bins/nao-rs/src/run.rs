@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "none")]
     pub controller: ControllerKind,
     /// The UDP stop port.
-    #[arg(long, default_value_t = nao_runtime::udp::DEFAULT_PORT)]
+    #[arg(long, default_value_t = deathswitch::stop::PORT)]
     pub udp_port: u16,
     /// Do not listen for the UDP stop (tests; the guard still reads the port).
     #[arg(long)]
@@ -186,7 +186,7 @@ pub fn main(args: Args) -> Result<(), String> {
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;
     // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
-    nao_runtime::udp::inherit_from_systemd();
+    deathswitch::stop::udp::inherit_from_systemd();
     lock_memory();
     let (page, page_path) = open_page(args.page.as_deref())?;
     let board: Arc<dyn Switch> = page;
@@ -214,7 +214,10 @@ pub fn main(args: Args) -> Result<(), String> {
         cycle_priority: (args.priority > 0).then_some(args.priority),
         cycle_cpu: args.cpu,
         udp_port: (!args.no_udp).then_some(args.udp_port),
-        udp_handover: Some(nao_runtime::udp::handover_path(&page_path, args.udp_port)),
+        udp_handover: Some(deathswitch::stop::udp::handover_path(
+            &page_path,
+            args.udp_port,
+        )),
         accepted: args.accepted.clone(),
         logger: Some(logger),
         status_file: args.status_file.clone(),

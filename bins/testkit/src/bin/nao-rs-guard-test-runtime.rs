@@ -110,17 +110,23 @@ fn run(a: Args) -> Result<(), String> {
     if let Some(port) = a.udp_only {
         let page = std::sync::Arc::new(page);
         let p = page.clone();
-        let l = nao_runtime::udp::UdpListener::start_named(
-            "nao-rs-udp",
-            port,
-            nao_runtime::udp::handover_path(&a.page, port),
+        let spec = nao_kit::ActorSpec::new("nao-rs-udp").priority(nao_runtime::UDP_PRIORITY);
+        let l = deathswitch::stop::udp::UdpListener::start(
+            deathswitch::stop::udp::ListenConfig::new(
+                port,
+                deathswitch::stop::udp::handover_path(&a.page, port),
+            ),
             Default::default(),
-            Some(nao_runtime::UDP_PRIORITY),
             move |r: Reason| {
                 p.trip(r);
             },
             |_| {},
-            || {},
+            |listening| {
+                let actor = nao_kit::actor::spawn_guarded(spec, move || listening.run(), || {})?;
+                Ok(move || {
+                    let _ = actor.join();
+                })
+            },
         )
         .map_err(|e| e.to_string())?;
         while !stop.load(Ordering::SeqCst) {

@@ -21,7 +21,12 @@ cargo machete
 
 echo "== cargo test (workspace)"
 # PROPTEST_CASES: the fuzz-style property tests run at least 100,000 cases.
-PROPTEST_CASES="${PROPTEST_CASES:-100000}" cargo test --workspace --release -- --test-threads=2
+# nao-rs/fault-injection: the guard's tests run `nao-rs run --fault KIND`;
+# the programs the tests start (testkit::bin) are built with the same
+# feature, so one build serves both. No robot build enables it
+# (scripts/vhead.sh and scripts/field.sh build without).
+PROPTEST_CASES="${PROPTEST_CASES:-100000}" \
+    cargo test --workspace --release --features nao-rs/fault-injection -- --test-threads=2
 
 echo "== loom models (page orderings)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

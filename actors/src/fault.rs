@@ -19,7 +19,7 @@ pub enum Fault {
     /// Start-up done, holding the board, then freezes before the first beat.
     FreezeLinked,
     /// SIGUSR2 makes the cycle thread write through a null pointer: a real
-    /// segfault.
+    /// segfault, before the stop SIGUSR2 also asks for can trip `shutdown`.
     CrashOnUsr2,
 }
 
@@ -46,12 +46,9 @@ pub(crate) fn freeze() -> ! {
 
 static USR2: AtomicBool = AtomicBool::new(false);
 
-/// With [`Fault::CrashOnUsr2`]: once SIGUSR2 came, the calling thread
-/// segfaults.
-pub(crate) fn crash_if_asked(fault: Option<Fault>) {
-    if fault != Some(Fault::CrashOnUsr2) {
-        return;
-    }
+/// Installs (once) the SIGUSR2 handler of [`Fault::CrashOnUsr2`]: it only
+/// records the signal.
+fn catch_usr2() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         let flag: &'static AtomicBool = &USR2;
@@ -63,6 +60,10 @@ pub(crate) fn crash_if_asked(fault: Option<Fault>) {
             })
         };
     });
+}
+
+/// Once SIGUSR2 came, the calling thread segfaults.
+fn crash_on_usr2() {
     // Relaxed: a test's trigger, no data behind it.
     if USR2.load(Ordering::Relaxed) {
         let p: *mut u8 = std::ptr::null_mut();
@@ -73,6 +74,15 @@ pub(crate) fn crash_if_asked(fault: Option<Fault>) {
     }
 }
 
+/// With [`Fault::CrashOnUsr2`]: once SIGUSR2 came, the calling thread (the
+/// cycle's, every tick) segfaults.
+pub(crate) fn crash_if_asked(fault: Option<Fault>) {
+    if fault == Some(Fault::CrashOnUsr2) {
+        catch_usr2();
+        crash_on_usr2();
+    }
+}
+
 /// The switch as the runtime with `fault` sees it.
 pub(crate) fn switch(inner: Arc<dyn Switch>, fault: Option<Fault>) -> Arc<dyn Switch> {
     match fault {
@@ -80,7 +90,44 @@ pub(crate) fn switch(inner: Arc<dyn Switch>, fault: Option<Fault>) -> Arc<dyn Sw
             first: std::sync::OnceLock::new(),
             inner,
         }),
+        Some(Fault::CrashOnUsr2) => {
+            catch_usr2();
+            Arc::new(CrashingSwitch { inner })
+        }
         _ => inner,
+    }
+}
+
+/// The cycle's switch with [`Fault::CrashOnUsr2`]: after SIGUSR2 the cycle
+/// thread segfaults at its next use of the switch, before it can trip.
+/// SIGUSR2 is also one of `nao-rs run`'s stop signals: without this the
+/// stop it asks for would trip `shutdown` first (at the top of the next
+/// cycle) and the crash would come after a clean trip.
+struct CrashingSwitch {
+    inner: Arc<dyn Switch>,
+}
+
+impl Switch for CrashingSwitch {
+    fn read(&self) -> Snapshot {
+        crash_on_usr2();
+        self.inner.read()
+    }
+    fn trip(&self, reason: Reason) -> bool {
+        crash_on_usr2();
+        self.inner.trip(reason)
+    }
+    fn beat(&self, beat: &Beat) {
+        crash_on_usr2();
+        self.inner.beat(beat)
+    }
+    fn register(&self, pid: u32) {
+        self.inner.register(pid)
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn path(&self) -> Option<&std::path::Path> {
+        self.inner.path()
     }
 }
 

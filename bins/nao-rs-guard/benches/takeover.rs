@@ -13,14 +13,17 @@
 //! - restart to first frame: a new runtime started while the guard holds
 //!   the board, to its first frame (hand-over plus the full start-up).
 //!
+//! The runtime is the real one, `nao-rs run --controller stand` (limp: every
+//! start waits for a person's wake, and none comes), built by
+//! `testkit::bin` as the tests build it.
+//!
 //! `cargo bench -p nao-rs-guard --bench takeover` (TRIALS=N, default 50).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deathswitch::{now_ns, Page, Reason};
 use nao_rs_sim::TraceLine;
-use testkit::{Proc, Rig};
+use testkit::{Rig, Runtime};
 
 /// Waits (10 s at most, looking every 200 us) until `f` gives a value;
 /// panics naming `what`, with the guard's log.
@@ -65,18 +68,12 @@ fn main() {
     let (mut stop_to_trip, mut beat_to_trip, mut kill_to_frame, mut restart_to_frame) =
         (vec![], vec![], vec![], vec![]);
     // Built (if needed) before the first trial: its time is not a restart's.
-    let runtime = testkit::bin(testkit::TEST_RUNTIME);
+    testkit::bin("nao-rs");
     let started = Instant::now();
-    for _ in 0..trials {
+    for k in 0..trials {
         page.rearm();
         let t_start = now_ns();
-        let rt = Proc::spawn(
-            "the test runtime",
-            Command::new(&runtime)
-                .arg("--page")
-                .arg(rig.page_path())
-                .args(["--link", &rig.link_arg()]),
-        );
+        let rt = rig.start_runtime(&Runtime::new(&format!("rt{k}")));
         let pid = rt.pid();
         let first = wait(&rig, "the runtime's frames", || {
             let f = frames(&rig);

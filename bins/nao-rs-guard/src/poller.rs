@@ -260,7 +260,8 @@ impl<B: Board> Poller<B> {
                         // The reserve could not be taken back, or not one
                         // descriptor more opened: the process is out of
                         // descriptors (EMFILE), whatever the link made of it.
-                        let out = self.reserve.as_ref().is_some_and(FdReserve::exhausted);
+                        let out = !matches!(e, nao_wire::LinkError::Busy)
+                            && self.reserve.as_ref().is_some_and(FdReserve::exhausted);
                         let f = if out {
                             LinkFault::NoFds
                         } else {

@@ -4,15 +4,15 @@
 //! the runtime is taken over: the guard kills the right process (the one
 //! it holds by its pidfd) and sends all-off frames. The same after the
 //! damage with a runtime that never confirms a trip
-//! (`nao-rs-guard-test-runtime --never-confirm`). Judged by the virtual
-//! robot's trace.
+//! (`nao-rs run --fault never-confirm`). Judged by the virtual robot's
+//! trace.
 
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::{poll_for, wait_for, GuardRig, Proc, Rig, Runtime};
+use common::{poll_for, wait_for, wake_until_stiff, GuardRig, Proc, Rig, Runtime};
 use deathswitch::Page;
 use nix::sys::signal::Signal;
 
@@ -122,17 +122,9 @@ impl Watched {
 
     /// A stiff runtime the guard holds by its pidfd (it registered).
     /// Every start is limp: the test wakes it (as a person would).
-    fn wait_registered(&self, pid: u32) {
-        // Every start is limp: wake it (with the page's generation) until
-        // it drives stiff.
-        if poll_for(Duration::from_secs(20), || {
-            let _ = self.rig.wake("rt");
-            poll_for(Duration::from_millis(200), || {
-                self.stiff_from(pid, 0).then_some(())
-            })
-        })
-        .is_none()
-        {
+    fn wait_registered(&self, rt: &mut Proc) {
+        let pid = rt.pid();
+        if !wake_until_stiff(&self.rig, "rt", rt, 0, Duration::from_secs(20)) {
             panic!(
                 "no stiff frame from the runtime {pid} within 20 s\nguard:\n{}\nruntime:\n{}",
                 self.log(),
@@ -145,14 +137,6 @@ impl Watched {
             Duration::from_secs(5),
             || self.log().contains(&line).then_some(()),
         );
-    }
-
-    fn stiff_from(&self, pid: u32, after: usize) -> bool {
-        self.rig
-            .frames()
-            .iter()
-            .skip(after)
-            .any(|l| l.peer_pid as u32 == pid && !l.all_off && l.max_stiffness > 0)
     }
 
     /// The guard took over from `rt`: it exited (killed), and the guard
@@ -192,7 +176,7 @@ fn page_damage_then_a_hang() {
         let w = Watched::new();
         let page_path = w.rig.page_path();
         let mut rt = w.rig.start_runtime(&Runtime::new("rt"));
-        w.wait_registered(rt.pid());
+        w.wait_registered(&mut rt);
         let copy = std::fs::read(page_path).unwrap();
         damage(d, page_path, &copy);
         // The damage trips (page-lost); a person re-arms and wakes, and
@@ -212,7 +196,7 @@ fn page_damage_then_a_hang() {
                 continue;
             }
             if poll_for(Duration::from_secs(1), || {
-                w.stiff_from(rt.pid(), n).then_some(())
+                w.rig.stiff_from(rt.pid(), n).then_some(())
             })
             .is_some()
             {
@@ -244,8 +228,10 @@ fn page_damage_then_a_runtime_that_never_confirms() {
     let mut failures = Vec::new();
     for d in ALL {
         let w = Watched::new();
-        let mut rt = w.rig.runtime(&["--stiffness", "0.5", "--never-confirm"]);
-        w.wait_registered(rt.pid());
+        let mut rt = w
+            .rig
+            .start_runtime(&Runtime::new("rt").fault("never-confirm"));
+        w.wait_registered(&mut rt);
         let copy = std::fs::read(w.rig.page_path()).unwrap();
         damage(d, w.rig.page_path(), &copy);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

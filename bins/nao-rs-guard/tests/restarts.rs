@@ -2,8 +2,9 @@
 //! that hangs before its first beat, against pids stored in the page by
 //! others or reused by unrelated processes, against stray signals, a low
 //! file descriptor limit and a second guard. Each test starts the virtual
-//! robot, the guard and the test runtime as separate processes and is
-//! judged by the simulator's trace (`peer_pid`, `t_ns`: CLOCK_MONOTONIC).
+//! robot, the guard and the runtime (`nao-rs run`, with `--fault KIND`
+//! where it must hang) as separate processes and is judged by the
+//! simulator's trace (`peer_pid`, `t_ns`: CLOCK_MONOTONIC).
 
 mod common;
 
@@ -11,7 +12,9 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{guarded, poll_for, sent_by, wait_for, GuardRig, Proc, Rig};
+use common::{
+    guarded, poll_for, sent_by, stiff_nao_rs_run, wait_for, GuardRig, Proc, Rig, Runtime,
+};
 use deathswitch::rules::{HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
 use deathswitch::{Page, Reason};
 use nao_rs_guard::signals::ends_the_guard;
@@ -23,7 +26,7 @@ const MS: u64 = 1_000_000;
 /// Crash a stiff runtime: the guard holds the board (all-off frames).
 fn guard_holding(rig: &Rig, page: &Page, guard: &Proc) -> Proc {
     page.rearm();
-    let mut rt = rig.stiff_runtime();
+    let mut rt = stiff_nao_rs_run(rig, "rt1", None);
     rt.signal(Signal::SIGKILL);
     rt.wait_exit(Duration::from_secs(2)).expect("killed");
     rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
@@ -58,11 +61,11 @@ fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
     for naoctl_stop in [false, true] {
         // Built before the clock starts.
         testkit::bin("naoctl");
-        testkit::bin(testkit::TEST_RUNTIME);
+        testkit::bin("nao-rs");
         let (rig, page, guard) = guarded();
         page.rearm();
         let t0 = deathswitch::now_ns();
-        let mut rt = rig.runtime(&["--freeze", "registered"]);
+        let mut rt = rig.start_runtime(&Runtime::new("rt").fault("freeze-registered"));
         wait_for("the registration", Duration::from_secs(5), || {
             (page.snapshot().driver_pid == Some(rt.pid())).then_some(())
         });
@@ -112,7 +115,7 @@ fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
 fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bound() {
     let (rig, page, guard) = guarded();
     guard_holding(&rig, &page, &guard);
-    let mut rt2 = rig.runtime(&["--freeze", "linked"]);
+    let mut rt2 = rig.start_runtime(&Runtime::new("rt2").fault("freeze-linked"));
     rig.wait_guard_log("handed over");
     let before = rig.frames_from(guard.pid()).last().unwrap().t_ns;
     let after = wait_for("all-off frames again", Duration::from_secs(5), || {
@@ -213,8 +216,8 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
     );
     rig.wait_guard_log("never signalled");
     // A real restart is still handed the board.
-    let rt2 = rig.runtime(&[]);
-    rig.wait_frames_from(rt2.pid(), 10, Duration::from_secs(10));
+    let rt2 = rig.start_runtime(&Runtime::new("rt2"));
+    rig.wait_frames_from(rt2.pid(), 10, Duration::from_secs(20));
     assert!(!page.snapshot().guard_holding);
 }
 
@@ -254,7 +257,7 @@ fn a_reused_pid_in_the_page_is_never_signalled() {
         let rig = Rig::start();
         let page = Page::open(rig.page_path()).unwrap();
         page.rearm();
-        let mut rt = rig.stiff_runtime();
+        let mut rt = stiff_nao_rs_run(&rig, "rt", None);
         let (rt_pid, rt_start) = (rt.pid(), page.snapshot().driver_start);
         rt.signal(Signal::SIGKILL);
         rt.wait_exit(Duration::from_secs(2)).unwrap();
@@ -331,11 +334,7 @@ fn the_guard_survives_every_signal_but_term_and_int() {
         );
         // A later hang is taken over.
         page.rearm();
-        let rt = rig.runtime(&["--stiffness", "0.5"]);
-        poll_for(Duration::from_secs(10), || {
-            (rig.frames_from(rt.pid()).len() >= 10).then_some(())
-        })
-        .unwrap_or_else(|| panic!("{end}: the runtime never drove:\n{}", rig.log("guard")));
+        let rt = stiff_nao_rs_run(&rig, "rt", None);
         rt.signal(Signal::SIGSTOP);
         let frames = sent_by(
             &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5)),
@@ -414,7 +413,7 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
     let (n, guard) = started.expect("the guard starts below 64 descriptors");
     println!("the guard starts at RLIMIT_NOFILE {n}");
     page.rearm();
-    let rt = rig.stiff_runtime();
+    let rt = stiff_nao_rs_run(&rig, "rt", None);
     rt.signal(Signal::SIGSTOP);
     let frames = sent_by(
         &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5)),
@@ -456,7 +455,7 @@ fn a_second_guard_refuses_to_start_naming_the_first() {
     assert_eq!(s.guard_pid, Some(guard.pid()));
     assert!(!rig.log("guard").contains("PageRepaired"));
     // Still on watch.
-    let rt = rig.stiff_runtime();
+    let rt = stiff_nao_rs_run(&rig, "rt", None);
     rt.signal(Signal::SIGSTOP);
     rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
 }

@@ -1,14 +1,15 @@
 //! The guard against the virtual robot: real processes, real signals.
 //!
 //! Each test starts `nao-rs-sim` (its trace shows who sent each frame, by
-//! `peer_pid`), the guard and the test runtime `nao-rs-guard-test-runtime`
-//! on private paths, and kills them all at the end, also on failure.
+//! `peer_pid`), the guard and the runtime `nao-rs run --controller stand`
+//! (with `--fault KIND` where it must misbehave) on private paths, and kills
+//! them all at the end, also on failure.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{guarded, runs, wait_for, GuardRig};
+use common::{guarded, runs, stiff_nao_rs_run, wait_for, wake_until_stiff, GuardRig, Runtime};
 use deathswitch::Reason;
 use nao_wire::link::sim::SimLink;
 use nix::sys::signal::Signal;
@@ -17,7 +18,7 @@ use nix::sys::signal::Signal;
 fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
     let (rig, page, guard) = guarded();
     page.rearm();
-    let mut rt = rig.stiff_runtime();
+    let mut rt = stiff_nao_rs_run(&rig, "rt", None);
     assert!(!page.is_tripped(), "healthy runtime: armed");
 
     rt.signal(Signal::SIGSTOP);
@@ -78,8 +79,7 @@ fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
 fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
     let (rig, page, guard) = guarded();
     page.rearm();
-    let mut rt = rig.runtime(&["--stiffness", "0.5", "--never-confirm"]);
-    rig.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
+    let mut rt = stiff_nao_rs_run(&rig, "rt", Some("never-confirm"));
     assert!(page.trip(Reason::Naoctl));
     let tripped_at = page.snapshot().tripped_at_ns;
 
@@ -107,7 +107,7 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
 fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
     let (rig, page, guard) = guarded();
     page.rearm();
-    let mut rt1 = rig.stiff_runtime();
+    let mut rt1 = stiff_nao_rs_run(&rig, "rt1", None);
     rt1.signal(Signal::SIGKILL);
     rt1.wait_exit(Duration::from_secs(2)).unwrap();
     rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
@@ -115,8 +115,8 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
     assert_eq!(page.snapshot().reason, Some(Reason::GuardRuntimeExited));
 
     // The restart: hand-over, the switch stays tripped.
-    let rt2 = rig.runtime(&["--stiffness", "0.5"]);
-    rig.wait_frames_from(rt2.pid(), 20, Duration::from_secs(10));
+    let mut rt2 = rig.start_runtime(&Runtime::new("rt2"));
+    rig.wait_frames_from(rt2.pid(), 20, Duration::from_secs(20));
     let snap = page.snapshot();
     assert!(!snap.armed, "still tripped after the hand-over");
     assert_eq!(snap.driver_pid, Some(rt2.pid()));
@@ -131,20 +131,16 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
         "new runtime all-off while tripped"
     );
 
-    // A re-arm: the new runtime is no longer held all-off; the guard stays out.
+    // A re-arm (and a person's wake): the new runtime is no longer held
+    // all-off; the guard stays out.
     let before = frames.len();
     page.rearm();
-    let after = wait_for(
-        "stiff frames after the re-arm",
-        Duration::from_secs(5),
-        || {
-            let f = rig.frames();
-            f[before..]
-                .iter()
-                .any(|l| l.peer_pid as u32 == rt2.pid() && !l.all_off)
-                .then_some(f)
-        },
+    assert!(
+        wake_until_stiff(&rig, "rt2", &mut rt2, before, Duration::from_secs(5)),
+        "no stiff frames after the re-arm:\n{}",
+        rig.log("rt2")
     );
+    let after = rig.frames();
     assert_eq!(runs(&after), vec![rt1.pid(), guard.pid(), rt2.pid()]);
 }
 
@@ -152,8 +148,8 @@ fn sigkill_restart_hands_over_still_tripped_new_runtime_all_off_until_rearm() {
 fn rearm_with_no_runtime_guard_releases_the_board() {
     let (rig, page, guard) = guarded();
     page.rearm();
-    let mut rt = rig.runtime(&[]);
-    rig.wait_frames_from(rt.pid(), 5, Duration::from_secs(10));
+    let mut rt = rig.start_runtime(&Runtime::new("rt"));
+    rig.wait_frames_from(rt.pid(), 5, Duration::from_secs(20));
     rt.signal(Signal::SIGKILL);
     rt.wait_exit(Duration::from_secs(2)).unwrap();
     rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
@@ -183,9 +179,9 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
     // Three crash-restart rounds; each restart starts the moment the guard
     // has taken over, racing its first frames and the hand-over.
     for round in 0..3 {
-        let rt = rig.runtime(&["--stiffness", "0.3"]);
+        let rt = rig.start_runtime(&Runtime::new(&format!("rt{round}")));
         pids.push(rt.pid());
-        rig.wait_frames_from(rt.pid(), 8, Duration::from_secs(10));
+        rig.wait_frames_from(rt.pid(), 8, Duration::from_secs(20));
         page.rearm();
         rt.signal(if round % 2 == 0 {
             Signal::SIGSTOP
@@ -197,9 +193,9 @@ fn two_processes_race_guard_and_restarting_runtime_never_both_send() {
         });
         drop(rt);
     }
-    let last = rig.runtime(&[]);
+    let last = rig.start_runtime(&Runtime::new("last"));
     pids.push(last.pid());
-    let frames = rig.wait_frames_from(last.pid(), 10, Duration::from_secs(10));
+    let frames = rig.wait_frames_from(last.pid(), 10, Duration::from_secs(20));
     let g = guard.pid();
     let want: Vec<u32> = pids
         .iter()
@@ -230,14 +226,15 @@ fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
     for (sig, want) in [
         (Signal::SIGKILL, Reason::GuardRuntimeExited),
         // A real segfault in the runtime's cycle thread (SIGUSR2 asks
-        // the test runtime for one).
+        // `nao-rs run --fault crash-on-usr2` for one).
         (Signal::SIGUSR2, Reason::GuardRuntimeExited),
         (Signal::SIGABRT, Reason::GuardRuntimeExited),
         (Signal::SIGTERM, Reason::Shutdown),
     ] {
         let (rig, page, guard) = guarded();
         page.rearm();
-        let mut rt = rig.stiff_runtime();
+        let fault = (sig == Signal::SIGUSR2).then_some("crash-on-usr2");
+        let mut rt = stiff_nao_rs_run(&rig, "rt", fault);
         let count_before = page.trip_count();
         rt.signal(sig);
         let status = rt

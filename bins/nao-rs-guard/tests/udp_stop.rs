@@ -113,16 +113,10 @@ fn udp_port_in_use_by_another_program_trips_stop_port_unread_and_is_retried() {
     assert_eq!(page.snapshot().reason, Some(Reason::Udp));
 }
 
-/// The runtime's listener alone (the test runtime's `--udp-only`).
-fn udp_runtime(dir: &std::path::Path, page: &std::path::Path, port: u16) -> Proc {
-    Proc::spawn(
-        "udp runtime",
-        Command::new(testkit::bin(testkit::TEST_RUNTIME))
-            .arg("--page")
-            .arg(page)
-            .args(["--udp-only", &port.to_string()])
-            .stderr(std::fs::File::create(dir.join("runtime.log")).unwrap()),
-    )
+/// The runtime's listener: `nao-rs run --controller none --udp-port PORT`
+/// as `name` on `rig` (limp: nothing commands the body).
+fn udp_runtime(rig: &Rig, name: &str, port: u16) -> Proc {
+    rig.start_runtime(&Runtime::new(name).controller("none").udp_port(port))
 }
 
 /// A small xorshift, seeded from the clock (printed, to replay a failure).
@@ -173,11 +167,12 @@ fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> 
 #[test]
 fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     const TRIALS: usize = 50;
-    let (dir, page_path) = testkit::page_path();
-    let page = Page::open(&page_path).unwrap();
+    let rig = Rig::start();
+    let (dir, page_path) = (rig.dir(), rig.page_path());
+    let page = Page::open(page_path).unwrap();
     let port = free_udp_port();
     let mut rng = Rng::new();
-    let mut rt = udp_runtime(dir.path(), &page_path, port);
+    let mut rt = udp_runtime(&rig, "rt", port);
     page.rearm();
     wait_for("the runtime's listener", Duration::from_secs(10), || {
         send(port, b"NAO-RS STOP");
@@ -196,7 +191,7 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
         let off = rng.below(100) as i64 - 20;
         let mut g = None;
         let r = one_stop(&page, port, off, &mut || {
-            g = Some(guard(dir.path(), &page_path, port))
+            g = Some(guard(dir, page_path, port))
         });
         judge("guard start", k, off, r);
         drop(g);
@@ -207,7 +202,7 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
         ("guard SIGSTOP", Signal::SIGSTOP),
     ] {
         for k in 0..TRIALS {
-            let g = guard(dir.path(), &page_path, port);
+            let g = guard(dir, page_path, port);
             std::thread::sleep(Duration::from_millis(rng.below(150)));
             let off = rng.below(100) as i64 - 20;
             let r = one_stop(&page, port, off, &mut || g.signal(sig));
@@ -215,14 +210,14 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
         }
     }
     // Runtime restart (SIGKILL, then a new one at once) with a live guard.
-    let _g = guard(dir.path(), &page_path, port);
+    let _g = guard(dir, page_path, port);
     std::thread::sleep(Duration::from_millis(200));
     for k in 0..TRIALS {
         let off = rng.below(100) as i64 - 20;
         let r = one_stop(&page, port, off, &mut || {
             rt.signal(Signal::SIGKILL);
             rt.wait_exit(Duration::from_secs(2));
-            rt = udp_runtime(dir.path(), &page_path, port);
+            rt = udp_runtime(&rig, &format!("rt{k}"), port);
         });
         judge("runtime restart", k, off, r);
     }
@@ -236,11 +231,11 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
 fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     const TRIALS: usize = 20;
     const FLOOD: usize = 200_000;
-    let (dir, page_path) = testkit::page_path();
-    let page = Page::open(&page_path).unwrap();
+    let rig = Rig::start();
+    let page = Page::open(rig.page_path()).unwrap();
     let port = free_udp_port();
-    let _rt = udp_runtime(dir.path(), &page_path, port);
-    let _g = guard(dir.path(), &page_path, port);
+    let _rt = udp_runtime(&rig, "rt", port);
+    let _g = guard(rig.dir(), rig.page_path(), port);
     page.rearm();
     wait_for("the listeners", Duration::from_secs(10), || {
         send(port, b"NAO-RS STOP");

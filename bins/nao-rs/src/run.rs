@@ -264,6 +264,9 @@ pub fn main(args: Args) -> Result<(), String> {
         }
     };
     let t0 = std::time::Instant::now();
+    // Polled often: once the last (all-off) frame is out the process exits
+    // within a few ms, well inside the guard's beat timeout, so the guard
+    // sees the exit through its pidfd rather than a lost heartbeat.
     while handle.is_running() {
         if args
             .seconds
@@ -271,12 +274,21 @@ pub fn main(args: Args) -> Result<(), String> {
         {
             handle.request_stop();
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(5));
     }
     let logger = rt.logger().clone();
     let (_, summary) = rt.wait();
+    // The controller sees the stop at its next sensor wait; it is given
+    // 20 ms to end (the LoLA socket's clean-up), never more: a stopped
+    // runtime does not linger.
     if let Some(c) = controller {
-        let _ = c.join();
+        let deadline = std::time::Instant::now() + Duration::from_millis(20);
+        while !c.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if c.is_finished() {
+            let _ = c.join();
+        }
     }
     slog::info!(logger, "runtime stopped"; "cycles" => summary.cycles,
         "max_lateness_us" => summary.max_lateness_ns / 1000, "late" => summary.late,

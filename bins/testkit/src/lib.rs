@@ -50,9 +50,14 @@ fn profile_dir() -> PathBuf {
 }
 
 /// The path of the workspace binary `name` (for example `"nao-rs-sim"`),
-/// built with `cargo build --bin NAME` in the test's own profile the first
-/// time a test process asks for it, so the test never runs a stale binary.
-/// Panics with the build's message if it does not build (tests only).
+/// built with `cargo build --bin NAME --features nao-rs/fault-injection` in
+/// the test's own profile the first time a test process asks for it, so
+/// the test never runs a stale binary. The feature is the one
+/// `scripts/test.sh` builds the workspace's tests with (`nao-rs run
+/// --fault KIND` for the guard's tests; no robot build enables it), so a
+/// program built here and one built by `cargo test` are the same build and
+/// neither replaces the other with a different one. Panics with the
+/// build's message if it does not build (tests only).
 pub fn bin(name: &str) -> PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let dir = profile_dir();
@@ -69,7 +74,8 @@ pub fn bin(name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["build", "--quiet", "--bin", name]);
+        .args(["build", "--quiet", "--bin", name])
+        .args(["--features", FEATURES]);
     if profile == "release" {
         cmd.arg("--release");
     } else if profile != "debug" {
@@ -86,11 +92,9 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// The name of the guard's test runtime, a runtime that can ignore the
-/// switch (`src/bin/nao-rs-guard-test-runtime.rs`): `bin(TEST_RUNTIME)`.
-/// It is a binary of this test-only package, so no install of the guard
-/// can put it on a robot.
-pub const TEST_RUNTIME: &str = "nao-rs-guard-test-runtime";
+/// The features every program of the workspace is built with for the
+/// tests ([`bin`], `scripts/test.sh`): `nao-rs run --fault KIND`.
+pub const FEATURES: &str = "nao-rs/fault-injection";
 
 /// The worked examples, `recordings/*.rec` of the workspace, sorted.
 /// Panics when the folder cannot be read or holds none, so a test over

@@ -1,10 +1,13 @@
 //! Shared by the guard's integration tests: the virtual robot's trace as
-//! frames per sender, the runtimes the guard watches (started on a
-//! `testkit::Rig`), and the guard's poll loop in-process over a test board.
+//! frames per sender, the runtimes the guard watches (the real runtime,
+//! `nao-rs run`, started on a `testkit::Rig`, with `--fault KIND` where a
+//! test needs a runtime that misbehaves), and the guard's poll loop
+//! in-process over a test board.
 // Each test file uses a part of this module and of what it re-exports.
 #![allow(dead_code, unused_imports)]
 
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use deathswitch::rules::Settings;
@@ -44,11 +47,8 @@ pub trait GuardRig {
     fn wait_frames_from(&self, pid: u32, n: usize, timeout: Duration) -> Vec<TraceLine>;
     /// Waits (3 s at most) until the guard's log says `what`.
     fn wait_guard_log(&self, what: &str);
-    /// The guard's test runtime (`testkit::TEST_RUNTIME`) with `extra`
-    /// arguments (`--stiffness S`, `--never-confirm`, `--freeze WHEN`).
-    fn runtime(&self, extra: &[&str]) -> Proc;
-    /// A runtime at stiffness 0.5, once 10 of its frames are in the trace.
-    fn stiff_runtime(&self) -> Proc;
+    /// Whether `pid` sent a stiff frame after the first `after` frames.
+    fn stiff_from(&self, pid: u32, after: usize) -> bool;
 }
 
 impl GuardRig for Rig {
@@ -75,48 +75,71 @@ impl GuardRig for Rig {
         self.wait_log("guard", what, Duration::from_secs(3));
     }
 
-    fn runtime(&self, extra: &[&str]) -> Proc {
-        Proc::spawn(
-            "test runtime",
-            Command::new(testkit::bin(testkit::TEST_RUNTIME))
-                .arg("--page")
-                .arg(self.page_path())
-                .args(["--link", &self.link_arg()])
-                .args(extra)
-                .env("NAO_RS_DEATHSWITCH", self.page_path()),
-        )
-    }
-
-    fn stiff_runtime(&self) -> Proc {
-        let rt = self.runtime(&["--stiffness", "0.5"]);
-        self.wait_frames_from(rt.pid(), 10, Duration::from_secs(10));
-        rt
+    fn stiff_from(&self, pid: u32, after: usize) -> bool {
+        self.frames()
+            .iter()
+            .skip(after)
+            .any(|l| l.peer_pid as u32 == pid && !l.all_off && l.max_stiffness > 0)
     }
 }
 
 /// The real runtime, `nao-rs run --controller stand` as `name` on `rig`,
-/// with `--fault KIND` when given (a build with the `fault-injection`
-/// feature: `never-confirm`, `crash-on-usr2`), woken through `nao-rs wake`
-/// (every start is limp: the test is the person at the robot; the page must
-/// be armed) and returned once 10 of its frames are stiff. The freezing
-/// faults (`freeze-registered`, `freeze-linked`) never wake: start those
-/// with `rig.start_runtime(&Runtime::new(name).fault(kind))`.
+/// with `--fault KIND` when given (`never-confirm`, `crash-on-usr2`), woken
+/// through `nao-rs wake` (every start is limp: the test is the person at
+/// the robot; the page must be armed) and returned once 10 of its frames
+/// are stiff (a wake is sent again every 200 ms until the first: one sent
+/// before the runtime reads its socket may come too early). The
+/// freezing faults (`freeze-registered`, `freeze-linked`) never beat:
+/// start those with `rig.start_runtime(&Runtime::new(name).fault(kind))`.
 pub fn stiff_nao_rs_run(rig: &Rig, name: &str, fault: Option<&str>) -> Proc {
     let mut rt = Runtime::new(name);
     if let Some(kind) = fault {
         rt = rt.fault(kind);
     }
-    let p = rig.start_runtime(&rt);
-    rig.wake_when_ready(name);
+    let mut p = rig.start_runtime(&rt);
+    let pid = p.pid();
+    if !wake_until_stiff(rig, name, &mut p, 0, Duration::from_secs(20)) {
+        panic!(
+            "{name} (pid {pid}) sent no stiff frame within 20 s:\n{}\nguard:\n{}",
+            rig.log(name),
+            rig.log("guard")
+        );
+    }
     wait_for(
         &format!("10 stiff frames from {name}"),
         Duration::from_secs(20),
         || {
-            let f = rig.frames_from(p.pid());
+            let f = rig.frames_from(pid);
             (f.iter().filter(|l| l.max_stiffness > 0).count() >= 10).then_some(())
         },
     );
     p
+}
+
+/// Wakes the runtime started as `name` (`nao-rs wake`, again every 200 ms)
+/// until it sends a stiff frame after the first `after` frames of the
+/// trace, for up to `timeout`; false when it does not or exits.
+pub fn wake_until_stiff(
+    rig: &Rig,
+    name: &str,
+    rt: &mut Proc,
+    after: usize,
+    timeout: Duration,
+) -> bool {
+    let pid = rt.pid();
+    let socket = rig.wake_socket(name);
+    let stiff = poll_for(timeout, || {
+        if !rt.running() {
+            return Some(false);
+        }
+        if socket.exists() {
+            let _ = rig.wake(name);
+        }
+        poll_for(Duration::from_millis(200), || {
+            rig.stiff_from(pid, after).then_some(true)
+        })
+    });
+    stiff == Some(true)
 }
 
 /// Senders in trace order, one entry per run of frames from the same pid.
@@ -131,14 +154,30 @@ pub fn runs(frames: &[TraceLine]) -> Vec<u32> {
 }
 
 /// A runtime that registers itself in `page` (mapping it) and freezes
-/// before its first beat, with no board; returned once it has registered.
+/// before its first beat, with no board (`nao-rs run --fault
+/// freeze-registered` on a board that does not exist); returned once it
+/// has registered.
 pub fn frozen_runtime(page: &Page) -> Proc {
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: a counter for unique names, no data behind it.
+    let n = STARTED.fetch_add(1, Ordering::Relaxed);
+    let dir = page.path().parent().expect("the page's folder");
     let p = Proc::spawn(
-        "test runtime",
-        Command::new(testkit::bin(testkit::TEST_RUNTIME))
+        "nao-rs run --fault freeze-registered",
+        Command::new(testkit::bin("nao-rs"))
+            .args(["run", "--link", "sim:/nonexistent", "--controller", "none"])
+            .args([
+                "--no-udp",
+                "--priority",
+                "0",
+                "--fault",
+                "freeze-registered",
+            ])
             .arg("--page")
             .arg(page.path())
-            .args(["--link", "sim:/nonexistent", "--freeze", "registered"]),
+            .arg("--wake-socket")
+            .arg(dir.join(format!("frozen{n}.wake.sock")))
+            .env("NAO_RS_DEATHSWITCH", page.path()),
     );
     wait_for("the runtime registers", Duration::from_secs(10), || {
         (page.snapshot().driver_pid == Some(p.pid())).then_some(())

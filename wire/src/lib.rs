@@ -2,6 +2,8 @@
 //! with no I/O, and the links that carry it (real USB, the virtual robot,
 //! replay of a recording).
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod command;
 pub mod link;
 pub mod protocol;

@@ -36,7 +36,7 @@ use crate::step::{Step, StepInput};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayReport {
     /// The file (empty for [`replay_lines`] without a path).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// USB calls matched.
     pub calls: usize,
     /// Cycles run.

@@ -14,15 +14,15 @@ use crc::{Crc, CRC_16_IBM_3740};
 pub use super::tables::{SYNC_ANSWER, SYNC_FRAME};
 
 /// Header bytes: sync, seq (2), count.
-pub const HEADER_LEN: usize = 4;
+pub(crate) const HEADER_LEN: usize = 4;
 /// CRC bytes at the end.
-pub const CRC_LEN: usize = 2;
+pub(crate) const CRC_LEN: usize = 2;
 /// Bytes of a message before its payload: address, command, length.
-pub const MESSAGE_HEADER_LEN: usize = 3;
+pub(crate) const MESSAGE_HEADER_LEN: usize = 3;
 /// The largest frame or answer: the bulk IN buffer length.
 pub const MAX_FRAME_LEN: usize = 512;
 /// The largest number of messages (the count is a u8).
-pub const MAX_MESSAGES: usize = 255;
+pub(crate) const MAX_MESSAGES: usize = 255;
 
 const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_3740);
 
@@ -215,7 +215,8 @@ impl<'a> FrameWriter<'a> {
     }
 
     /// Messages so far.
-    pub fn count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 

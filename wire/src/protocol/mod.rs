@@ -20,11 +20,11 @@ pub mod tables;
 #[cfg(test)]
 pub(crate) mod test_bytes {
     /// The first start-up frame of every recording.
-    pub const STARTUP_FRAME_0: &str =
+    pub(crate) const STARTUP_FRAME_0: &str =
         "a5000006030200040200400200410200400303000040410303000040f4d1";
 
     /// The bytes of a string of hex digits (a test's literal).
-    pub fn hex(s: &str) -> Vec<u8> {
+    pub(crate) fn hex(s: &str) -> Vec<u8> {
         (0..s.len())
             .step_by(2)
             .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())

@@ -201,7 +201,7 @@ pub fn link_up(link: &mut dyn Link) -> Result<ChestVersion, StartupError> {
 
 /// Step 2: reads the 4,635-byte preference block in five PREFS requests and
 /// checks it.
-pub fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
+pub(crate) fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
     let mut block = vec![0u8; PREFS_LEN];
     let mut offset = 0;
     while offset < PREFS_LEN {
@@ -272,7 +272,7 @@ fn check_status(frame: &Frame<'_>, seq: u16, address: u8) -> Result<(), StartupE
 }
 
 /// Checks the answer to start-up frame 0; returns the two EEPROMs' bytes.
-pub fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], StartupError> {
+pub(crate) fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], StartupError> {
     let f = Frame::parse_answer(answer, 0)
         .map_err(|error| StartupError::BadAnswer { seq: 0, error })?;
     for a in [ADDR_SONAR, ADDR_CHEST, ADDR_EEPROM_A, ADDR_EEPROM_B] {
@@ -302,7 +302,7 @@ pub fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], StartupErro
 }
 
 /// Checks the answer to start-up frame 1.
-pub fn check_startup_answer_1(answer: &[u8]) -> Result<(), StartupError> {
+pub(crate) fn check_startup_answer_1(answer: &[u8]) -> Result<(), StartupError> {
     let f = Frame::parse_answer(answer, 1)
         .map_err(|error| StartupError::BadAnswer { seq: 1, error })?;
     for a in [ADDR_BUS_A, ADDR_BUS_B, ADDR_IMU] {

@@ -37,7 +37,7 @@ use crate::protocol::handshake::parse_accepted;
 use deathswitch::Reason;
 
 /// The first line of every recording.
-pub const HEADER: &str = "nao-rs recording 1";
+pub(crate) const HEADER: &str = "nao-rs recording 1";
 
 /// Why a recording could not be read: where (path, 1-based line; line 0 means
 /// the file itself) and why.
@@ -47,7 +47,7 @@ pub const HEADER: &str = "nao-rs recording 1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
     /// The file, when read with [`read_file`].
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// 1-based line number; 0 when the file as a whole could not be read.
     pub line: usize,
     /// What is wrong and, where it helps, what was expected.

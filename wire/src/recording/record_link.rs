@@ -143,11 +143,6 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     pub fn jog(&mut self, jog: crate::protocol::bringup::Jog) -> io::Result<()> {
         self.write(|w| w.jog(jog))
     }
-
-    /// `# <text>`
-    pub fn comment(&mut self, text: &str) -> io::Result<()> {
-        self.write(|w| w.comment(text))
-    }
 }
 
 impl<L: Link, W: Write + Send> Link for RecordingLink<L, W> {

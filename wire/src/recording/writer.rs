@@ -67,13 +67,8 @@ impl<W: Write> RecordingWriter<W> {
         Ok(w)
     }
 
-    /// The sink, to flush or inspect it.
-    pub fn get_ref(&self) -> &W {
-        &self.out
-    }
-
     /// Flushes the sink.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
@@ -159,7 +154,7 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `cycle <k> <t_ms>`: k strictly above the last cycle's, t_ms not below
-    /// and at most [`MAX_T_MS`].
+    /// and at most 18446744073709 (the time in ns fits a u64).
     pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
         if t_ms > MAX_T_MS {
             return Err(invalid(format!(
@@ -191,7 +186,7 @@ impl<W: Write> RecordingWriter<W> {
     /// `inf`, `-inf` for the non-finite; every NaN is written `nan`), the LEDs
     /// and the sonar mode.
     /// At most one `command` or `silence` a cycle.
-    pub fn command(&mut self, c: &Command) -> io::Result<()> {
+    pub(crate) fn command(&mut self, c: &Command) -> io::Result<()> {
         self.once_a_cycle("command")?;
         self.push_str("command");
         for &v in c.stiffness.iter().chain(c.position.iter()) {
@@ -216,7 +211,7 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `silence`; at most one `command` or `silence` a cycle.
-    pub fn silence(&mut self) -> io::Result<()> {
+    pub(crate) fn silence(&mut self) -> io::Result<()> {
         self.once_a_cycle("silence")?;
         self.push_str("silence");
         self.flush_line()
@@ -234,27 +229,27 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `trip <reason>`, the reason by its name (`naoctl`, `udp`, ...), or
     /// `trip unknown` for `None`.
-    pub fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
+    pub(crate) fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
         self.push_str("trip ");
         self.push_str(reason.into().map_or(UNKNOWN_REASON, Reason::name));
         self.flush_line()
     }
 
     /// `rearm`
-    pub fn rearm(&mut self) -> io::Result<()> {
+    pub(crate) fn rearm(&mut self) -> io::Result<()> {
         self.push_str("rearm");
         self.flush_line()
     }
 
     /// `wake`
-    pub fn wake(&mut self) -> io::Result<()> {
+    pub(crate) fn wake(&mut self) -> io::Result<()> {
         self.push_str("wake");
         self.flush_line()
     }
 
     /// `bringup <JointName> [<limit-name>=<value> ...]`: a setting, before
     /// the first call, once; names every limit that differs from its
-    /// default ([`BringUpLine`]). The limits are a [`BringUpLimits`], so
+    /// default. The limits are a [`BringUpLimits`], so
     /// each is its bound or tighter.
     pub fn bringup(&mut self, joint: Joint, limits: &BringUpLimits) -> io::Result<()> {
         self.setting("bringup", |w| &mut w.bringup_written)?;
@@ -265,7 +260,7 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `jog +` / `jog -`: a person's jog step before this cycle's frame; only
     /// after the `bringup` line, at most one a cycle.
-    pub fn jog(&mut self, jog: Jog) -> io::Result<()> {
+    pub(crate) fn jog(&mut self, jog: Jog) -> io::Result<()> {
         if !self.bringup_written {
             return Err(invalid(
                 "recording: `jog` before the `bringup` line (a jog is a bring-up input)"
@@ -290,7 +285,11 @@ impl<W: Write> RecordingWriter<W> {
     /// more than 65535 control bytes, a bulk endpoint of the wrong direction,
     /// an answer longer than asked, a `bulk_in` length of 2^32 or more, a
     /// failed `control_in`.
-    pub fn call(&mut self, call: Call<'_>, answer: Result<&[u8], LinkError>) -> io::Result<()> {
+    pub(crate) fn call(
+        &mut self,
+        call: Call<'_>,
+        answer: Result<&[u8], LinkError>,
+    ) -> io::Result<()> {
         let answer_len = answer.map_or(0, <[u8]>::len);
         let wrong = match call {
             Call::ControlOut { setup, data } => {
@@ -329,11 +328,6 @@ impl<W: Write> RecordingWriter<W> {
         self.call(Call::Open { vendor, product }, Ok(&[]))
     }
 
-    /// `set_configuration <n>`
-    pub fn set_configuration(&mut self, config: u8) -> io::Result<()> {
-        self.call(Call::SetConfiguration(config), Ok(&[]))
-    }
-
     /// `claim_interface <n>`
     pub fn claim_interface(&mut self, iface: u8) -> io::Result<()> {
         self.call(Call::ClaimInterface(iface), Ok(&[]))
@@ -344,14 +338,10 @@ impl<W: Write> RecordingWriter<W> {
         self.call(Call::Close, Ok(&[]))
     }
 
-    /// `bulk_out <ep> <data>`; the endpoint has bit 7 clear.
-    pub fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> io::Result<()> {
-        self.call(Call::BulkOut { endpoint, data }, Ok(&[]))
-    }
-
     /// `bulk_in <ep> <buffer length> <answer | !timeout | !pipe | !nodev>`;
     /// the endpoint has bit 7 set and the answer is at most `length` bytes.
-    pub fn bulk_in(
+    #[cfg(test)]
+    pub(crate) fn bulk_in(
         &mut self,
         endpoint: u8,
         length: usize,
@@ -366,7 +356,7 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// Writes one item (any line kind).
-    pub fn item(&mut self, item: &Item) -> io::Result<()> {
+    pub(crate) fn item(&mut self, item: &Item) -> io::Result<()> {
         match item {
             Item::Accepted(v) => self.accepted(v),
             Item::SwitchArmed(armed) => self.switch(*armed),
@@ -384,7 +374,7 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Writes every line's item in order (line numbers are not kept: the
     /// output has no comments or blank lines).
-    pub fn lines(&mut self, lines: &[Line]) -> io::Result<()> {
+    pub(crate) fn lines(&mut self, lines: &[Line]) -> io::Result<()> {
         lines.iter().try_for_each(|l| self.item(&l.item))
     }
 }

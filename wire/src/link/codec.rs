@@ -235,9 +235,14 @@ pub(crate) fn encode_error(e: LinkError, text: &str, b: &mut Vec<u8>) {
 /// The result of `call` from its reply body (the message without its
 /// length prefix): the length an OUT call sent, or the bytes an IN call read
 /// copied into the start of `answer` (at least [`Call::answer_len`] bytes
-/// long). On failure, the kind and the
-/// message the simulator sent (empty for most kinds; it says why for a
-/// malformed reply).
+/// long).
+///
+/// # Errors
+///
+/// The kind and the message: the error status the simulator sent, with
+/// its text (empty for most kinds); or [`LinkError::Other`] and why for a
+/// malformed reply (empty, a transfer's length missing, more bytes than
+/// asked) or an `answer` too short.
 pub fn decode_reply<'r>(
     call: &Call<'_>,
     reply: &'r [u8],

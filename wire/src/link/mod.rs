@@ -260,8 +260,16 @@ pub(crate) fn answer_buf<'b>(
 pub trait Link: Send {
     /// Performs `call`. An IN call (`control_in`, `bulk_in`) reads at most
     /// [`Call::answer_len`] bytes into the start of `answer` (at least that
-    /// long, or the call fails with [`LinkError::Other`]) and returns how many it read; an OUT call
-    /// returns how many bytes it sent; the others return 0.
+    /// long, or the call fails with [`LinkError::Other`]) and returns how
+    /// many it read; an OUT call returns how many bytes it sent; the others
+    /// return 0.
+    ///
+    /// # Errors
+    ///
+    /// The [`LinkError`] the call met: the board's (a timeout, a stall, no
+    /// device, the interface busy), the replay's [`LinkError::Mismatch`],
+    /// or [`LinkError::Other`] (an `answer` shorter than the call reads,
+    /// anything else); [`Link::detail`] may say more.
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError>;
 
     /// The message of the last failure that has more to say than its kind
@@ -272,14 +280,26 @@ pub trait Link: Send {
     }
 
     /// `open ffff:0006`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn open(&mut self, vendor: u16, product: u16) -> Result<(), LinkError> {
         self.call(Call::Open { vendor, product }, &mut []).map(drop)
     }
     /// `set_configuration <n>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn set_configuration(&mut self, config: u8) -> Result<(), LinkError> {
         self.call(Call::SetConfiguration(config), &mut []).map(drop)
     }
     /// `claim_interface <n>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn claim_interface(&mut self, iface: u8) -> Result<(), LinkError> {
         self.call(Call::ClaimInterface(iface), &mut []).map(drop)
     }
@@ -288,6 +308,10 @@ pub trait Link: Send {
         let _ = self.call(Call::Close, &mut []);
     }
     /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn control_out(
         &mut self,
         request_type: u8,
@@ -306,6 +330,11 @@ pub trait Link: Send {
     }
     /// `control_in ... <wLength>`: `buf.len()` is wLength (at most 65535);
     /// returns how many bytes the device gave.
+    ///
+    /// # Errors
+    ///
+    /// [`LinkError::Other`] for a `buf` longer than 65535 bytes (no call is
+    /// made); otherwise what [`Link::call`] returns for the call.
     fn control_in(
         &mut self,
         request_type: u8,
@@ -324,11 +353,19 @@ pub trait Link: Send {
         self.call(Call::ControlIn { setup, length }, buf)
     }
     /// `bulk_out <ep> <data>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> Result<usize, LinkError> {
         self.call(Call::BulkOut { endpoint, data }, &mut [])
     }
     /// `bulk_in <ep> <buffer length>`: `buf.len()` is the buffer length;
     /// returns how many bytes were read.
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn bulk_in(&mut self, endpoint: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
         let length = buf.len();
         self.call(Call::BulkIn { endpoint, length }, buf)

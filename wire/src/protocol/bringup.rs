@@ -363,8 +363,12 @@ impl Default for BringUpLimits {
 
 impl BringUpLimits {
     /// These limits with `limit` set to `value`, if `value` is the bound or
-    /// tighter ([`Limit::allowed`]); otherwise an error handing `value` back.
-    /// A value that is not a number, or a count that is not whole, is refused.
+    /// tighter ([`Limit::allowed`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`LimitError`] handing `value` back when it is looser than the
+    /// bound, not a number, or (for a count) not whole.
     pub fn tighten(mut self, limit: Limit, value: f64) -> Result<Self, LimitError> {
         let (lo, hi) = limit.allowed();
         let ok = match (limit.tighter(), limit.spec().count) {

@@ -47,6 +47,11 @@ impl core::fmt::Display for AcceptedError {
 impl std::error::Error for AcceptedError {}
 
 /// Checks an accepted list: 1 to 16 versions, none twice.
+///
+/// # Errors
+///
+/// [`AcceptedError::Empty`], [`AcceptedError::TooMany`] or
+/// [`AcceptedError::Repeated`] (the first version given twice).
 pub fn check_accepted(versions: &[u8]) -> Result<(), AcceptedError> {
     if versions.is_empty() {
         return Err(AcceptedError::Empty);

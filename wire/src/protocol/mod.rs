@@ -2,6 +2,15 @@
 //!
 //! - [`tables`]: addresses, boards, joints, bus slots, command bytes, encodings.
 //! - [`frame`]: frames and answers, both ways, without allocating.
+//! - [`prefs`]: the preference block; [`startup`]: start-up ([`startup::Startup`],
+//!   [`startup::link_up`]).
+//! - [`cycle`]: the cycle ([`cycle::Cycle`]), with [`devices`] (the answer's
+//!   sensors and trips), [`handshake`] (the motor boards) and [`safety`]
+//!   (HAL's stiffness levels); each joint's values stay inside (`joints`).
+//! - [`gate`]: what a frame may do ([`gate::Verdict`], [`gate::WakeLatch`]).
+//! - [`bringup`]: the first motion, one joint at a time
+//!   ([`bringup::BringUp`], [`bringup::BringUpLimits`]);
+//!   [`joint_ranges`]: the joints' ranges.
 
 pub mod bringup;
 pub mod cycle;
@@ -10,7 +19,7 @@ pub mod frame;
 pub mod gate;
 pub mod handshake;
 pub mod joint_ranges;
-pub mod joints;
+mod joints;
 pub mod prefs;
 pub mod safety;
 pub mod startup;

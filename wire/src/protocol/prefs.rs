@@ -109,6 +109,11 @@ fn f32_at(b: &[u8], at: usize) -> f32 {
 impl Prefs {
     /// Checks and parses a preference block: its length (4,635), magic
     /// `NPRF`, layout version 1 and CRC-32 over bytes 0..4631. Never panics.
+    ///
+    /// # Errors
+    ///
+    /// A [`PrefsError`] naming the first of those checks that fails, with
+    /// what it expected and what it found.
     pub fn parse(block: &[u8]) -> Result<Prefs, PrefsError> {
         if block.len() != PREFS_LEN {
             return Err(PrefsError {

@@ -316,7 +316,10 @@ pub const HANDSHAKE_BOARDS: [u8; HANDSHAKE_BOARD_COUNT] = {
 };
 
 /// The index (0..13) into [`JOINT_BOARDS`] of joint `j`'s board.
-/// Panics only for `j >= 25` (a programming error, never outside input).
+///
+/// # Panics
+///
+/// For `j >= 25` (a programming error, never outside input).
 pub const fn joint_board(j: usize) -> usize {
     JOINT_BOARD_OF_JOINT[j]
 }

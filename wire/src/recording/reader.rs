@@ -82,7 +82,12 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Reads and parses the recording at `path`; errors carry the path.
+/// Reads and parses the recording at `path`.
+///
+/// # Errors
+///
+/// A [`ParseError`] carrying the path: line 0 when the file cannot be
+/// read, else what [`parse_bytes`] returns.
 pub fn read_file(path: &Path) -> Result<Vec<Line>, ParseError> {
     let bytes = std::fs::read(path).map_err(|e| {
         ParseError::new(
@@ -96,6 +101,11 @@ pub fn read_file(path: &Path) -> Result<Vec<Line>, ParseError> {
 
 /// Parses a recording given as bytes: rejects bytes that are not UTF-8 with
 /// the line they stand on, then as [`parse`].
+///
+/// # Errors
+///
+/// A [`ParseError`] on the line of the first byte that is not UTF-8, or
+/// what [`parse`] returns.
 pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Line>, ParseError> {
     match std::str::from_utf8(bytes) {
         Ok(text) => parse(text),
@@ -111,6 +121,12 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Line>, ParseError> {
 }
 
 /// Parses the text of a recording into its meaningful lines, in order.
+///
+/// # Errors
+///
+/// A [`ParseError`] with the number of the first malformed line and why
+/// (`docs/recording.md`: a missing or unknown header, an unknown line
+/// kind, a field out of range, lines out of order).
 pub fn parse(text: &str) -> Result<Vec<Line>, ParseError> {
     let mut parser = Parser::default();
     let mut out = Vec::with_capacity(text.len() / 64 + 4);

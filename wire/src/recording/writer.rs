@@ -50,6 +50,10 @@ fn invalid(msg: String) -> io::Error {
 
 impl<W: Write> RecordingWriter<W> {
     /// Starts a recording: writes the header line `nao-rs recording 1`.
+    ///
+    /// # Errors
+    ///
+    /// The sink's error writing the header.
     pub fn new(out: W) -> io::Result<Self> {
         let mut w = RecordingWriter {
             out,
@@ -117,6 +121,11 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `# <text>`: a comment line (the reader skips it). `text` must be one
     /// line.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a `text` with a line break; else the sink's write
+    /// error.
     pub fn comment(&mut self, text: &str) -> io::Result<()> {
         if text.contains(['\n', '\r']) {
             return Err(invalid(format!(
@@ -129,6 +138,13 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `accepted <v>[,<v>...]`: a setting, before the first call.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a list
+    /// [`check_accepted`](crate::protocol::handshake::check_accepted) refuses,
+    /// after the first call, or for a second `accepted`; else the sink's write
+    /// error.
     pub fn accepted(&mut self, versions: &[u8]) -> io::Result<()> {
         check_accepted(versions).map_err(|e| invalid(format!("recording: `accepted`: {e}")))?;
         self.setting("accepted", |w| &mut w.accepted_written)?;
@@ -143,6 +159,11 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `switch armed` / `switch tripped`: a setting, before the first call.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` after the first call or for a second `switch`; else the
+    /// sink's write error.
     pub fn switch(&mut self, armed: bool) -> io::Result<()> {
         self.setting("switch", |w| &mut w.switch_written)?;
         self.push_str(if armed {
@@ -155,6 +176,11 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `cycle <k> <t_ms>`: k strictly above the last cycle's, t_ms not below
     /// and at most 18446744073709 (the time in ns fits a u64).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a `t_ms` above the bound, or a `k` not above or a
+    /// `t_ms` below the last cycle's; else the sink's write error.
     pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
         if t_ms > MAX_T_MS {
             return Err(invalid(format!(
@@ -251,6 +277,11 @@ impl<W: Write> RecordingWriter<W> {
     /// the first call, once; names every limit that differs from its
     /// default. The limits are a [`BringUpLimits`], so
     /// each is its bound or tighter.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` after the first call or for a second `bringup`; else the
+    /// sink's write error.
     pub fn bringup(&mut self, joint: Joint, limits: &BringUpLimits) -> io::Result<()> {
         self.setting("bringup", |w| &mut w.bringup_written)?;
         // Writing into a Vec cannot fail.
@@ -324,18 +355,40 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `open vvvv:pppp`
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error.
     pub fn open(&mut self, vendor: u16, product: u16) -> io::Result<()> {
         self.call(Call::Open { vendor, product }, Ok(&[]))
     }
 
     /// `claim_interface <n>`
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error.
     pub fn claim_interface(&mut self, iface: u8) -> io::Result<()> {
         self.call(Call::ClaimInterface(iface), Ok(&[]))
     }
 
     /// `close`
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error.
     pub fn close(&mut self) -> io::Result<()> {
         self.call(Call::Close, Ok(&[]))
+    }
+
+    /// `bulk_out <ep> <data>`; the endpoint has bit 7 clear.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an IN endpoint (bit 7 set); else the sink's write
+    /// error.
+    pub fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> io::Result<()> {
+        self.call(Call::BulkOut { endpoint, data }, Ok(&[]))
     }
 
     /// `bulk_in <ep> <buffer length> <answer | !timeout | !pipe | !nodev>`;
@@ -351,6 +404,14 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// Writes one recorded call line.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a line the reader would reject (a control transfer
+    /// whose bmRequestType direction bit does not match or with more than 65535
+    /// bytes, a bulk endpoint of the wrong direction, an answer longer than
+    /// asked, a `bulk_in` length of 2^32 or more, a failed `control_in`); else
+    /// the sink's write error.
     pub fn recorded(&mut self, line: &Recorded) -> io::Result<()> {
         self.call(line.call(), line.answer().unwrap_or(Ok(&[])))
     }
@@ -381,6 +442,12 @@ impl<W: Write> RecordingWriter<W> {
 
 /// The recording text of `lines` (header included), as [`RecordingWriter`]
 /// writes it.
+///
+/// # Errors
+///
+/// `InvalidInput` for the first line the writer refuses (a setting after a call
+/// or twice, cycles out of order, two commands in a cycle, a `jog` before
+/// `bringup`, a call the reader would reject).
 pub fn to_text(lines: &[Line]) -> io::Result<String> {
     let mut w = RecordingWriter::new(Vec::new())?;
     w.lines(lines)?;

@@ -108,7 +108,7 @@ impl Joint {
     }
 
     /// The joint of index `i`, if `i < 25`.
-    pub const fn from_index(i: usize) -> Option<Joint> {
+    pub(crate) const fn from_index(i: usize) -> Option<Joint> {
         if i < JOINTS {
             Some(Joint::ALL[i])
         } else {

@@ -36,7 +36,7 @@ use crate::step::{Step, StepInput};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayReport {
     /// The file (empty for [`replay_lines`] without a path).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// USB calls matched.
     pub calls: usize,
     /// Cycles run.
@@ -95,6 +95,11 @@ impl fmt::Display for ReplayFailure {
 impl std::error::Error for ReplayFailure {}
 
 /// Reads the recording at `path` and replays it.
+///
+/// # Errors
+///
+/// [`ReplayFailure::Parse`] when the file cannot be read or parsed, else
+/// what [`replay_lines`] returns.
 pub fn replay_file(path: &Path) -> Result<ReplayReport, ReplayFailure> {
     let start = Instant::now();
     let lines = recording::read_file(path).map_err(ReplayFailure::Parse)?;
@@ -144,6 +149,14 @@ impl Inputs {
 }
 
 /// Replays parsed lines; `path` only names the file in the report.
+///
+/// # Errors
+///
+/// [`ReplayFailure::Mismatch`] at the first call the replay made that the
+/// recording does not hold (or one it holds that was not made), or
+/// [`ReplayFailure::CycleNumber`] for a `cycle` line that does not follow
+/// the runtime's count. A start-up that fails as recorded is no failure:
+/// the report holds it.
 pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, ReplayFailure> {
     let start = Instant::now();
     let wake_latch = if lines.iter().any(|l| matches!(l.item, Item::Wake)) {

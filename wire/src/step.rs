@@ -2,7 +2,7 @@
 //! `nao-rs replay` replays it.
 //!
 //! [`Step::run`] reads the death switch once ([`Switch::read`]), asks the
-//! gate what this frame may do ([`Gate::decide`]), hands a trip the gate
+//! gate what this frame may do (`Gate::decide`), hands a trip the gate
 //! raised to the switch, lets the caller see what was read and decided (the
 //! recorder writes its input lines there), runs the protocol core's cycle
 //! ([`Cycle::run`]: the verdict on the held command, each joint's values,
@@ -99,11 +99,6 @@ impl Step {
     /// The protocol core's cycle (its sensors, handshake and number).
     pub fn cycle(&self) -> &Cycle {
         &self.cycle
-    }
-
-    /// The gate.
-    pub fn gate(&self) -> &Gate {
-        &self.gate
     }
 
     /// One cycle on `link` with `switch`; `observe` is called after the

@@ -1,6 +1,6 @@
 //! The request codec of the virtual robot's Unix socket: how a [`Call`]
 //! and its reply travel between [`super::sim::SimLink`] and `nao-rs-sim`.
-//! Both ends use these functions, so the encoding exists once.
+//! Both ends use these constants, so the encoding exists once.
 //!
 //! Every request and every reply is one message: a `u32` little-endian body
 //! length, then the body. A request body is an op byte and its fields
@@ -22,11 +22,12 @@
 //! claim_interface and close; the transferred length as `u32` for control_out
 //! and bulk_out; the bytes read for control_in and bulk_in.
 //!
-//! The `encode_*` functions append bodies; [`message`] wraps one with its
-//! length prefix. The link sends `message(encode_request)` and decodes the
-//! reply body with [`decode_reply`]; the simulator decodes a request body
-//! with [`decode_request`] and answers with [`encode_ok`] or
-//! [`encode_error`] (its server adds the prefix).
+//! [`encode_request`] appends a request body; the link wraps it with its
+//! length prefix, sends it and decodes the reply body with
+//! [`decode_reply`]. The simulator (`nao-rs-sim`'s `device.rs`) decodes
+//! requests and encodes replies itself, with the `OP_*` and `ST_*`
+//! constants and [`status`]; the decoder and reply encoders here, the
+//! simulator's side, serve this module's round-trip tests.
 
 use super::{answer_buf, Call, LinkError, Setup};
 
@@ -77,7 +78,7 @@ pub fn status(e: LinkError) -> u8 {
 
 /// The error kind of a reply status other than [`ST_OK`] (the inverse of
 /// [`status`]; an unknown status is [`LinkError::Other`]).
-pub fn error(status: u8) -> LinkError {
+pub(crate) fn error(status: u8) -> LinkError {
     match status {
         ST_TIMEOUT => LinkError::Timeout,
         ST_PIPE => LinkError::Pipe,
@@ -90,7 +91,7 @@ pub fn error(status: u8) -> LinkError {
 /// Appends one message to `out`: the length prefix, then the body that
 /// `body` appends (one of the `encode_*` functions below, which write bodies
 /// only). Allocates only if `out` must grow.
-pub fn message(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+pub(crate) fn message(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     body(out);
@@ -106,7 +107,7 @@ fn put_setup(out: &mut Vec<u8>, s: &Setup) {
 
 /// Why a call cannot be encoded: a control transfer or `bulk_in` length
 /// above 65535, or a transfer too large for [`MAX_BODY`].
-pub fn check_request(call: &Call<'_>) -> Result<(), &'static str> {
+pub(crate) fn check_request(call: &Call<'_>) -> Result<(), &'static str> {
     match *call {
         Call::ControlOut { data, .. } if data.len() > usize::from(u16::MAX) => {
             Err("control_out of more than 65535 bytes")
@@ -118,8 +119,8 @@ pub fn check_request(call: &Call<'_>) -> Result<(), &'static str> {
     }
 }
 
-/// Appends the request body of `call` (wrap it with [`message`] to send
-/// it). A `bulk_in` buffer longer than 65535 asks for 65535 bytes.
+/// Appends the request body of `call` (the link wraps it with its
+/// length prefix to send it). A `bulk_in` buffer longer than 65535 asks for 65535 bytes.
 pub fn encode_request(call: &Call<'_>, b: &mut Vec<u8>) {
     match *call {
         Call::Open { vendor, product } => {
@@ -152,10 +153,12 @@ pub fn encode_request(call: &Call<'_>, b: &mut Vec<u8>) {
     }
 }
 
+#[cfg(test)]
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
 
+#[cfg(test)]
 fn setup_at(b: &[u8]) -> Option<Setup> {
     Some(Setup {
         request_type: *b.get(1)?,
@@ -167,7 +170,8 @@ fn setup_at(b: &[u8]) -> Option<Setup> {
 
 /// The call of a request body (the message without its length prefix), or
 /// why it is malformed (an empty body, an unknown op, missing fields).
-pub fn decode_request(body: &[u8]) -> Result<Call<'_>, String> {
+#[cfg(test)]
+pub(crate) fn decode_request(body: &[u8]) -> Result<Call<'_>, String> {
     let short = |what: &str| format!("{what}: request of {} bytes is too short", body.len());
     let Some(&op) = body.first() else {
         return Err("empty request".into());
@@ -206,7 +210,8 @@ pub fn decode_request(body: &[u8]) -> Result<Call<'_>, String> {
 
 /// Appends the reply body of a successful `call`: `n` is the length
 /// transferred by an OUT call; `answer` the bytes read by an IN call.
-pub fn encode_ok(call: &Call<'_>, n: usize, answer: &[u8], b: &mut Vec<u8>) {
+#[cfg(test)]
+pub(crate) fn encode_ok(call: &Call<'_>, n: usize, answer: &[u8], b: &mut Vec<u8>) {
     b.push(ST_OK);
     match call {
         Call::ControlOut { .. } | Call::BulkOut { .. } => {
@@ -219,7 +224,8 @@ pub fn encode_ok(call: &Call<'_>, n: usize, answer: &[u8], b: &mut Vec<u8>) {
 
 /// Appends the reply body of a failed call (`text` is sent for
 /// [`LinkError::Other`] and [`LinkError::Mismatch`] only: status 5).
-pub fn encode_error(e: LinkError, text: &str, b: &mut Vec<u8>) {
+#[cfg(test)]
+pub(crate) fn encode_error(e: LinkError, text: &str, b: &mut Vec<u8>) {
     b.push(status(e));
     if status(e) == ST_OTHER {
         b.extend_from_slice(text.as_bytes());
@@ -228,9 +234,15 @@ pub fn encode_error(e: LinkError, text: &str, b: &mut Vec<u8>) {
 
 /// The result of `call` from its reply body (the message without its
 /// length prefix): the length an OUT call sent, or the bytes an IN call read
-/// copied into `answer` (see [`answer_buf`]). On failure, the kind and the
-/// message the simulator sent (empty for most kinds; it says why for a
-/// malformed reply).
+/// copied into the start of `answer` (at least [`Call::answer_len`] bytes
+/// long).
+///
+/// # Errors
+///
+/// The kind and the message: the error status the simulator sent, with
+/// its text (empty for most kinds); or [`LinkError::Other`] and why for a
+/// malformed reply (empty, a transfer's length missing, more bytes than
+/// asked) or an `answer` too short.
 pub fn decode_reply<'r>(
     call: &Call<'_>,
     reply: &'r [u8],

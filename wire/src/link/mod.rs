@@ -5,8 +5,9 @@
 //! calls; the named methods (`open`, `bulk_in`, ...) are provided on top.
 //! Four implementations stand behind this trait: `usb` (the real chest board
 //! through `rusb`, behind the default `usb` feature), [`sim`] (the virtual
-//! robot over a Unix socket), [`replay`] (a recording's answers, checking
-//! every call) and [`record`] (any link, writing a recording).
+//! robot over a Unix socket), [`crate::recording::replay_link`] (a
+//! recording's answers, checking every call) and
+//! [`crate::recording::record_link`] (any link, writing a recording).
 //!
 //! A failed call returns a [`LinkError`], a `Copy` kind; the words that say
 //! what and why stay in the link, behind [`Link::detail`].
@@ -48,7 +49,7 @@ impl LinkError {
     /// The recording's word for a failed `bulk_in` (`!timeout`, `!pipe`,
     /// `!nodev`); the format has no other, so every other kind is `!pipe`
     /// (the runtime counts any failed read as a failed exchange).
-    pub fn recorded(self) -> &'static str {
+    pub(crate) fn recorded(self) -> &'static str {
         match self {
             LinkError::Timeout => "!timeout",
             LinkError::NoDevice => "!nodev",
@@ -156,7 +157,7 @@ impl Call<'_> {
     }
 
     /// The call's name as a recording line starts (`bulk_in`, ...).
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Call::Open { .. } => "open",
             Call::SetConfiguration(_) => "set_configuration",
@@ -172,7 +173,7 @@ impl Call<'_> {
 
 /// Bytes as the recording writes them: lowercase hex, `-` for none.
 #[derive(Debug, Clone, Copy)]
-pub struct Hex<'a>(pub &'a [u8]);
+pub(crate) struct Hex<'a>(pub &'a [u8]);
 
 impl fmt::Display for Hex<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -229,7 +230,7 @@ impl fmt::Display for Setup {
 /// The answer of an IN call as a recording line ends: the bytes in hex, or
 /// the error word of a failed `bulk_in` (see [`LinkError::recorded`]).
 #[derive(Debug, Clone, Copy)]
-pub struct Answer<'a>(pub Result<&'a [u8], LinkError>);
+pub(crate) struct Answer<'a>(pub Result<&'a [u8], LinkError>);
 
 impl fmt::Display for Answer<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -243,7 +244,10 @@ impl fmt::Display for Answer<'_> {
 /// The part of `answer` an IN call reads into: its first
 /// [`Call::answer_len`] bytes, or [`LinkError::Other`] when the buffer is
 /// shorter (a caller's bug; [`Link`]'s provided methods never make it).
-pub fn answer_buf<'b>(call: &Call<'_>, answer: &'b mut [u8]) -> Result<&'b mut [u8], LinkError> {
+pub(crate) fn answer_buf<'b>(
+    call: &Call<'_>,
+    answer: &'b mut [u8],
+) -> Result<&'b mut [u8], LinkError> {
     answer.get_mut(..call.answer_len()).ok_or(LinkError::Other)
 }
 
@@ -256,8 +260,16 @@ pub fn answer_buf<'b>(call: &Call<'_>, answer: &'b mut [u8]) -> Result<&'b mut [
 pub trait Link: Send {
     /// Performs `call`. An IN call (`control_in`, `bulk_in`) reads at most
     /// [`Call::answer_len`] bytes into the start of `answer` (at least that
-    /// long; see [`answer_buf`]) and returns how many it read; an OUT call
-    /// returns how many bytes it sent; the others return 0.
+    /// long, or the call fails with [`LinkError::Other`]) and returns how
+    /// many it read; an OUT call returns how many bytes it sent; the others
+    /// return 0.
+    ///
+    /// # Errors
+    ///
+    /// The [`LinkError`] the call met: the board's (a timeout, a stall, no
+    /// device, the interface busy), the replay's [`LinkError::Mismatch`],
+    /// or [`LinkError::Other`] (an `answer` shorter than the call reads,
+    /// anything else); [`Link::detail`] may say more.
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError>;
 
     /// The message of the last failure that has more to say than its kind
@@ -268,14 +280,26 @@ pub trait Link: Send {
     }
 
     /// `open ffff:0006`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn open(&mut self, vendor: u16, product: u16) -> Result<(), LinkError> {
         self.call(Call::Open { vendor, product }, &mut []).map(drop)
     }
     /// `set_configuration <n>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn set_configuration(&mut self, config: u8) -> Result<(), LinkError> {
         self.call(Call::SetConfiguration(config), &mut []).map(drop)
     }
     /// `claim_interface <n>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn claim_interface(&mut self, iface: u8) -> Result<(), LinkError> {
         self.call(Call::ClaimInterface(iface), &mut []).map(drop)
     }
@@ -284,6 +308,10 @@ pub trait Link: Send {
         let _ = self.call(Call::Close, &mut []);
     }
     /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn control_out(
         &mut self,
         request_type: u8,
@@ -302,6 +330,11 @@ pub trait Link: Send {
     }
     /// `control_in ... <wLength>`: `buf.len()` is wLength (at most 65535);
     /// returns how many bytes the device gave.
+    ///
+    /// # Errors
+    ///
+    /// [`LinkError::Other`] for a `buf` longer than 65535 bytes (no call is
+    /// made); otherwise what [`Link::call`] returns for the call.
     fn control_in(
         &mut self,
         request_type: u8,
@@ -320,11 +353,19 @@ pub trait Link: Send {
         self.call(Call::ControlIn { setup, length }, buf)
     }
     /// `bulk_out <ep> <data>`
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> Result<usize, LinkError> {
         self.call(Call::BulkOut { endpoint, data }, &mut [])
     }
     /// `bulk_in <ep> <buffer length>`: `buf.len()` is the buffer length;
     /// returns how many bytes were read.
+    ///
+    /// # Errors
+    ///
+    /// What [`Link::call`] returns for the call.
     fn bulk_in(&mut self, endpoint: u8, buf: &mut [u8]) -> Result<usize, LinkError> {
         let length = buf.len();
         self.call(Call::BulkIn { endpoint, length }, buf)

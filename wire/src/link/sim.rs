@@ -13,7 +13,7 @@
 //!
 //! The simulator does the waiting (a `bulk_in` with no answer pending
 //! returns timeout after 20 ms, as USB does); this link only adds a safety
-//! read timeout of [`REPLY_TIMEOUT`] in case the simulator hangs, reported
+//! read timeout of 2 s in case the simulator hangs, reported
 //! as [`LinkError::Timeout`]. A closed or reset connection (the simulator
 //! died) is [`LinkError::NoDevice`], like an unplugged board.
 //!
@@ -31,7 +31,7 @@ use super::{Call, Link, LinkError};
 
 /// How long the link waits for any reply before it reports a timeout. The
 /// simulator itself never takes longer than a bulk timeout (20 ms).
-pub const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The socket path of a `--link` value `sim:PATH`, or `None` for any other
 /// value (`usb`, ...). An empty path is `None`.
@@ -71,13 +71,9 @@ impl SimLink {
         sim_path(link).map(SimLink::new)
     }
 
-    /// The simulator's socket path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Whether a device is open (connected).
-    pub fn is_open(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_open(&self) -> bool {
         self.stream.is_some()
     }
 

@@ -23,9 +23,9 @@ use rusb::{Context, DeviceHandle, UsbContext};
 use super::{answer_buf, Call, Link, LinkError, Setup};
 
 /// Timeout of every control transfer (`docs/protocol.md` section 1).
-pub const CONTROL_TIMEOUT: Duration = Duration::from_millis(100);
+pub(crate) const CONTROL_TIMEOUT: Duration = Duration::from_millis(100);
 /// Timeout of every bulk transfer (`docs/protocol.md` section 1).
-pub const BULK_TIMEOUT: Duration = Duration::from_millis(20);
+pub(crate) const BULK_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// The chest board through libusb.
 ///

@@ -26,49 +26,49 @@ use deathswitch::Reason;
 /// The default stiffness cap.
 pub const DEFAULT_MAX_STIFFNESS: f64 = 0.2;
 /// The stiffness cap is never above this.
-pub const MAX_STIFFNESS_BOUND: f64 = 0.3;
+pub(crate) const MAX_STIFFNESS_BOUND: f64 = 0.3;
 /// The window around the position measured when the joint was enabled, +- rad.
-pub const DEFAULT_WINDOW_RAD: f64 = 0.3;
+pub(crate) const DEFAULT_WINDOW_RAD: f64 = 0.3;
 /// The commanded position's largest rate, rad/s.
-pub const DEFAULT_RATE_RAD_S: f64 = 0.5;
+pub(crate) const DEFAULT_RATE_RAD_S: f64 = 0.5;
 /// One jog step, rad.
-pub const DEFAULT_JOG_STEP_RAD: f64 = 0.05;
+pub(crate) const DEFAULT_JOG_STEP_RAD: f64 = 0.05;
 /// No jog press for this long holds the target where it is, s.
-pub const DEFAULT_JOG_HOLD_S: f64 = 1.0;
+pub(crate) const DEFAULT_JOG_HOLD_S: f64 = 1.0;
 /// Time for the stiffness to ramp from 0 to the cap, s.
-pub const DEFAULT_RAMP_S: f64 = 1.0;
+pub(crate) const DEFAULT_RAMP_S: f64 = 1.0;
 /// Following error bound: |measured - commanded|, rad ...
-pub const DEFAULT_FOLLOWING_ERROR_RAD: f64 = 0.15;
+pub(crate) const DEFAULT_FOLLOWING_ERROR_RAD: f64 = 0.15;
 /// ... for this many cycles in a row while stiff.
-pub const DEFAULT_FOLLOWING_ERROR_CYCLES: f64 = 10.0;
+pub(crate) const DEFAULT_FOLLOWING_ERROR_CYCLES: f64 = 10.0;
 /// Moving more than this against a commanded step, rad.
-pub const DEFAULT_WRONG_DIRECTION_RAD: f64 = 0.02;
+pub(crate) const DEFAULT_WRONG_DIRECTION_RAD: f64 = 0.02;
 /// Over-current bound, mA ...
-pub const DEFAULT_OVER_CURRENT_MA: f64 = 1500.0;
+pub(crate) const DEFAULT_OVER_CURRENT_MA: f64 = 1500.0;
 /// ... for this many cycles in a row.
-pub const DEFAULT_OVER_CURRENT_CYCLES: f64 = 20.0;
+pub(crate) const DEFAULT_OVER_CURRENT_CYCLES: f64 = 20.0;
 /// A start only below this joint temperature; stiff at or above it trips, degC.
-pub const DEFAULT_START_TEMPERATURE_C: f64 = 60.0;
+pub(crate) const DEFAULT_START_TEMPERATURE_C: f64 = 60.0;
 /// Lying: |a_x| above this, m/s^2 (sign-free: on the back or the front).
-pub const DEFAULT_LYING_ACCEL_M_S2: f64 = 8.0;
+pub(crate) const DEFAULT_LYING_ACCEL_M_S2: f64 = 8.0;
 /// Lying: |a_y| and |a_z| below this, m/s^2.
-pub const DEFAULT_LYING_CROSS_ACCEL_M_S2: f64 = 3.0;
+pub(crate) const DEFAULT_LYING_CROSS_ACCEL_M_S2: f64 = 3.0;
 /// Still: the gyroscope below this on every axis, rad/s.
-pub const DEFAULT_STILL_GYRO_RAD_S: f64 = 0.1;
+pub(crate) const DEFAULT_STILL_GYRO_RAD_S: f64 = 0.1;
 /// Lying and still for this long, s.
-pub const DEFAULT_LYING_HELD_S: f64 = 1.0;
+pub(crate) const DEFAULT_LYING_HELD_S: f64 = 1.0;
 /// No weight on the feet: the load of the eight foot pressure sensors,
 /// summed, at most this, kg (through the preference block's calibration, as
 /// LoLA's `FSR`). 0.5 kg is a tenth of the NAO's 5.3 kg: a standing robot
 /// reads about 5.3 kg in the virtual robot, a sitting one 1.0 kg, a lying one
 /// 0 (`docs/sim.md`, "Postures").
-pub const DEFAULT_FOOT_LOAD_KG: f64 = 0.5;
+pub(crate) const DEFAULT_FOOT_LOAD_KG: f64 = 0.5;
 /// Standard gravity, m/s^2: the largest lying bound that a lying robot can pass.
-pub const GRAVITY_M_S2: f64 = 9.80665;
+pub(crate) const GRAVITY_M_S2: f64 = 9.80665;
 /// The longest time limit a tightening may set, s.
-pub const LONGEST_TIME_LIMIT_S: f64 = 60.0;
+pub(crate) const LONGEST_TIME_LIMIT_S: f64 = 60.0;
 /// A gap between two steps counts as at most this for the rate limit, ns.
-pub const MAX_STEP_GAP_NS: u64 = 100_000_000;
+pub(crate) const MAX_STEP_GAP_NS: u64 = 100_000_000;
 
 /// Which way a limit is made tighter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub enum Limit {
 }
 
 /// Number of [`Limit`]s.
-pub const LIMIT_COUNT: usize = 17;
+pub(crate) const LIMIT_COUNT: usize = 17;
 
 struct Spec {
     name: &'static str,
@@ -285,7 +285,7 @@ impl Limit {
     }
 
     /// The loosest value a tightening may set (the default, except the
-    /// stiffness cap's [`MAX_STIFFNESS_BOUND`]).
+    /// stiffness cap's 0.3).
     pub const fn bound(self) -> f64 {
         self.spec().bound
     }
@@ -317,13 +317,6 @@ pub struct LimitError {
     pub limit: Limit,
     /// The value asked for, handed back.
     pub value: f64,
-}
-
-impl LimitError {
-    /// The loosest value allowed ([`Limit::bound`]).
-    pub fn bound(&self) -> f64 {
-        self.limit.bound()
-    }
 }
 
 impl core::fmt::Display for LimitError {
@@ -370,8 +363,12 @@ impl Default for BringUpLimits {
 
 impl BringUpLimits {
     /// These limits with `limit` set to `value`, if `value` is the bound or
-    /// tighter ([`Limit::allowed`]); otherwise an error handing `value` back.
-    /// A value that is not a number, or a count that is not whole, is refused.
+    /// tighter ([`Limit::allowed`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`LimitError`] handing `value` back when it is looser than the
+    /// bound, not a number, or (for a count) not whole.
     pub fn tighten(mut self, limit: Limit, value: f64) -> Result<Self, LimitError> {
         let (lo, hi) = limit.allowed();
         let ok = match (limit.tighter(), limit.spec().count) {
@@ -649,13 +646,8 @@ impl BringUp {
     }
 
     /// The joint.
-    pub fn joint(&self) -> Joint {
+    pub(crate) fn joint(&self) -> Joint {
         self.joint
-    }
-
-    /// The limits.
-    pub fn limits(&self) -> &BringUpLimits {
-        &self.limits
     }
 
     /// One cycle: the verdict for this cycle's frame.

@@ -29,12 +29,12 @@ use crate::command::{Command, JOINTS};
 use crate::link::{Link, LinkError};
 
 /// The exchange that fails this many times in a row ends with a reconnect.
-pub const RECONNECT_AFTER_FAILURES: u32 = 11;
+pub(crate) const RECONNECT_AFTER_FAILURES: u32 = 11;
 /// Zero position assumed by guard mode for a joint not yet measured (the
 /// guard reads no preferences).
-pub const GUARD_ZERO: u16 = 2048;
+pub(crate) const GUARD_ZERO: u16 = 2048;
 /// Seq of cycle 0's frame (the start-up frames are 0 and 1).
-pub const FIRST_CYCLE_SEQ: u16 = 2;
+pub(crate) const FIRST_CYCLE_SEQ: u16 = 2;
 
 /// What the cycle is given: the controller's command for this cycle (none:
 /// silence) and the gate's verdict for this frame.
@@ -170,7 +170,7 @@ impl Cycle {
 
     /// Guard mode (after [`link_up`] only): every stiffness 0 from the first
     /// frame, no CONFIG_REQUEST, no board accepted. Joints not yet measured
-    /// are sent at [`GUARD_ZERO`].
+    /// are sent at zero position 2048 (the guard reads no preferences).
     pub fn guard() -> Cycle {
         Self::with_handshake([GUARD_ZERO; JOINTS], Handshake::none_accepted())
     }
@@ -206,23 +206,18 @@ impl Cycle {
     }
 
     /// The seq of the next cycle's frame: `(k + 2) mod 65536`.
-    pub fn seq(&self) -> u16 {
+    pub(crate) fn seq(&self) -> u16 {
         (self.core.k.wrapping_add(FIRST_CYCLE_SEQ as u64)) as u16
     }
 
     /// Every device's latest data.
-    pub fn sensors(&self) -> &Sensors {
+    pub(crate) fn sensors(&self) -> &Sensors {
         &self.core.sensors
     }
 
     /// The handshake.
     pub fn handshake(&self) -> &Handshake {
         &self.core.handshake
-    }
-
-    /// The zero positions in use.
-    pub fn zero(&self) -> &[u16; JOINTS] {
-        &self.core.zero
     }
 
     /// Steps 1 to 3: takes the inputs, updates the safety levels and each

@@ -63,10 +63,10 @@ pub struct Sensors {
     /// Bumpers per foot board (bit 0 left, bit 1 right): `[left foot, right foot]`.
     pub bumpers: [u8; 2],
     /// EEPROM status bytes (`0x40`, `0x41`).
-    pub eeprom_status: [u8; 2],
+    pub(crate) eeprom_status: [u8; 2],
     /// Cycle-local count of answer messages this runtime did not understand
     /// (wrong length, unknown address); they are ignored.
-    pub ignored_messages: u32,
+    pub(crate) ignored_messages: u32,
 }
 
 impl Sensors {

@@ -14,15 +14,15 @@ use crc::{Crc, CRC_16_IBM_3740};
 pub use super::tables::{SYNC_ANSWER, SYNC_FRAME};
 
 /// Header bytes: sync, seq (2), count.
-pub const HEADER_LEN: usize = 4;
+pub(crate) const HEADER_LEN: usize = 4;
 /// CRC bytes at the end.
-pub const CRC_LEN: usize = 2;
+pub(crate) const CRC_LEN: usize = 2;
 /// Bytes of a message before its payload: address, command, length.
-pub const MESSAGE_HEADER_LEN: usize = 3;
+pub(crate) const MESSAGE_HEADER_LEN: usize = 3;
 /// The largest frame or answer: the bulk IN buffer length.
 pub const MAX_FRAME_LEN: usize = 512;
 /// The largest number of messages (the count is a u8).
-pub const MAX_MESSAGES: usize = 255;
+pub(crate) const MAX_MESSAGES: usize = 255;
 
 const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_3740);
 
@@ -138,8 +138,12 @@ pub struct FrameWriter<'a> {
 
 impl<'a> FrameWriter<'a> {
     /// Starts a frame with `sync` and `seq` in `buf` (at most the first
-    /// [`MAX_FRAME_LEN`] bytes are used). Fails when `buf` cannot hold a
-    /// header and a CRC.
+    /// [`MAX_FRAME_LEN`] bytes are used).
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::Overflow`] when `buf` cannot hold a header and a CRC
+    /// (6 bytes).
     pub fn new(buf: &'a mut [u8], sync: u8, seq: u16) -> Result<Self, FrameError> {
         let cap = buf.len().min(MAX_FRAME_LEN);
         if cap < HEADER_LEN + CRC_LEN {
@@ -157,16 +161,32 @@ impl<'a> FrameWriter<'a> {
     }
 
     /// A frame (host to device).
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::Overflow`] when `buf` cannot hold a header and a CRC,
+    /// as [`FrameWriter::new`].
     pub fn frame(buf: &'a mut [u8], seq: u16) -> Result<Self, FrameError> {
         Self::new(buf, SYNC_FRAME, seq)
     }
 
     /// An answer (device to host), carrying the seq of the frame it answers.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::Overflow`] when `buf` cannot hold a header and a CRC,
+    /// as [`FrameWriter::new`].
     pub fn answer(buf: &'a mut [u8], seq: u16) -> Result<Self, FrameError> {
         Self::new(buf, SYNC_ANSWER, seq)
     }
 
     /// Appends a message with `payload`.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::Overflow`] when the message does not fit before the
+    /// CRC, its payload is over 255 bytes or the frame has 255 messages
+    /// already; the frame is left as it was.
     pub fn push(&mut self, address: u8, command: u8, payload: &[u8]) -> Result<(), FrameError> {
         let dst = self.reserve(address, command, payload.len())?;
         dst.copy_from_slice(payload);
@@ -175,6 +195,12 @@ impl<'a> FrameWriter<'a> {
 
     /// Appends a message of `len` payload bytes and returns them to fill in
     /// place (zeroed).
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::Overflow`] when the message does not fit before the
+    /// CRC, its payload is over 255 bytes or the frame has 255 messages
+    /// already; the frame is left as it was.
     pub fn reserve(
         &mut self,
         address: u8,
@@ -200,6 +226,12 @@ impl<'a> FrameWriter<'a> {
     }
 
     /// Appends a message whose payload is u16 values, little endian.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::Overflow`] when the message does not fit before the
+    /// CRC, its payload is over 255 bytes or the frame has 255 messages
+    /// already; the frame is left as it was.
     pub fn push_u16s(
         &mut self,
         address: u8,
@@ -215,7 +247,8 @@ impl<'a> FrameWriter<'a> {
     }
 
     /// Messages so far.
-    pub fn count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
@@ -244,6 +277,13 @@ impl<'a> Frame<'a> {
     /// Validates `bytes` as a frame or answer with sync `sync`: length,
     /// sync, CRC, then that the `count` messages exactly fill the bytes
     /// before the CRC. Never panics, never allocates.
+    ///
+    /// # Errors
+    ///
+    /// The first check that fails, in that order:
+    /// [`FrameError::TooShort`], [`FrameError::BadSync`],
+    /// [`FrameError::BadCrc`], [`FrameError::Truncated`],
+    /// [`FrameError::TrailingBytes`].
     pub fn parse(bytes: &'a [u8], sync: u8) -> Result<Frame<'a>, FrameError> {
         if bytes.len() < HEADER_LEN + CRC_LEN {
             return Err(FrameError::TooShort { len: bytes.len() });
@@ -287,6 +327,11 @@ impl<'a> Frame<'a> {
     }
 
     /// Validates an answer (sync `0x5a`) to the frame with seq `seq`.
+    ///
+    /// # Errors
+    ///
+    /// What [`Frame::parse`] returns, then [`FrameError::BadSeq`] for an
+    /// answer to another frame.
     pub fn parse_answer(bytes: &'a [u8], seq: u16) -> Result<Frame<'a>, FrameError> {
         let frame = Self::parse(bytes, SYNC_ANSWER)?;
         if frame.seq != seq {

@@ -1,9 +1,9 @@
 //! The gate: what a frame may do, decided once a cycle, in one place.
 //!
-//! Each cycle the switch is read once (one [`Snapshot`]); [`Gate::decide`]
+//! Each cycle the switch is read once (one [`Snapshot`]); `Gate::decide`
 //! takes that read, what the gate latched before, and the cycle's events (a
 //! person's wake, a trip raised by the last answer, the bring-up inputs) and
-//! returns a [`Verdict`]. [`Verdict::apply`] is the one function in nao-rs
+//! returns a [`Verdict`]. `Verdict::apply` is the one function in nao-rs
 //! that sets a stiffness to 0 because of the switch; every other layer only
 //! asserts it (`docs/safety-rules.md`, "Tripped means all-off").
 //!
@@ -59,7 +59,7 @@ pub enum WakeLatch {
 
 /// Where the wake latch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LatchState {
+pub(crate) enum LatchState {
     /// Commands pass.
     Awake,
     /// A trip was seen; the switch has not been read armed since.
@@ -93,14 +93,14 @@ pub enum Change {
 
 /// What the gate is given for one frame.
 #[derive(Debug, Clone, Copy)]
-pub struct GateInput<'a> {
+pub(crate) struct GateInput<'a> {
     /// The switch as this cycle's one read found it.
-    pub switch: &'a Snapshot,
+    pub(crate) switch: &'a Snapshot,
     /// A person's wake taken before the read: the generation it carries.
-    pub wake: Option<u64>,
+    pub(crate) wake: Option<u64>,
     /// The bring-up inputs of this cycle (only while the gate holds a
     /// [`BringUp`]).
-    pub bringup: Option<&'a BringUpInput<'a>>,
+    pub(crate) bringup: Option<&'a BringUpInput<'a>>,
 }
 
 /// What this frame may do.
@@ -119,12 +119,12 @@ pub struct Verdict {
     /// damaged or without its magic).
     pub reason: Option<Reason>,
     /// The page's trip count as read for this frame.
-    pub trip_count: u64,
+    pub(crate) trip_count: u64,
     /// Bring-up's verdict, while the gate holds a [`BringUp`].
     pub bringup: Option<BringUpVerdict>,
     /// A trip the gate raised itself (bring-up): the caller trips the switch
     /// with it.
-    pub trip: Option<Reason>,
+    pub(crate) trip: Option<Reason>,
 }
 
 impl Verdict {
@@ -160,7 +160,7 @@ impl Verdict {
     /// because of the switch: limp, every stiffness 0; in bring-up, every
     /// joint but the one at 0 and that one at bring-up's stiffness and
     /// target. Positions, LEDs and sonar pass otherwise.
-    pub fn apply(&self, command: &mut Command) {
+    pub(crate) fn apply(&self, command: &mut Command) {
         if self.limp {
             command.stiffness = [0.0; JOINTS];
             return;
@@ -177,7 +177,7 @@ impl Verdict {
 /// The gate's state between two frames: the trip latch and the wake latch
 /// as one state machine. Pure; no time, no I/O.
 #[derive(Debug, Clone)]
-pub struct Gate {
+pub(crate) struct Gate {
     wake_latch: WakeLatch,
     state: LatchState,
     /// The trip count read for the last frame (`None`: no frame yet).
@@ -198,7 +198,7 @@ impl Gate {
     /// for a person's wake that comes after it (an armed page at start is a
     /// restart's or a hand-over's, not a person's wake). A trip and a re-arm
     /// between this read and the first frame make the first frame tripped.
-    pub fn new(start: &Snapshot, wake_latch: WakeLatch) -> Gate {
+    pub(crate) fn new(start: &Snapshot, wake_latch: WakeLatch) -> Gate {
         let tripped = !start.armed;
         Gate {
             wake_latch,
@@ -220,29 +220,30 @@ impl Gate {
     }
 
     /// This gate in bring-up: only `bringup`'s joint may be stiff.
-    pub fn with_bringup(mut self, bringup: BringUp) -> Gate {
+    pub(crate) fn with_bringup(mut self, bringup: BringUp) -> Gate {
         self.bringup = Some(bringup);
         self
     }
 
     /// The bring-up the gate holds, if any.
-    pub fn bringup(&self) -> Option<&BringUp> {
+    pub(crate) fn bringup(&self) -> Option<&BringUp> {
         self.bringup.as_ref()
     }
 
     /// Where the wake latch is.
-    pub fn state(&self) -> LatchState {
+    #[cfg(test)]
+    pub(crate) fn state(&self) -> LatchState {
         self.state
     }
 
     /// An answer handed over raised a trip: the next frame is tripped.
-    pub fn answer_tripped(&mut self) {
+    pub(crate) fn answer_tripped(&mut self) {
         self.answer_trip = true;
     }
 
     /// Decides this frame: what the read and the events allow, and the
     /// latched state for the next one.
-    pub fn decide(&mut self, input: &GateInput<'_>) -> Verdict {
+    pub(crate) fn decide(&mut self, input: &GateInput<'_>) -> Verdict {
         let s = input.switch;
         let count = s.trip_count;
         let read_tripped = !s.armed;

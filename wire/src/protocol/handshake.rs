@@ -7,9 +7,9 @@ use super::tables::{HANDSHAKE_BOARDS, HANDSHAKE_BOARD_COUNT};
 /// The accepted configuration versions by default (HAL 2.8.5).
 pub const DEFAULT_ACCEPTED: [u8; 1] = [10];
 /// Cycles 0..=LAST_REQUEST_CYCLE ask the undecided boards.
-pub const LAST_REQUEST_CYCLE: u64 = 2;
+pub(crate) const LAST_REQUEST_CYCLE: u64 = 2;
 /// At most this many accepted versions.
-pub const MAX_ACCEPTED: usize = 16;
+pub(crate) const MAX_ACCEPTED: usize = 16;
 
 /// Why an accepted list is refused: the list holds 1 to 16 versions, each
 /// 0..=255, none twice.
@@ -17,7 +17,7 @@ pub const MAX_ACCEPTED: usize = 16;
 pub enum AcceptedError {
     /// No version at all.
     Empty,
-    /// More than [`MAX_ACCEPTED`] versions (the count given).
+    /// More than 16 versions (the count given).
     TooMany(usize),
     /// A version given twice.
     Repeated(u8),
@@ -46,7 +46,12 @@ impl core::fmt::Display for AcceptedError {
 
 impl std::error::Error for AcceptedError {}
 
-/// Checks an accepted list: 1 to [`MAX_ACCEPTED`] versions, none twice.
+/// Checks an accepted list: 1 to 16 versions, none twice.
+///
+/// # Errors
+///
+/// [`AcceptedError::Empty`], [`AcceptedError::TooMany`] or
+/// [`AcceptedError::Repeated`] (the first version given twice).
 pub fn check_accepted(versions: &[u8]) -> Result<(), AcceptedError> {
     if versions.is_empty() {
         return Err(AcceptedError::Empty);
@@ -65,7 +70,7 @@ pub fn check_accepted(versions: &[u8]) -> Result<(), AcceptedError> {
 /// Parses and checks an accepted list written `10` or `10,11` (decimal,
 /// comma separated), as the recording's `accepted` line and the command
 /// lines' `--accepted` give it.
-pub fn parse_accepted(text: &str) -> Result<Vec<u8>, AcceptedError> {
+pub(crate) fn parse_accepted(text: &str) -> Result<Vec<u8>, AcceptedError> {
     let mut versions = Vec::new();
     for field in text.split(',') {
         let ok = !field.is_empty() && field.bytes().all(|b| b.is_ascii_digit());
@@ -80,7 +85,7 @@ pub fn parse_accepted(text: &str) -> Result<Vec<u8>, AcceptedError> {
 
 /// One board's handshake state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BoardState {
+pub(crate) enum BoardState {
     /// No configuration answer yet.
     Pending,
     /// Its configuration version is accepted.
@@ -120,7 +125,7 @@ impl Handshake {
     }
 
     /// Guard mode: every board rejected from the start, none asked.
-    pub fn none_accepted() -> Self {
+    pub(crate) fn none_accepted() -> Self {
         Handshake {
             states: [BoardState::Rejected { version: None }; HANDSHAKE_BOARD_COUNT],
             accepted: [0; MAX_ACCEPTED],
@@ -129,19 +134,19 @@ impl Handshake {
     }
 
     /// The accepted versions.
-    pub fn accepted_versions(&self) -> &[u8] {
+    pub(crate) fn accepted_versions(&self) -> &[u8] {
         &self.accepted[..self.accepted_len]
     }
 
     /// Whether cycle `k`'s frame asks board `i` (index into
     /// [`HANDSHAKE_BOARDS`]).
-    pub fn asks(&self, i: usize, k: u64) -> bool {
+    pub(crate) fn asks(&self, i: usize, k: u64) -> bool {
         k <= LAST_REQUEST_CYCLE && self.states[i] == BoardState::Pending
     }
 
     /// A configuration answer handed over from `address` with `version`.
     /// Only the first decides; answers from other addresses are ignored.
-    pub fn on_config(&mut self, address: u8, version: u8) {
+    pub(crate) fn on_config(&mut self, address: u8, version: u8) {
         let Some(i) = HANDSHAKE_BOARDS.iter().position(|&a| a == address) else {
             return;
         };
@@ -159,7 +164,7 @@ impl Handshake {
 
     /// End of cycle `k`'s hand-over: from cycle 3 on (after the answer to
     /// cycle 2's frame), every board still pending is rejected.
-    pub fn end_of_cycle(&mut self, k: u64) {
+    pub(crate) fn end_of_cycle(&mut self, k: u64) {
         if k > LAST_REQUEST_CYCLE {
             for s in &mut self.states {
                 if *s == BoardState::Pending {
@@ -170,17 +175,13 @@ impl Handshake {
     }
 
     /// Board `i`'s state.
-    pub fn state(&self, i: usize) -> BoardState {
+    #[cfg(test)]
+    pub(crate) fn state(&self, i: usize) -> BoardState {
         self.states[i]
     }
 
-    /// Every board's state.
-    pub fn states(&self) -> &[BoardState; HANDSHAKE_BOARD_COUNT] {
-        &self.states
-    }
-
     /// Whether board `i` is accepted.
-    pub fn is_accepted(&self, i: usize) -> bool {
+    pub(crate) fn is_accepted(&self, i: usize) -> bool {
         matches!(self.states[i], BoardState::Accepted { .. })
     }
 
@@ -195,7 +196,8 @@ impl Handshake {
     }
 
     /// Whether every board is decided.
-    pub fn done(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn done(&self) -> bool {
         !self.states.contains(&BoardState::Pending)
     }
 

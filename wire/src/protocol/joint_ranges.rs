@@ -9,7 +9,7 @@
 //! degrees). Two things the table does not carry:
 //!
 //! - The head's pitch range narrows at large yaw (the shell, a table over
-//!   yaw on the same page); [`JOINT_RANGES`] gives the range at yaw 0, the
+//!   yaw on the same page); the table gives the range at yaw 0, the
 //!   widest.
 //! - Aldebaran gives the hands as "open and close", 0 (closed) to 1 (open),
 //!   not as an angle. nao-rs sends a hand's position through the same
@@ -38,7 +38,8 @@ impl JointRange {
     }
 
     /// Whether `position` (rad) is inside the range (its ends included).
-    pub fn contains(&self, position: f32) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, position: f32) -> bool {
         self.min <= position && position <= self.max
     }
 }
@@ -46,7 +47,7 @@ impl JointRange {
 /// Every joint's range, in joint index order ([`Joint`] indexes it through
 /// [`joint_range`]).
 #[rustfmt::skip]
-pub const JOINT_RANGES: [JointRange; JOINTS] = [
+pub(crate) const JOINT_RANGES: [JointRange; JOINTS] = [
     JointRange::new(-2.0857, 2.0857),     // HeadYaw            -119.5 .. 119.5 deg
     JointRange::new(-0.6720, 0.5149),     // HeadPitch           -38.5 .. 29.5
     JointRange::new(-2.0857, 2.0857),     // LShoulderPitch     -119.5 .. 119.5

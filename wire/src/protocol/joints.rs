@@ -9,7 +9,7 @@ use crate::command::{Command, JOINTS};
 /// `accepted` is whether j's board passed the handshake; `measured` is the
 /// latest measured count (`zero[j]` while none was measured yet).
 #[inline]
-pub fn joint_value(
+pub(crate) fn joint_value(
     j: usize,
     command: &Command,
     levels: &Levels,
@@ -43,7 +43,7 @@ pub fn joint_value(
 
 /// Every joint's wire values, in joint index order: `(stiffness per mille,
 /// position count)`. `board_accepted[b]` is joint board b's handshake result.
-pub fn joint_values(
+pub(crate) fn joint_values(
     command: &Command,
     levels: &Levels,
     board_accepted: &[bool; 13],

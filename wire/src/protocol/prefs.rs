@@ -25,7 +25,7 @@ pub const OFFSET_IMU: usize = 412;
 /// Offset of the CRC-32.
 pub const OFFSET_CRC: usize = 4631;
 /// Number of stored serial numbers: IMU, battery, sonar, chest, 13 joint boards.
-pub const SERIAL_COUNT: usize = 17;
+pub(crate) const SERIAL_COUNT: usize = 17;
 /// Bytes of one serial number.
 pub const SERIAL_LEN: usize = 16;
 /// Bytes of the body id.
@@ -45,9 +45,9 @@ pub struct PrefsError {
     /// The field: `length`, `magic`, `layout version` or `crc`.
     pub field: &'static str,
     /// The expected value, as text.
-    pub expected: String,
+    pub(crate) expected: String,
     /// The value found, as text.
-    pub found: String,
+    pub(crate) found: String,
 }
 
 impl fmt::Display for PrefsError {
@@ -85,16 +85,16 @@ impl PressureCalibration {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prefs {
     /// The body id (ASCII, NULs stripped).
-    pub body_id: String,
+    pub(crate) body_id: String,
     /// Stored serial numbers in device order: IMU, battery, sonar, chest, the
     /// 13 joint boards in address order (ASCII, NULs stripped).
-    pub serials: [String; SERIAL_COUNT],
+    pub(crate) serials: [String; SERIAL_COUNT],
     /// Joint zero positions in counts, joint index order.
-    pub zero: [u16; JOINTS],
+    pub(crate) zero: [u16; JOINTS],
     /// Foot pressure calibration: `[left, right][sensor]`.
     pub foot_pressure: [[PressureCalibration; 4]; 2],
     /// IMU offsets: accelerometer x, y, z then gyroscope x, y, z.
-    pub imu_offsets: [f32; 6],
+    pub(crate) imu_offsets: [f32; 6],
 }
 
 fn ascii(bytes: &[u8]) -> String {
@@ -109,6 +109,11 @@ fn f32_at(b: &[u8], at: usize) -> f32 {
 impl Prefs {
     /// Checks and parses a preference block: its length (4,635), magic
     /// `NPRF`, layout version 1 and CRC-32 over bytes 0..4631. Never panics.
+    ///
+    /// # Errors
+    ///
+    /// A [`PrefsError`] naming the first of those checks that fails, with
+    /// what it expected and what it found.
     pub fn parse(block: &[u8]) -> Result<Prefs, PrefsError> {
         if block.len() != PREFS_LEN {
             return Err(PrefsError {

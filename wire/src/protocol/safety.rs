@@ -2,28 +2,28 @@
 //! updated once per cycle, that scale every joint's stiffness.
 
 /// The highest level.
-pub const LEVEL_MAX: u16 = 1000;
+pub(crate) const LEVEL_MAX: u16 = 1000;
 /// Cycles in a row without a new command from which the controller counts as
 /// lost.
-pub const CONTROLLER_LOST_AFTER: u32 = 25;
+pub(crate) const CONTROLLER_LOST_AFTER: u32 = 25;
 /// Controller lost: the level falls by this much a cycle.
-pub const CONTROLLER_LOST_DOWN: u16 = 2;
+pub(crate) const CONTROLLER_LOST_DOWN: u16 = 2;
 /// Controller back: the level rises by this much a cycle.
-pub const CONTROLLER_LOST_UP: u16 = 5;
+pub(crate) const CONTROLLER_LOST_UP: u16 = 5;
 /// A cycle that starts more than this after the one before is a stall (ns).
-pub const STALL_GAP_NS: u64 = 100_000_000;
+pub(crate) const STALL_GAP_NS: u64 = 100_000_000;
 /// After a stall the level stays 0 this long (ns).
-pub const STALL_HOLD_NS: u64 = 1_000_000_000;
+pub(crate) const STALL_HOLD_NS: u64 = 1_000_000_000;
 /// After the hold the level rises by this much a cycle.
-pub const STALL_UP: u16 = 5;
+pub(crate) const STALL_UP: u16 = 5;
 /// Battery current above this (mA) is an over-current.
-pub const OVERCURRENT_MA: i32 = 4500;
+pub(crate) const OVERCURRENT_MA: i32 = 4500;
 /// The over-current level falls by this much a cycle ...
-pub const OVERCURRENT_DOWN: u16 = 10;
+pub(crate) const OVERCURRENT_DOWN: u16 = 10;
 /// ... but not below this.
-pub const OVERCURRENT_FLOOR: u16 = 240;
+pub(crate) const OVERCURRENT_FLOOR: u16 = 240;
 /// Without over-current the level rises by this much a cycle.
-pub const OVERCURRENT_UP: u16 = 10;
+pub(crate) const OVERCURRENT_UP: u16 = 10;
 
 /// The three levels, per mille.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl Levels {
     /// `s_q * lost * stall * overcurrent / 1_000_000_000`, floored (section 10
     /// rule 2).
     #[inline]
-    pub fn scale(&self, s_q: u16) -> u16 {
+    pub(crate) fn scale(&self, s_q: u16) -> u16 {
         (s_q as u64 * self.controller as u64 * self.stall as u64 * self.overcurrent as u64
             / 1_000_000_000) as u16
     }
@@ -58,7 +58,7 @@ impl Levels {
 
 /// The safety state machine. Time is monotonic nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Safety {
+pub(crate) struct Safety {
     levels: Levels,
     without_command: u32,
     stall_until_ns: u64,
@@ -73,7 +73,7 @@ impl Default for Safety {
 
 impl Safety {
     /// Every level at 1000.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Safety {
             levels: Levels::default(),
             without_command: 0,
@@ -83,19 +83,20 @@ impl Safety {
     }
 
     /// The levels now.
-    pub fn levels(&self) -> Levels {
+    #[cfg(test)]
+    pub(crate) fn levels(&self) -> Levels {
         self.levels
-    }
-
-    /// Cycles in a row without a new controller command.
-    pub fn cycles_without_command(&self) -> u32 {
-        self.without_command
     }
 
     /// One cycle's update: `start_ns` is the cycle's start, `new_command`
     /// whether the controller sent a command for this cycle,
     /// `battery_current_ma` the latest battery current (0 before any).
-    pub fn step(&mut self, start_ns: u64, new_command: bool, battery_current_ma: i16) -> Levels {
+    pub(crate) fn step(
+        &mut self,
+        start_ns: u64,
+        new_command: bool,
+        battery_current_ma: i16,
+    ) -> Levels {
         // Controller lost.
         self.without_command = if new_command {
             0

@@ -177,6 +177,11 @@ fn control_in_exact(
 /// Step 1, the link: open `ffff:0006`, set configuration 1, START, claim
 /// interface 0, VERSION. The guard's takeover and every reconnect run this
 /// alone.
+///
+/// # Errors
+///
+/// [`StartupError::Link`] naming the first call that failed, or
+/// [`StartupError::ShortRead`] for a short VERSION answer.
 pub fn link_up(link: &mut dyn Link) -> Result<ChestVersion, StartupError> {
     step(link.open(VENDOR_ID, PRODUCT_ID), "open ffff:0006", &*link)?;
     step(
@@ -201,7 +206,7 @@ pub fn link_up(link: &mut dyn Link) -> Result<ChestVersion, StartupError> {
 
 /// Step 2: reads the 4,635-byte preference block in five PREFS requests and
 /// checks it.
-pub fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
+pub(crate) fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
     let mut block = vec![0u8; PREFS_LEN];
     let mut offset = 0;
     while offset < PREFS_LEN {
@@ -222,6 +227,10 @@ pub fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
 
 /// Builds start-up frame 0: START to sonar, chest and both EEPROMs, then
 /// EEPROM_READ offset 0 length 64 to `0x40` and `0x41`. Returns its length.
+///
+/// # Errors
+///
+/// [`FrameError::Overflow`] when `buf` cannot hold the frame.
 pub fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
     let mut w = FrameWriter::frame(buf, 0)?;
     for a in [ADDR_SONAR, ADDR_CHEST, ADDR_EEPROM_A, ADDR_EEPROM_B] {
@@ -235,6 +244,10 @@ pub fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
 
 /// Builds start-up frame 1: TEMP_TRACKING to `0xf0` then `0xf1`, then START
 /// to the inertial unit. Returns its length.
+///
+/// # Errors
+///
+/// [`FrameError::Overflow`] when `buf` cannot hold the frame.
 pub fn build_startup_frame_1(buf: &mut [u8]) -> Result<usize, FrameError> {
     let mut w = FrameWriter::frame(buf, 1)?;
     w.push(ADDR_BUS_A, CMD_TEMP_TRACKING, &[])?;
@@ -272,7 +285,7 @@ fn check_status(frame: &Frame<'_>, seq: u16, address: u8) -> Result<(), StartupE
 }
 
 /// Checks the answer to start-up frame 0; returns the two EEPROMs' bytes.
-pub fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], StartupError> {
+pub(crate) fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], StartupError> {
     let f = Frame::parse_answer(answer, 0)
         .map_err(|error| StartupError::BadAnswer { seq: 0, error })?;
     for a in [ADDR_SONAR, ADDR_CHEST, ADDR_EEPROM_A, ADDR_EEPROM_B] {
@@ -302,7 +315,7 @@ pub fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], StartupErro
 }
 
 /// Checks the answer to start-up frame 1.
-pub fn check_startup_answer_1(answer: &[u8]) -> Result<(), StartupError> {
+pub(crate) fn check_startup_answer_1(answer: &[u8]) -> Result<(), StartupError> {
     let f = Frame::parse_answer(answer, 1)
         .map_err(|error| StartupError::BadAnswer { seq: 1, error })?;
     for a in [ADDR_BUS_A, ADDR_BUS_B, ADDR_IMU] {
@@ -336,6 +349,13 @@ impl Startup {
     /// Runs steps 1 to 4 on `link`: link, preferences, bootloader ids, the
     /// two device start-up frames (seq 0 and 1, each answered at once).
     /// On an error the link is left open; the caller closes it.
+    ///
+    /// # Errors
+    ///
+    /// The [`StartupError`] of the first step that failed: a USB call
+    /// ([`StartupError::Link`]), a short control answer, the preference
+    /// block's checks, a start-up answer that does not parse, or a device
+    /// that did not answer or answered wrongly.
     pub fn run(link: &mut dyn Link) -> Result<Identity, StartupError> {
         let chest_version = link_up(link)?;
         let prefs = read_prefs(link)?;

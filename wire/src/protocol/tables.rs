@@ -21,10 +21,6 @@ pub const EP_OUT: u8 = 0x02;
 pub const EP_IN: u8 = 0x81;
 /// The buffer length of every bulk IN read.
 pub const BULK_IN_LEN: usize = 512;
-/// Control transfer timeout, ms.
-pub const CONTROL_TIMEOUT_MS: u64 = 100;
-/// Bulk transfer timeout, ms.
-pub const BULK_TIMEOUT_MS: u64 = 20;
 
 /// bmRequestType of a vendor request host to device (recipient device).
 pub const REQUEST_TYPE_OUT: u8 = 0x40;
@@ -41,7 +37,7 @@ pub const REQ_BOOT_ID: u8 = 0x04;
 /// Vendor request CLIENT_STATE (out, wValue = state).
 pub const REQ_CLIENT_STATE: u8 = 0x05;
 /// Length of the VERSION answer.
-pub const VERSION_LEN: usize = 4;
+pub(crate) const VERSION_LEN: usize = 4;
 /// Length of one BOOT_ID answer.
 pub const BOOT_ID_LEN: usize = 8;
 /// Number of bootloader ids (wValue 0, 1, 2).
@@ -57,7 +53,7 @@ pub const CLIENT_CONNECTED: u8 = 0x24;
 /// Size of the preference block in bytes.
 pub const PREFS_LEN: usize = 4635;
 /// Bytes per PREFS request.
-pub const PREFS_CHUNK: usize = 1024;
+pub(crate) const PREFS_CHUNK: usize = 1024;
 
 /// Length of the PREFS request at `offset`: `min(1024, 4635 - offset)`
 /// (0 at or past the end).
@@ -74,32 +70,28 @@ pub const fn prefs_chunk_len(offset: usize) -> usize {
 // ---------------------------------------------------------------- section 3
 
 /// Inertial unit.
-pub const ADDR_IMU: u8 = 0x01;
+pub(crate) const ADDR_IMU: u8 = 0x01;
 /// Battery.
-pub const ADDR_BATTERY: u8 = 0x02;
+pub(crate) const ADDR_BATTERY: u8 = 0x02;
 /// Sonar board.
-pub const ADDR_SONAR: u8 = 0x03;
+pub(crate) const ADDR_SONAR: u8 = 0x03;
 /// Chest board.
 pub const ADDR_CHEST: u8 = 0x04;
-/// First joint board (Head).
-pub const ADDR_FIRST_JOINT_BOARD: u8 = 0x10;
-/// Last joint board (RAnkle).
-pub const ADDR_LAST_JOINT_BOARD: u8 = 0x1c;
 /// Left foot board.
-pub const ADDR_LEFT_FOOT: u8 = 0x1d;
+pub(crate) const ADDR_LEFT_FOOT: u8 = 0x1d;
 /// Right foot board.
-pub const ADDR_RIGHT_FOOT: u8 = 0x1e;
+pub(crate) const ADDR_RIGHT_FOOT: u8 = 0x1e;
 /// First EEPROM behind the chest board.
-pub const ADDR_EEPROM_A: u8 = 0x40;
+pub(crate) const ADDR_EEPROM_A: u8 = 0x40;
 /// Second EEPROM behind the chest board.
-pub const ADDR_EEPROM_B: u8 = 0x41;
+pub(crate) const ADDR_EEPROM_B: u8 = 0x41;
 /// Broadcast to motor bus A (upper body).
-pub const ADDR_BUS_A: u8 = 0xf0;
+pub(crate) const ADDR_BUS_A: u8 = 0xf0;
 /// Broadcast to motor bus B (lower body and feet).
-pub const ADDR_BUS_B: u8 = 0xf1;
+pub(crate) const ADDR_BUS_B: u8 = 0xf1;
 
 /// Number of devices read every cycle.
-pub const DEVICE_COUNT: usize = 21;
+pub(crate) const DEVICE_COUNT: usize = 21;
 
 /// Every device in HAL's order: the order of the READ messages of a frame.
 pub const DEVICES: [u8; DEVICE_COUNT] = [
@@ -167,7 +159,7 @@ pub const fn device_kind(address: u8) -> Option<DeviceKind> {
 
 /// A device's name with its address, for error messages (for example
 /// `"LWrist board (0x13)"`); `"unknown device"` for an address of none.
-pub const fn device_name(address: u8) -> &'static str {
+pub(crate) const fn device_name(address: u8) -> &'static str {
     match address {
         ADDR_IMU => "inertial unit (0x01)",
         ADDR_BATTERY => "battery (0x02)",
@@ -194,11 +186,6 @@ pub const fn device_name(address: u8) -> &'static str {
         ADDR_BUS_B => "motor bus B (0xf1)",
         _ => "unknown device",
     }
-}
-
-/// Position of `address` in [`DEVICES`] (HAL's order), or `None`.
-pub fn device_index(address: u8) -> Option<usize> {
-    DEVICES.iter().position(|&a| a == address)
 }
 
 // ---------------------------------------------------------------- section 4
@@ -246,9 +233,9 @@ pub struct JointBoard {
     /// Its address.
     pub address: u8,
     /// Its name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The motor bus it is on.
-    pub bus: Bus,
+    pub(crate) bus: Bus,
     /// Its joints in the board's order (joint indices).
     pub joints: &'static [usize],
 }
@@ -265,7 +252,7 @@ impl JointBoard {
 }
 
 /// Number of joint boards.
-pub const JOINT_BOARD_COUNT: usize = 13;
+pub(crate) const JOINT_BOARD_COUNT: usize = 13;
 
 /// The 13 joint boards in address order (`0x10`..=`0x1c`).
 #[rustfmt::skip]
@@ -309,9 +296,9 @@ const fn bus_slots<const N: usize>(bus: Bus) -> [usize; N] {
 }
 
 /// Bus A's slots: joint indices in slot order (14 slots).
-pub const BUS_A_SLOTS: [usize; 14] = bus_slots(Bus::A);
+pub(crate) const BUS_A_SLOTS: [usize; 14] = bus_slots(Bus::A);
 /// Bus B's slots: joint indices in slot order (11 slots).
-pub const BUS_B_SLOTS: [usize; 11] = bus_slots(Bus::B);
+pub(crate) const BUS_B_SLOTS: [usize; 11] = bus_slots(Bus::B);
 
 /// Number of boards in the motor board handshake (13 joint + 2 foot boards).
 pub const HANDSHAKE_BOARD_COUNT: usize = 15;
@@ -329,7 +316,10 @@ pub const HANDSHAKE_BOARDS: [u8; HANDSHAKE_BOARD_COUNT] = {
 };
 
 /// The index (0..13) into [`JOINT_BOARDS`] of joint `j`'s board.
-/// Panics only for `j >= 25` (a programming error, never outside input).
+///
+/// # Panics
+///
+/// For `j >= 25` (a programming error, never outside input).
 pub const fn joint_board(j: usize) -> usize {
     JOINT_BOARD_OF_JOINT[j]
 }
@@ -350,13 +340,13 @@ const JOINT_BOARD_OF_JOINT: [usize; JOINTS] = {
 };
 
 /// Encoder counts per revolution.
-pub const COUNTS_PER_REV: f64 = 4096.0;
+pub(crate) const COUNTS_PER_REV: f64 = 4096.0;
 /// Largest encoder count.
 pub const MAX_COUNT: u16 = 4095;
 
 /// `round` of `docs/protocol.md`: half away from zero, in f64 from the f32 value.
 #[inline]
-pub fn round_spec(v: f32, k: f64) -> f64 {
+pub(crate) fn round_spec(v: f32, k: f64) -> f64 {
     (v as f64 * k).round()
 }
 
@@ -430,19 +420,19 @@ pub const ANS_EEPROM_READ: u8 = 0x83;
 pub const ANS_CONFIG: u8 = 0xa0;
 
 /// READ answer payload length of the IMU.
-pub const READ_LEN_IMU: usize = 16;
+pub(crate) const READ_LEN_IMU: usize = 16;
 /// READ answer payload length of the battery.
-pub const READ_LEN_BATTERY: usize = 8;
+pub(crate) const READ_LEN_BATTERY: usize = 8;
 /// READ answer payload length of the sonar.
-pub const READ_LEN_SONAR: usize = 4;
+pub(crate) const READ_LEN_SONAR: usize = 4;
 /// READ answer payload length of the chest board.
-pub const READ_LEN_CHEST: usize = 2;
+pub(crate) const READ_LEN_CHEST: usize = 2;
 /// READ answer bytes per joint of a joint board.
-pub const READ_LEN_PER_JOINT: usize = 6;
+pub(crate) const READ_LEN_PER_JOINT: usize = 6;
 /// READ answer payload length of a foot board.
-pub const READ_LEN_FOOT: usize = 9;
+pub(crate) const READ_LEN_FOOT: usize = 9;
 /// READ answer payload length of an EEPROM.
-pub const READ_LEN_EEPROM: usize = 1;
+pub(crate) const READ_LEN_EEPROM: usize = 1;
 /// CONFIG answer payload length.
 pub const CONFIG_LEN: usize = 9;
 
@@ -461,7 +451,7 @@ pub fn read_answer_len(address: u8) -> Option<usize> {
 }
 
 /// The start-up EEPROM read: offset 0, 64 bytes.
-pub const EEPROM_READ_LEN: u8 = 64;
+pub(crate) const EEPROM_READ_LEN: u8 = 64;
 
 /// Temperature (degC) at or above which a joint trips the switch (heat).
 pub const HEAT_TRIP_DEG_C: i8 = 90;

@@ -17,15 +17,16 @@ pub mod record_link;
 pub mod replay_link;
 mod writer;
 
-pub use reader::{parse, parse_bytes, read_file, ParseError, HEADER};
+pub(crate) use reader::HEADER;
+pub use reader::{parse, parse_bytes, read_file, ParseError};
 pub use writer::{to_text, RecordingWriter};
 
 /// The largest `t_ms` of a `cycle` line: `t_ms * 1_000_000`, the time in
 /// ns, fits a u64.
-pub const MAX_T_MS: u64 = u64::MAX / 1_000_000;
+pub(crate) const MAX_T_MS: u64 = u64::MAX / 1_000_000;
 
 /// The word of a `trip` line whose reason is not known.
-pub const UNKNOWN_REASON: &str = "unknown";
+pub(crate) const UNKNOWN_REASON: &str = "unknown";
 
 /// One USB call line: the call with its data and, for `control_in` and
 /// `bulk_in`, its recorded answer. [`Recorded::call`] is the borrowed
@@ -33,7 +34,12 @@ pub const UNKNOWN_REASON: &str = "unknown";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recorded {
     /// `open ffff:0006`
-    Open { vendor: u16, product: u16 },
+    Open {
+        /// idVendor.
+        vendor: u16,
+        /// idProduct.
+        product: u16,
+    },
     /// `set_configuration <n>`
     SetConfiguration(u8),
     /// `claim_interface <n>`
@@ -41,21 +47,37 @@ pub enum Recorded {
     /// `close`
     Close,
     /// `control_out <bmRequestType> <bRequest> <wValue> <wIndex> <data>`
-    ControlOut { setup: Setup, data: Vec<u8> },
+    ControlOut {
+        /// The setup packet.
+        setup: Setup,
+        /// The data stage.
+        data: Vec<u8>,
+    },
     /// `control_in <bmRequestType> <bRequest> <wValue> <wIndex> <wLength> <answer>`
     ControlIn {
+        /// The setup packet.
         setup: Setup,
+        /// wLength.
         length: u16,
+        /// The bytes the board answered (at most `length`).
         answer: Vec<u8>,
     },
     /// `bulk_out <ep> <data>`
-    BulkOut { endpoint: u8, data: Vec<u8> },
+    BulkOut {
+        /// The OUT endpoint.
+        endpoint: u8,
+        /// The bytes sent.
+        data: Vec<u8>,
+    },
     /// `bulk_in <ep> <buffer length> <answer | !error>`: the error is
     /// [`LinkError::Timeout`] (`!timeout`), [`LinkError::Pipe`] (`!pipe`) or
     /// [`LinkError::NoDevice`] (`!nodev`).
     BulkIn {
+        /// The IN endpoint.
         endpoint: u8,
+        /// The buffer length.
         length: usize,
+        /// The bytes read (at most `length`), or the failure.
         answer: Result<Vec<u8>, LinkError>,
     },
 }
@@ -93,41 +115,11 @@ impl Recorded {
     }
 
     /// The recorded answer of an IN call (`None` for the other calls).
-    pub fn answer(&self) -> Option<Result<&[u8], LinkError>> {
+    pub(crate) fn answer(&self) -> Option<Result<&[u8], LinkError>> {
         match self {
             Recorded::ControlIn { answer, .. } => Some(Ok(answer)),
             Recorded::BulkIn { answer, .. } => Some(answer.as_deref().map_err(|e| *e)),
             _ => None,
-        }
-    }
-
-    /// The line of `call` with `answer` (ignored for a call that reads
-    /// nothing), owning its data.
-    pub fn new(call: Call<'_>, answer: Result<&[u8], LinkError>) -> Recorded {
-        let bytes = || answer.map(<[u8]>::to_vec).unwrap_or_default();
-        match call {
-            Call::Open { vendor, product } => Recorded::Open { vendor, product },
-            Call::SetConfiguration(n) => Recorded::SetConfiguration(n),
-            Call::ClaimInterface(n) => Recorded::ClaimInterface(n),
-            Call::Close => Recorded::Close,
-            Call::ControlOut { setup, data } => Recorded::ControlOut {
-                setup,
-                data: data.to_vec(),
-            },
-            Call::ControlIn { setup, length } => Recorded::ControlIn {
-                setup,
-                length,
-                answer: bytes(),
-            },
-            Call::BulkOut { endpoint, data } => Recorded::BulkOut {
-                endpoint,
-                data: data.to_vec(),
-            },
-            Call::BulkIn { endpoint, length } => Recorded::BulkIn {
-                endpoint,
-                length,
-                answer: answer.map(<[u8]>::to_vec),
-            },
         }
     }
 }
@@ -151,7 +143,13 @@ pub enum Item {
     /// `switch armed` (true) or `switch tripped` (false)
     SwitchArmed(bool),
     /// `cycle <k> <t_ms>`
-    Cycle { k: u64, t_ms: u64 },
+    Cycle {
+        /// The cycle's number.
+        k: u64,
+        /// The cycle's start, ms since the session started (at most
+        /// 18446744073709: the time in ns fits a u64).
+        t_ms: u64,
+    },
     /// `command ...`
     Command(Box<Command>),
     /// `silence`
@@ -235,11 +233,11 @@ pub const fn jog_word(jog: Jog) -> &'static str {
 /// [`Limit::ALL`]'s order, `<name>=<value>` for every limit that differs
 /// from its default (the value in Rust's shortest round-trip form).
 #[derive(Debug, Clone, Copy)]
-pub struct BringUpLine<'a> {
+pub(crate) struct BringUpLine<'a> {
     /// The joint.
-    pub joint: Joint,
+    pub(crate) joint: Joint,
     /// The limits.
-    pub limits: &'a BringUpLimits,
+    pub(crate) limits: &'a BringUpLimits,
 }
 
 impl fmt::Display for BringUpLine<'_> {

@@ -37,7 +37,7 @@ use crate::protocol::handshake::parse_accepted;
 use deathswitch::Reason;
 
 /// The first line of every recording.
-pub const HEADER: &str = "nao-rs recording 1";
+pub(crate) const HEADER: &str = "nao-rs recording 1";
 
 /// Why a recording could not be read: where (path, 1-based line; line 0 means
 /// the file itself) and why.
@@ -47,7 +47,7 @@ pub const HEADER: &str = "nao-rs recording 1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
     /// The file, when read with [`read_file`].
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// 1-based line number; 0 when the file as a whole could not be read.
     pub line: usize,
     /// What is wrong and, where it helps, what was expected.
@@ -82,7 +82,12 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Reads and parses the recording at `path`; errors carry the path.
+/// Reads and parses the recording at `path`.
+///
+/// # Errors
+///
+/// A [`ParseError`] carrying the path: line 0 when the file cannot be
+/// read, else what [`parse_bytes`] returns.
 pub fn read_file(path: &Path) -> Result<Vec<Line>, ParseError> {
     let bytes = std::fs::read(path).map_err(|e| {
         ParseError::new(
@@ -96,6 +101,11 @@ pub fn read_file(path: &Path) -> Result<Vec<Line>, ParseError> {
 
 /// Parses a recording given as bytes: rejects bytes that are not UTF-8 with
 /// the line they stand on, then as [`parse`].
+///
+/// # Errors
+///
+/// A [`ParseError`] on the line of the first byte that is not UTF-8, or
+/// what [`parse`] returns.
 pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Line>, ParseError> {
     match std::str::from_utf8(bytes) {
         Ok(text) => parse(text),
@@ -111,6 +121,12 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Vec<Line>, ParseError> {
 }
 
 /// Parses the text of a recording into its meaningful lines, in order.
+///
+/// # Errors
+///
+/// A [`ParseError`] with the number of the first malformed line and why
+/// (`docs/recording.md`: a missing or unknown header, an unknown line
+/// kind, a field out of range, lines out of order).
 pub fn parse(text: &str) -> Result<Vec<Line>, ParseError> {
     let mut parser = Parser::default();
     let mut out = Vec::with_capacity(text.len() / 64 + 4);

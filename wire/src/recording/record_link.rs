@@ -36,6 +36,10 @@ pub struct RecordingLink<L: Link, W: Write> {
 
 impl<L: Link, W: Write> RecordingLink<L, W> {
     /// Wraps `inner`, writing the recording's header to `out` at once.
+    ///
+    /// # Errors
+    ///
+    /// The sink's error writing the header.
     pub fn new(inner: L, out: W) -> io::Result<Self> {
         Ok(Self::with_writer(inner, RecordingWriter::new(out)?))
     }
@@ -66,6 +70,11 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
 
     /// Ends the recording: flushes the sink and returns the link and the
     /// sink, or the first write error.
+    ///
+    /// # Errors
+    ///
+    /// The first write error (kept since it happened), or the sink's error
+    /// flushing.
     pub fn finish(mut self) -> io::Result<(L, W)> {
         if let Some(e) = self.error.take() {
             return Err(e);
@@ -96,16 +105,34 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     }
 
     /// `accepted <v>,...`: before the first call.
+    ///
+    /// # Errors
+    ///
+    /// What [`RecordingWriter::accepted`] refuses, or the sink's write error.
+    /// Once a write has failed, every later one fails too (an error of the same
+    /// kind saying so; the line is lost): see [`RecordingLink::error`].
     pub fn accepted(&mut self, versions: &[u8]) -> io::Result<()> {
         self.write(|w| w.accepted(versions))
     }
 
     /// `switch armed` / `switch tripped`: before the first call.
+    ///
+    /// # Errors
+    ///
+    /// What [`RecordingWriter::switch`] refuses, or the sink's write error.
+    /// Once a write has failed, every later one fails too (an error of the same
+    /// kind saying so; the line is lost): see [`RecordingLink::error`].
     pub fn switch(&mut self, armed: bool) -> io::Result<()> {
         self.write(|w| w.switch(armed))
     }
 
     /// `cycle <k> <t_ms>`: at the start of cycle k, before its calls.
+    ///
+    /// # Errors
+    ///
+    /// What [`RecordingWriter::cycle`] refuses, or the sink's write error. Once
+    /// a write has failed, every later one fails too (an error of the same kind
+    /// saying so; the line is lost): see [`RecordingLink::error`].
     pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
         self.write(|w| w.cycle(k, t_ms))
     }
@@ -113,40 +140,74 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     /// `command ...`: when the controller's command changes, before the
     /// cycle's calls (write it only when it differs from the last one: it
     /// stands until the next `command` or `silence`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a second `command` or `silence` in one cycle, or the
+    /// sink's write error. Once a write has failed, every later one fails too
+    /// (an error of the same kind saying so; the line is lost): see
+    /// [`RecordingLink::error`].
     pub fn command(&mut self, command: &Command) -> io::Result<()> {
         self.write(|w| w.command(command))
     }
 
     /// `silence`: from the first cycle without a new command.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a second `command` or `silence` in one cycle, or the
+    /// sink's write error. Once a write has failed, every later one fails too
+    /// (an error of the same kind saying so; the line is lost): see
+    /// [`RecordingLink::error`].
     pub fn silence(&mut self) -> io::Result<()> {
         self.write(|w| w.silence())
     }
 
     /// `trip <reason>`: before the frame of the cycle that sees the trip.
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error. Once a write has failed, every later one fails
+    /// too (an error of the same kind saying so; the line is lost): see
+    /// [`RecordingLink::error`].
     pub fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
         let reason = reason.into();
         self.write(|w| w.trip(reason))
     }
 
     /// `rearm`: before the frame of the cycle that sees the re-arm.
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error. Once a write has failed, every later one fails
+    /// too (an error of the same kind saying so; the line is lost): see
+    /// [`RecordingLink::error`].
     pub fn rearm(&mut self) -> io::Result<()> {
         self.write(|w| w.rearm())
     }
 
     /// `wake`: before the frame of the cycle that took a person's wake.
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error. Once a write has failed, every later one fails
+    /// too (an error of the same kind saying so; the line is lost): see
+    /// [`RecordingLink::error`].
     pub fn wake(&mut self) -> io::Result<()> {
         self.write(|w| w.wake())
     }
 
     /// `jog +` / `jog -`: a person's jog step before this cycle's frame
     /// (bring-up).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a `jog` before the `bringup` line or a second one in
+    /// a cycle, or the sink's write error. Once a write has failed, every later
+    /// one fails too (an error of the same kind saying so; the line is lost):
+    /// see [`RecordingLink::error`].
     pub fn jog(&mut self, jog: crate::protocol::bringup::Jog) -> io::Result<()> {
         self.write(|w| w.jog(jog))
-    }
-
-    /// `# <text>`
-    pub fn comment(&mut self, text: &str) -> io::Result<()> {
-        self.write(|w| w.comment(text))
     }
 }
 

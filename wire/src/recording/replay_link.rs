@@ -98,7 +98,7 @@ impl ReplayLink {
     }
 
     /// Calls matched so far.
-    pub fn matched(&self) -> usize {
+    pub(crate) fn matched(&self) -> usize {
         self.matched
     }
 
@@ -108,7 +108,7 @@ impl ReplayLink {
     }
 
     /// Records a difference found by the driver (a call left over).
-    pub fn set_mismatch(&mut self, m: Mismatch) {
+    pub(crate) fn set_mismatch(&mut self, m: Mismatch) {
         if self.mismatch.is_none() {
             self.mismatch_text = Some(format!("replay mismatch: {m}"));
             self.mismatch = Some(m);
@@ -116,7 +116,7 @@ impl ReplayLink {
     }
 
     /// The line number one past the last line.
-    pub fn end_line(&self) -> usize {
+    pub(crate) fn end_line(&self) -> usize {
         self.end_line
     }
 

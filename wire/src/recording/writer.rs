@@ -50,6 +50,10 @@ fn invalid(msg: String) -> io::Error {
 
 impl<W: Write> RecordingWriter<W> {
     /// Starts a recording: writes the header line `nao-rs recording 1`.
+    ///
+    /// # Errors
+    ///
+    /// The sink's error writing the header.
     pub fn new(out: W) -> io::Result<Self> {
         let mut w = RecordingWriter {
             out,
@@ -67,13 +71,8 @@ impl<W: Write> RecordingWriter<W> {
         Ok(w)
     }
 
-    /// The sink, to flush or inspect it.
-    pub fn get_ref(&self) -> &W {
-        &self.out
-    }
-
     /// Flushes the sink.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
     }
 
@@ -122,6 +121,11 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `# <text>`: a comment line (the reader skips it). `text` must be one
     /// line.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a `text` with a line break; else the sink's write
+    /// error.
     pub fn comment(&mut self, text: &str) -> io::Result<()> {
         if text.contains(['\n', '\r']) {
             return Err(invalid(format!(
@@ -134,6 +138,13 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `accepted <v>[,<v>...]`: a setting, before the first call.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a list
+    /// [`check_accepted`](crate::protocol::handshake::check_accepted) refuses,
+    /// after the first call, or for a second `accepted`; else the sink's write
+    /// error.
     pub fn accepted(&mut self, versions: &[u8]) -> io::Result<()> {
         check_accepted(versions).map_err(|e| invalid(format!("recording: `accepted`: {e}")))?;
         self.setting("accepted", |w| &mut w.accepted_written)?;
@@ -148,6 +159,11 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `switch armed` / `switch tripped`: a setting, before the first call.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` after the first call or for a second `switch`; else the
+    /// sink's write error.
     pub fn switch(&mut self, armed: bool) -> io::Result<()> {
         self.setting("switch", |w| &mut w.switch_written)?;
         self.push_str(if armed {
@@ -159,7 +175,12 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `cycle <k> <t_ms>`: k strictly above the last cycle's, t_ms not below
-    /// and at most [`MAX_T_MS`].
+    /// and at most 18446744073709 (the time in ns fits a u64).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a `t_ms` above the bound, or a `k` not above or a
+    /// `t_ms` below the last cycle's; else the sink's write error.
     pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
         if t_ms > MAX_T_MS {
             return Err(invalid(format!(
@@ -191,7 +212,7 @@ impl<W: Write> RecordingWriter<W> {
     /// `inf`, `-inf` for the non-finite; every NaN is written `nan`), the LEDs
     /// and the sonar mode.
     /// At most one `command` or `silence` a cycle.
-    pub fn command(&mut self, c: &Command) -> io::Result<()> {
+    pub(crate) fn command(&mut self, c: &Command) -> io::Result<()> {
         self.once_a_cycle("command")?;
         self.push_str("command");
         for &v in c.stiffness.iter().chain(c.position.iter()) {
@@ -216,7 +237,7 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `silence`; at most one `command` or `silence` a cycle.
-    pub fn silence(&mut self) -> io::Result<()> {
+    pub(crate) fn silence(&mut self) -> io::Result<()> {
         self.once_a_cycle("silence")?;
         self.push_str("silence");
         self.flush_line()
@@ -234,28 +255,33 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `trip <reason>`, the reason by its name (`naoctl`, `udp`, ...), or
     /// `trip unknown` for `None`.
-    pub fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
+    pub(crate) fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
         self.push_str("trip ");
         self.push_str(reason.into().map_or(UNKNOWN_REASON, Reason::name));
         self.flush_line()
     }
 
     /// `rearm`
-    pub fn rearm(&mut self) -> io::Result<()> {
+    pub(crate) fn rearm(&mut self) -> io::Result<()> {
         self.push_str("rearm");
         self.flush_line()
     }
 
     /// `wake`
-    pub fn wake(&mut self) -> io::Result<()> {
+    pub(crate) fn wake(&mut self) -> io::Result<()> {
         self.push_str("wake");
         self.flush_line()
     }
 
     /// `bringup <JointName> [<limit-name>=<value> ...]`: a setting, before
     /// the first call, once; names every limit that differs from its
-    /// default ([`BringUpLine`]). The limits are a [`BringUpLimits`], so
+    /// default. The limits are a [`BringUpLimits`], so
     /// each is its bound or tighter.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` after the first call or for a second `bringup`; else the
+    /// sink's write error.
     pub fn bringup(&mut self, joint: Joint, limits: &BringUpLimits) -> io::Result<()> {
         self.setting("bringup", |w| &mut w.bringup_written)?;
         // Writing into a Vec cannot fail.
@@ -265,7 +291,7 @@ impl<W: Write> RecordingWriter<W> {
 
     /// `jog +` / `jog -`: a person's jog step before this cycle's frame; only
     /// after the `bringup` line, at most one a cycle.
-    pub fn jog(&mut self, jog: Jog) -> io::Result<()> {
+    pub(crate) fn jog(&mut self, jog: Jog) -> io::Result<()> {
         if !self.bringup_written {
             return Err(invalid(
                 "recording: `jog` before the `bringup` line (a jog is a bring-up input)"
@@ -290,7 +316,11 @@ impl<W: Write> RecordingWriter<W> {
     /// more than 65535 control bytes, a bulk endpoint of the wrong direction,
     /// an answer longer than asked, a `bulk_in` length of 2^32 or more, a
     /// failed `control_in`.
-    pub fn call(&mut self, call: Call<'_>, answer: Result<&[u8], LinkError>) -> io::Result<()> {
+    pub(crate) fn call(
+        &mut self,
+        call: Call<'_>,
+        answer: Result<&[u8], LinkError>,
+    ) -> io::Result<()> {
         let answer_len = answer.map_or(0, <[u8]>::len);
         let wrong = match call {
             Call::ControlOut { setup, data } => {
@@ -325,33 +355,46 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// `open vvvv:pppp`
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error.
     pub fn open(&mut self, vendor: u16, product: u16) -> io::Result<()> {
         self.call(Call::Open { vendor, product }, Ok(&[]))
     }
 
-    /// `set_configuration <n>`
-    pub fn set_configuration(&mut self, config: u8) -> io::Result<()> {
-        self.call(Call::SetConfiguration(config), Ok(&[]))
-    }
-
     /// `claim_interface <n>`
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error.
     pub fn claim_interface(&mut self, iface: u8) -> io::Result<()> {
         self.call(Call::ClaimInterface(iface), Ok(&[]))
     }
 
     /// `close`
+    ///
+    /// # Errors
+    ///
+    /// The sink's write error.
     pub fn close(&mut self) -> io::Result<()> {
         self.call(Call::Close, Ok(&[]))
     }
 
     /// `bulk_out <ep> <data>`; the endpoint has bit 7 clear.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an IN endpoint (bit 7 set); else the sink's write
+    /// error.
     pub fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> io::Result<()> {
         self.call(Call::BulkOut { endpoint, data }, Ok(&[]))
     }
 
     /// `bulk_in <ep> <buffer length> <answer | !timeout | !pipe | !nodev>`;
     /// the endpoint has bit 7 set and the answer is at most `length` bytes.
-    pub fn bulk_in(
+    #[cfg(test)]
+    pub(crate) fn bulk_in(
         &mut self,
         endpoint: u8,
         length: usize,
@@ -361,12 +404,20 @@ impl<W: Write> RecordingWriter<W> {
     }
 
     /// Writes one recorded call line.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a line the reader would reject (a control transfer
+    /// whose bmRequestType direction bit does not match or with more than 65535
+    /// bytes, a bulk endpoint of the wrong direction, an answer longer than
+    /// asked, a `bulk_in` length of 2^32 or more, a failed `control_in`); else
+    /// the sink's write error.
     pub fn recorded(&mut self, line: &Recorded) -> io::Result<()> {
         self.call(line.call(), line.answer().unwrap_or(Ok(&[])))
     }
 
     /// Writes one item (any line kind).
-    pub fn item(&mut self, item: &Item) -> io::Result<()> {
+    pub(crate) fn item(&mut self, item: &Item) -> io::Result<()> {
         match item {
             Item::Accepted(v) => self.accepted(v),
             Item::SwitchArmed(armed) => self.switch(*armed),
@@ -384,13 +435,19 @@ impl<W: Write> RecordingWriter<W> {
 
     /// Writes every line's item in order (line numbers are not kept: the
     /// output has no comments or blank lines).
-    pub fn lines(&mut self, lines: &[Line]) -> io::Result<()> {
+    pub(crate) fn lines(&mut self, lines: &[Line]) -> io::Result<()> {
         lines.iter().try_for_each(|l| self.item(&l.item))
     }
 }
 
 /// The recording text of `lines` (header included), as [`RecordingWriter`]
 /// writes it.
+///
+/// # Errors
+///
+/// `InvalidInput` for the first line the writer refuses (a setting after a call
+/// or twice, cycles out of order, two commands in a cycle, a `jog` before
+/// `bringup`, a call the reader would reject).
 pub fn to_text(lines: &[Line]) -> io::Result<String> {
     let mut w = RecordingWriter::new(Vec::new())?;
     w.lines(lines)?;

@@ -17,15 +17,21 @@ use nao_wire::step::{Step, StepInput};
 use nao_wire::{Command, JOINTS};
 use protocol_support::FakeBoard;
 
-/// Records a 120-cycle session; returns its text.
-fn session() -> String {
-    let board = FakeBoard::new();
-    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+/// A recording of the fake board, accepted 10, the switch armed, started
+/// up: the link, the switch and the runtime's step.
+fn recorded_start(wake: WakeLatch) -> (RecordingLink<Box<FakeBoard>, Vec<u8>>, MemorySwitch, Step) {
+    let mut rec = RecordingLink::new(FakeBoard::new(), Vec::new()).unwrap();
     rec.accepted(&[10]).unwrap();
     rec.switch(true).unwrap();
     let switch = MemorySwitch::armed();
     let id = Startup::run(&mut rec).unwrap();
-    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::Off);
+    let step = Step::new(&id, &[10], &switch.read(), wake);
+    (rec, switch, step)
+}
+
+/// Records a 120-cycle session; returns its text.
+fn session() -> String {
+    let (mut rec, switch, mut step) = recorded_start(WakeLatch::Off);
     let stand = Command {
         stiffness: [0.5; JOINTS],
         position: [0.25; JOINTS],
@@ -413,13 +419,7 @@ fn input_lines_after_the_last_call_of_a_failed_start_up_are_not_calls() {
 /// a trip and re-arm until the next wake. Returns the text and each cycle's
 /// stiffness of joint 0.
 fn woken_session() -> (String, Vec<u16>) {
-    let board = FakeBoard::new();
-    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
-    rec.accepted(&[10]).unwrap();
-    rec.switch(true).unwrap();
-    let switch = MemorySwitch::armed();
-    let id = Startup::run(&mut rec).unwrap();
-    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::On);
+    let (mut rec, switch, mut step) = recorded_start(WakeLatch::On);
     let stand = Command {
         stiffness: [0.5; JOINTS],
         position: [0.25; JOINTS],

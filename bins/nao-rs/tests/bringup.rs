@@ -7,15 +7,16 @@
 //! person would. The rules are those of `docs/bringup.md`; each test is
 //! named after its rule (`docs/bringup.md`, "Tests").
 
+mod common;
+
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::LolaController;
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Tail, TraceRecord};
 use nao_wire::Joint;
@@ -637,60 +638,14 @@ fn lola_message(stiffness: f32, position: f32) -> Vec<u8> {
     m
 }
 
-/// A LoLA client in a thread: reads each 896-byte sensor frame and answers
-/// with full stiffness and position 0.5 rad for every joint, until dropped;
-/// counts the frames.
-struct LolaClient {
-    stop: Arc<AtomicBool>,
-    frames: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl LolaClient {
-    fn start(path: &Path) -> LolaClient {
-        let mut c = testkit::wait_for("the LoLA socket", Duration::from_secs(15), || {
-            std::os::unix::net::UnixStream::connect(path).ok()
-        });
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let frames = Arc::new(AtomicU64::new(0));
-        let (st, fr) = (stop.clone(), frames.clone());
-        let message = lola_message(1.0, 0.5);
-        let thread = std::thread::spawn(move || {
-            use std::io::Read;
-            let mut buf = [0u8; 896];
-            // Relaxed: a flag and a counter of this test only.
-            while !st.load(Ordering::Relaxed) {
-                if c.read_exact(&mut buf).is_err() {
-                    return;
-                }
-                fr.fetch_add(1, Ordering::Relaxed);
-                if c.write_all(&message).is_err() {
-                    return;
-                }
-            }
-        });
-        LolaClient {
-            stop,
-            frames,
-            thread: Some(thread),
-        }
-    }
-
-    fn frames(&self) -> u64 {
-        // Relaxed: a counter of this test only.
-        self.frames.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for LolaClient {
-    fn drop(&mut self) {
-        // Relaxed: a flag of this test only.
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// A LoLA client answering every sensor frame with full stiffness and
+/// position 0.5 rad for every joint, until dropped.
+fn lola_client(path: &Path) -> LolaController {
+    let c = testkit::wait_for("the LoLA socket", Duration::from_secs(15), || {
+        std::os::unix::net::UnixStream::connect(path).ok()
+    });
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    LolaController::start(c, lola_message(1.0, 0.5))
 }
 
 #[test]
@@ -699,7 +654,7 @@ fn bringup_ignores_a_lola_client_commanding_full_stiffness() {
     let socket = rig.dir().join("robocup");
     let socket_arg = socket.display().to_string();
     let mut s = start(rig, &["--lola-socket", &socket_arg]);
-    let client = LolaClient::start(&socket);
+    let client = lola_client(&socket);
     s.wake();
     s.wait_shown("waiting bumper-not-held");
     // Woken, lying, no bumper: the client's full stiffness is ignored.

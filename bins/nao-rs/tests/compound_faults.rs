@@ -8,13 +8,13 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
     cycle_frames, naoctl, setup, setup_with, signal_ends_the_runtime_safely, stiff_after, truncate,
-    wait_frame_after, wait_stiff_after, wake, window, Rig, RT,
+    wait_frame_after, wait_stiff_after, wake, window, LolaController, Rig, RT,
 };
 use nix::sys::signal::Signal;
 
@@ -189,54 +189,6 @@ fn lola_connect(path: &Path) -> UnixStream {
     }
 }
 
-/// A LoLA controller in a thread: reads each 896-byte frame and answers
-/// with stiffness `per_mille` until dropped; counts frames.
-struct LolaController {
-    stop: Arc<AtomicBool>,
-    frames: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl LolaController {
-    fn start(path: &Path, per_mille: u64) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let frames = Arc::new(AtomicU64::new(0));
-        let mut c = lola_connect(path);
-        let (st, fr) = (stop.clone(), frames.clone());
-        let message = stiffness_message(per_mille as f32 / 1000.0);
-        let thread = std::thread::spawn(move || {
-            let mut buf = [0u8; 896];
-            while !st.load(Ordering::Relaxed) {
-                if c.read_exact(&mut buf).is_err() {
-                    return;
-                }
-                fr.fetch_add(1, Ordering::Relaxed);
-                if c.write_all(&message).is_err() {
-                    return;
-                }
-            }
-        });
-        LolaController {
-            stop,
-            frames,
-            thread: Some(thread),
-        }
-    }
-
-    fn frames(&self) -> u64 {
-        self.frames.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for LolaController {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A monitor writing valid messages as fast as it can, never reading.
 fn flooding_monitor(path: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     let mut c = lola_connect(path);
@@ -266,7 +218,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let s = setup_with("lola", &["--lola-socket", &socket_arg]);
     testkit::bin("naoctl");
     s.rig.wake_when_ready(RT);
-    let ctl = LolaController::start(&socket, 500);
+    let ctl = LolaController::start(lola_connect(&socket), stiffness_message(0.5));
     wait_stiff_after(&s.rig, 0, Duration::from_secs(15));
 
     // Two monitors stream valid messages as fast as they can.
@@ -352,7 +304,7 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     // connect again at once: within one cycle.
     drop(c);
     let back = deathswitch::now_ns();
-    let ctl = LolaController::start(&socket, 700);
+    let ctl = LolaController::start(lola_connect(&socket), stiffness_message(0.7));
     let f = wait_stiff_after(&s.rig, back, Duration::from_secs(3));
     let mut tail = nao_rs_sim::Tail::new(s.rig.trace_path());
     let at_700 = tail

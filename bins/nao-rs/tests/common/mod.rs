@@ -168,3 +168,57 @@ pub fn stiff_after(frames: &[TraceLine], t_ns: u64) -> Vec<TraceLine> {
         .map(|(_, l)| *l)
         .collect()
 }
+
+/// A LoLA controller in a thread: reads each 896-byte sensor frame and
+/// answers with `message` until dropped; counts the frames.
+pub struct LolaController {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    frames: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LolaController {
+    /// Starts answering on the connected socket `c`.
+    pub fn start(mut c: std::os::unix::net::UnixStream, message: Vec<u8>) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let frames = Arc::new(AtomicU64::new(0));
+        let (st, fr) = (stop.clone(), frames.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 896];
+            // Relaxed: a flag and a counter of this test only.
+            while !st.load(Ordering::Relaxed) {
+                if c.read_exact(&mut buf).is_err() {
+                    return;
+                }
+                fr.fetch_add(1, Ordering::Relaxed);
+                if c.write_all(&message).is_err() {
+                    return;
+                }
+            }
+        });
+        LolaController {
+            stop,
+            frames,
+            thread: Some(thread),
+        }
+    }
+
+    /// Sensor frames answered so far.
+    pub fn frames(&self) -> u64 {
+        // Relaxed: a counter of this test only.
+        self.frames.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for LolaController {
+    fn drop(&mut self) {
+        // Relaxed: a flag of this test only.
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -3,9 +3,9 @@
 //!
 //! A wake carries the page's **wake generation** its sender read (the
 //! trip count while armed: `deathswitch::Snapshot::wake_generation`);
-//! [`WakeSignal`] carries it to the runtime's cycle, where the latch
-//! (`nao_wire::protocol::gate`) counts it only if the page is armed in exactly that
-//! generation when the cycle reads it. A wake read before a trip carries
+//! [`WakeSignal`] carries it to the runtime's cycle, where the gate
+//! (`nao_wire::protocol::gate`) counts it only if the page is armed in
+//! exactly that generation when the cycle reads it. A wake read before a trip carries
 //! an older generation and is used up; no clock is compared. It is set by
 //! the wake socket (`nao-rs wake`) and by [`super::Handle::wake`]; no
 //! controller wakes the robot.

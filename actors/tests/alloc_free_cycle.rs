@@ -74,8 +74,8 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
     let mut step = 0;
     while done.load(Ordering::SeqCst) == 0 {
         let k = io.latest_sensors().cycle;
-        // Silent for a while once re-armed: the latch's limp copy of the
-        // held command is made on the cycle thread too.
+        // Silent for a while once re-armed: the gate's verdict on the
+        // held command is applied on the cycle thread too.
         if !(WARM_UP + 400..WARM_UP + 500).contains(&k) {
             let _ = io.push_command(c);
         }

@@ -129,6 +129,9 @@ impl Switch for CrashingSwitch {
     fn path(&self) -> Option<&std::path::Path> {
         self.inner.path()
     }
+    fn peek(&self) -> Snapshot {
+        self.inner.peek()
+    }
 }
 
 /// A switch whose reads ignore every trip (armed, the count first read)
@@ -167,5 +170,8 @@ impl Switch for IgnoringSwitch {
     }
     fn path(&self) -> Option<&std::path::Path> {
         self.inner.path()
+    }
+    fn peek(&self) -> Snapshot {
+        self.inner.peek()
     }
 }

@@ -70,7 +70,7 @@ impl Handle {
     ///
     /// [`WakeRefused`] while the switch is tripped (or the page lost).
     pub fn wake(&self) -> Result<u64, WakeRefused> {
-        let s = self.switch.read();
+        let s = self.switch.peek();
         match s.wake_generation() {
             Some(g) => {
                 self.wake.wake(g);
@@ -104,10 +104,10 @@ impl Handle {
         self.jog.set(jog);
     }
 
-    /// The switch as the page says now (one read: the page's integrity
-    /// check, then every field).
+    /// The switch as the page says now (every field, without the integrity
+    /// check: that is the cycle's, once a cycle).
     pub fn switch(&self) -> SwitchState {
-        let s = self.switch.read();
+        let s = self.switch.peek();
         SwitchState {
             tripped: !s.armed,
             reason: s.reason,

@@ -268,7 +268,7 @@ impl Monitor {
                     let last = s2.load(Ordering::Acquire);
                     if until_guard == 0 {
                         until_guard = guard_every;
-                        let s = handle.death_switch().read();
+                        let s = handle.death_switch().peek();
                         let named = s.guard_pid.map(|pid| deathswitch::process::ProcessIdentity {
                             pid,
                             start: s.guard_start,

@@ -105,6 +105,10 @@ impl Switch for MemorySwitch {
     fn register(&self, pid: u32) {
         self.cells.register_driver(pid, 0)
     }
+
+    fn peek(&self) -> Snapshot {
+        self.cells.snapshot()
+    }
 }
 
 impl std::fmt::Debug for MemorySwitch {
@@ -143,6 +147,17 @@ mod tests {
         let r = a.read();
         assert_eq!((r.armed, r.reason, r.trip_count), (true, None, 1));
         assert_eq!(r.wake_generation(), Some(1));
+    }
+
+    #[test]
+    fn a_peek_leaves_the_integrity_check_to_the_cycles_read() {
+        let s = MemorySwitch::armed();
+        s.damage();
+        assert!(s.peek().armed, "a peek does not check the page");
+        let r = s.read();
+        assert!(!r.armed, "the cycle's read finds the damage");
+        assert_eq!(r.reason, Some(Reason::PageLost));
+        assert!(!s.peek().armed, "and every reader sees the repair");
     }
 
     #[test]

@@ -35,6 +35,13 @@ pub trait Switch: Send + Sync {
     fn path(&self) -> Option<&std::path::Path> {
         None
     }
+    /// Every field now, without the integrity check: for readers beside
+    /// the cycle (a wake's generation, status displays), so the cycle's
+    /// once-a-cycle check is never skipped because another thread holds
+    /// it. Provided: [`Switch::read`].
+    fn peek(&self) -> Snapshot {
+        self.read()
+    }
 }
 
 /// What one cycle's [`Switch::beat`] stores.
@@ -102,6 +109,11 @@ impl Switch for crate::Page {
 
     fn path(&self) -> Option<&std::path::Path> {
         Some(crate::Page::path(self))
+    }
+
+    /// [`crate::Page::snapshot`].
+    fn peek(&self) -> Snapshot {
+        self.snapshot()
     }
 }
 

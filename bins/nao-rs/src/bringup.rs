@@ -997,15 +997,7 @@ pub fn main(args: Args) -> Result<(), String> {
     // is kept, unused, or serves LoLA (its commands ignored too).
     let _io = match lola.take() {
         Some(mut server) => {
-            let head = nao_runtime::lola::runtime_body::system_head_id();
-            let c = nao_runtime::lola::LolaConfig::from_identity(
-                rt.identity(),
-                head.as_deref(),
-                rt.logger().clone(),
-            );
-            let cfg = server.config_mut();
-            cfg.robot_config = c.robot_config;
-            cfg.foot_pressure = c.foot_pressure;
+            crate::run::describe_robot(&mut server, rt.identity(), rt.logger());
             let served = std::thread::Builder::new()
                 .name("nao-rs-lola".into())
                 .spawn(move || nao_runtime::lola::serve_runtime_on(server, io_));

@@ -180,6 +180,20 @@ fn spawn_controller(
         .map_err(|e| format!("cannot start the controller thread: {e}"))
 }
 
+/// The robot's identity in the LoLA sensor frames, known once the runtime
+/// has started up (its body, its head, its foot pressure calibration).
+pub fn describe_robot(
+    server: &mut nao_runtime::lola::LolaServer,
+    identity: &nao_wire::protocol::startup::Identity,
+    logger: &slog::Logger,
+) {
+    let head = nao_runtime::lola::runtime_body::system_head_id();
+    let c = nao_runtime::lola::LolaConfig::from_identity(identity, head.as_deref(), logger.clone());
+    let cfg = server.config_mut();
+    cfg.robot_config = c.robot_config;
+    cfg.foot_pressure = c.foot_pressure;
+}
+
 /// Runs `nao-rs run`.
 pub fn main(args: Args) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
@@ -244,16 +258,7 @@ pub fn main(args: Args) -> Result<(), String> {
         }
     };
     if let Some(server) = lola.as_mut() {
-        // The robot's identity in the sensor frames, now known.
-        let head = nao_runtime::lola::runtime_body::system_head_id();
-        let c = nao_runtime::lola::LolaConfig::from_identity(
-            rt.identity(),
-            head.as_deref(),
-            rt.logger().clone(),
-        );
-        let cfg = server.config_mut();
-        cfg.robot_config = c.robot_config;
-        cfg.foot_pressure = c.foot_pressure;
+        describe_robot(server, rt.identity(), rt.logger());
     }
     let controller = match spawn_controller(args.controller, io, board.clone(), lola) {
         Ok(c) => Some(c),

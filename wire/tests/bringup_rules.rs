@@ -5,7 +5,7 @@
 use deathswitch::Reason;
 use nao_wire::protocol::bringup::{
     foot_load_kg, BringUp, BringUpInput, BringUpLimits, BringUpVerdict, Jog, Limit, Missing,
-    Readiness, DEFAULT_MAX_STIFFNESS,
+    Readiness,
 };
 use nao_wire::protocol::devices::Sensors;
 use nao_wire::protocol::joint_ranges::joint_range;
@@ -130,6 +130,17 @@ impl Bench {
         }
         v
     }
+
+    /// No trip for `cycles - 1` cycles, then the trip `reason`, limp in the
+    /// same verdict.
+    fn trips_after(&mut self, cycles: usize, reason: Reason) {
+        for k in 1..cycles {
+            assert_eq!(self.step(None).trip, None, "cycle {k}");
+        }
+        let v = self.step(None);
+        assert_eq!(v.trip, Some(reason), "cycle {cycles}");
+        assert_eq!(v.stiffness, 0.0, "cycle {cycles}");
+    }
 }
 
 fn limits(pairs: &[(Limit, f64)]) -> BringUpLimits {
@@ -235,7 +246,10 @@ fn bringup_refuses_stiffness_until_every_precondition_holds() {
             assert_eq!(v.stiffness, 0.0, "{name}");
             assert_eq!(v.window, None, "{name}");
         } else {
-            assert!(near(v.stiffness, DEFAULT_MAX_STIFFNESS as f32), "{name}");
+            assert!(
+                near(v.stiffness, Limit::MaxStiffness.default_value() as f32),
+                "{name}"
+            );
         }
     }
     // The person is told what to do for each.
@@ -501,9 +515,7 @@ fn bringup_trips_on_a_step_the_wrong_way() {
     assert_eq!(b.step(None).trip, None);
     // 0.021 rad: trip, limp in the same verdict.
     b.sensors.position[J] = P0 - 0.021;
-    let v = b.step(None);
-    assert_eq!(v.trip, Some(Reason::BringupWrongDirection));
-    assert_eq!(v.stiffness, 0.0);
+    b.trips_after(1, Reason::BringupWrongDirection);
     // Same for a step down.
     let mut b = Bench::enabled(BringUpLimits::default());
     b.step(Some(Jog::Minus));
@@ -517,12 +529,7 @@ fn bringup_trips_on_a_following_error_for_10_cycles() {
     b.run(100);
     // A stuck joint 0.16 rad from the command: 9 cycles, no trip; the 10th trips.
     b.sensors.position[J] = P0 + 0.16;
-    for k in 0..9 {
-        assert_eq!(b.step(None).trip, None, "cycle {k}");
-    }
-    let v = b.step(None);
-    assert_eq!(v.trip, Some(Reason::BringupFollowingError));
-    assert_eq!(v.stiffness, 0.0);
+    b.trips_after(10, Reason::BringupFollowingError);
     // Back inside the bound in between: the count starts again.
     let mut b = Bench::enabled(BringUpLimits::default());
     b.run(100);
@@ -540,12 +547,7 @@ fn bringup_trips_on_over_current_for_20_cycles() {
     b.follow = true;
     b.run(100);
     b.sensors.current_ma[J] = 1501;
-    for k in 0..19 {
-        assert_eq!(b.step(None).trip, None, "cycle {k}");
-    }
-    let v = b.step(None);
-    assert_eq!(v.trip, Some(Reason::BringupOverCurrent));
-    assert_eq!(v.stiffness, 0.0);
+    b.trips_after(20, Reason::BringupOverCurrent);
     // 1500 mA is not over.
     let mut b = Bench::enabled(BringUpLimits::default());
     b.follow = true;
@@ -560,9 +562,7 @@ fn bringup_trips_when_the_joint_gets_too_hot_while_stiff() {
     b.sensors.temperature[J] = 59;
     assert_eq!(b.run(100).trip, None);
     b.sensors.temperature[J] = 60;
-    let v = b.step(None);
-    assert_eq!(v.trip, Some(Reason::BringupTooHot));
-    assert_eq!(v.stiffness, 0.0);
+    b.trips_after(1, Reason::BringupTooHot);
 }
 
 #[test]

@@ -51,6 +51,15 @@ fn run(
     )
 }
 
+/// `n` cycles (at least one) of `cmd`, the switch armed; the last output.
+fn runs(board: &mut FakeBoard, cycle: &mut Cycle, cmd: Option<&Command>, n: usize) -> CycleOutput {
+    let mut out = run(board, cycle, cmd, false);
+    for _ in 1..n {
+        out = run(board, cycle, cmd, false);
+    }
+    out
+}
+
 fn messages(board: &FakeBoard) -> Vec<(u8, u8)> {
     board
         .frame()
@@ -260,10 +269,7 @@ fn ten_failed_exchanges_then_a_good_one_reset_the_count() {
     let (mut board, mut cycle) = started();
     run(&mut board, &mut cycle, None, false);
     board.fail_reads = 10;
-    for _ in 0..10 {
-        run(&mut board, &mut cycle, None, false);
-    }
-    let out = run(&mut board, &mut cycle, None, false);
+    let out = runs(&mut board, &mut cycle, None, 11);
     assert_eq!((out.failed_exchanges, out.reconnect), (0, Reconnect::None));
 }
 
@@ -292,9 +298,7 @@ fn handshake_rejects_other_versions_and_their_joints_stay_limp_at_measured_posit
     let (mut board, mut cycle) = started();
     board.config_version[3] = 11; // the LWrist board: LWristYaw and LHand
     let c = stiff(1.0);
-    for _ in 0..3 {
-        run(&mut board, &mut cycle, Some(&c), false);
-    }
+    runs(&mut board, &mut cycle, Some(&c), 3);
     let out = run(&mut board, &mut cycle, Some(&c), false);
     assert_eq!(out.rejected_boards, 1 << 3);
     assert_eq!(out.stiffness[Joint::LWristYaw], 0);
@@ -324,9 +328,7 @@ fn handshake_board_silent_until_after_cycle_2_is_rejected() {
 fn chest_button_in_an_answer_is_reported_as_a_trip() {
     let (mut board, mut cycle) = started();
     let c = stiff(1.0);
-    for _ in 0..5 {
-        run(&mut board, &mut cycle, Some(&c), false);
-    }
+    runs(&mut board, &mut cycle, Some(&c), 5);
     board.chest_button = true;
     let out = run(&mut board, &mut cycle, Some(&c), false); // answer pressed
     assert!(!out.trips.any());
@@ -340,13 +342,11 @@ fn joint_at_90_degrees_trips_heat_and_status_bit_0_trips_fault() {
     let (mut board, mut cycle) = started();
     run(&mut board, &mut cycle, None, false);
     board.temperature[Joint::LKneePitch] = 90;
-    run(&mut board, &mut cycle, None, false);
-    let out = run(&mut board, &mut cycle, None, false);
+    let out = runs(&mut board, &mut cycle, None, 2);
     assert_eq!(out.trips.heat, Some(Joint::LKneePitch));
     board.temperature[Joint::LKneePitch] = 40;
     board.status[Joint::LShoulderPitch] = 1;
-    run(&mut board, &mut cycle, None, false);
-    let out = run(&mut board, &mut cycle, None, false);
+    let out = runs(&mut board, &mut cycle, None, 2);
     assert_eq!(
         (out.trips.heat, out.trips.fault),
         (None, Some(Joint::LShoulderPitch))
@@ -359,9 +359,7 @@ fn tripped_or_page_lost_frame_is_all_off_but_leds_and_sonar_are_sent() {
     let mut c = stiff(1.0);
     c.sonar_mode = 0x0c;
     c.left_foot_led = [9, 9, 9];
-    for _ in 0..4 {
-        run(&mut board, &mut cycle, Some(&c), false);
-    }
+    runs(&mut board, &mut cycle, Some(&c), 4);
     let out = run(&mut board, &mut cycle, Some(&c), true);
     assert!(out.all_off);
     let f = board.frame();
@@ -462,12 +460,9 @@ fn battery_overcurrent_in_answers_scales_stiffness_down() {
     let (mut board, mut cycle) = started();
     let c = stiff(1.0);
     board.battery_ma = 5200;
-    let mut last = 1000;
-    for _ in 0..30 {
-        last = run(&mut board, &mut cycle, Some(&c), false)
-            .levels
-            .overcurrent;
-    }
+    let last = runs(&mut board, &mut cycle, Some(&c), 30)
+        .levels
+        .overcurrent;
     assert!((240..1000).contains(&last), "{last}");
     let out = run(&mut board, &mut cycle, Some(&c), false);
     assert_eq!(
@@ -483,9 +478,7 @@ fn rearm_never_resumes_a_command_held_from_before_the_trip() {
     // re-arm: the trip makes the held command limp (a deviation from HAL).
     let (mut board, mut cycle) = started();
     let c = stiff(0.5);
-    for _ in 0..4 {
-        run(&mut board, &mut cycle, Some(&c), false);
-    }
+    runs(&mut board, &mut cycle, Some(&c), 4);
     let out = run(&mut board, &mut cycle, None, false);
     assert_eq!(out.stiffness[0], 500, "held command before the trip");
     let out = run(&mut board, &mut cycle, None, true);

@@ -12,6 +12,7 @@ use nao_wire::protocol::gate::{Verdict, WakeLatch};
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::parse;
 use nao_wire::recording::record_link::RecordingLink;
+use nao_wire::recording::replay_link::Mismatch;
 use nao_wire::replay::{replay_lines, ReplayFailure};
 use nao_wire::step::{Step, StepInput};
 use nao_wire::{Command, JOINTS};
@@ -77,6 +78,14 @@ fn replay_text(text: &str) -> Result<nao_wire::replay::ReplayReport, ReplayFailu
     replay_lines(parse(text).unwrap(), Path::new("session.rec"))
 }
 
+/// The first difference the replay of `text` meets (it must meet one).
+fn mismatch(text: &str) -> Mismatch {
+    match replay_text(text) {
+        Err(ReplayFailure::Mismatch { mismatch, .. }) => mismatch,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn recorded_session_with_timeouts_reconnect_and_trips_replays_byte_for_byte() {
     let text = session();
@@ -97,14 +106,10 @@ fn replay_with_a_call_missing_fails_naming_the_line_after_it() {
     let mut cut = lines.clone();
     cut.remove(at);
     let cut = cut.join("\n") + "\n";
-    match replay_text(&cut) {
-        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
-            // the runtime's bulk_in meets the recording's bulk_out
-            assert_eq!(mismatch.line, at + 1, "{mismatch}");
-            assert!(mismatch.actual.starts_with("bulk_in 81 512"), "{mismatch}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let mismatch = mismatch(&cut);
+    // the runtime's bulk_in meets the recording's bulk_out
+    assert_eq!(mismatch.line, at + 1, "{mismatch}");
+    assert!(mismatch.actual.starts_with("bulk_in 81 512"), "{mismatch}");
 }
 
 #[test]
@@ -112,13 +117,9 @@ fn replay_with_a_call_left_over_fails_naming_it() {
     let mut text = session();
     let n = text.lines().count();
     text.push_str("bulk_out 02 a5\n");
-    match replay_text(&text) {
-        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
-            assert_eq!(mismatch.line, n + 1, "{mismatch}");
-            assert_eq!(mismatch.actual, "no call");
-        }
-        other => panic!("{other:?}"),
-    }
+    let mismatch = mismatch(&text);
+    assert_eq!(mismatch.line, n + 1, "{mismatch}");
+    assert_eq!(mismatch.actual, "no call");
 }
 
 #[test]
@@ -156,14 +157,10 @@ fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let mut changed: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
     changed[bulk_in] = format!("bulk_in 81 512 {hex}");
-    match replay_text(&(changed.join("\n") + "\n")) {
-        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
-            assert!(mismatch.line > bulk_in + 1, "{mismatch}");
-            assert!(mismatch.expected.starts_with("bulk_out 02 "), "{mismatch}");
-            assert!(mismatch.offset.is_some());
-        }
-        other => panic!("{other:?}"),
-    }
+    let mismatch = mismatch(&(changed.join("\n") + "\n"));
+    assert!(mismatch.line > bulk_in + 1, "{mismatch}");
+    assert!(mismatch.expected.starts_with("bulk_out 02 "), "{mismatch}");
+    assert!(mismatch.offset.is_some());
 }
 
 #[test]
@@ -219,28 +216,29 @@ fn recording_that_starts_tripped_replays_all_off_frames() {
 }
 
 /// A scripted session against the fake board: the controller commands
-/// stiffness 0.5 in every cycle; `inputs` are `(k, "trip" | "rearm")` among
-/// cycle k's inputs, in order; the answers handed over in the cycles of
-/// `faults` report a joint fault (status bit 0). The switch is modelled as
-/// the runtime's page: a trip that finds it armed counts; an answer trip
-/// trips it. `count_trips: false` gives the cycle a constant trip count (a
-/// runtime blind to a trip and re-arm between two frames). Returns the text
-/// and each cycle's stiffness of joint 0.
+/// stiffness 0.5 in every cycle; `inputs` are `(k, "trip" | "rearm" |
+/// "wake")` among cycle k's inputs, in order; the answers handed over in the
+/// cycles of `faults` report a joint fault (status bit 0). A script with a
+/// wake runs the step's wake latch (as its recording, with `wake` lines,
+/// replays). The switch is modelled as the runtime's page: a trip that finds
+/// it armed counts; an answer trip trips it. `count_trips: false` gives the
+/// cycle a constant trip count (a runtime blind to a trip and re-arm between
+/// two frames). Returns the text and each cycle's stiffness of joint 0.
 fn scripted(
     cycles: u64,
     inputs: &[(u64, &str)],
     faults: std::ops::Range<u64>,
     count_trips: bool,
 ) -> (String, Vec<u16>) {
-    let board = FakeBoard::new();
-    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
-    rec.switch(true).unwrap();
-    let id = Startup::run(&mut rec).unwrap();
-    let switch = MemorySwitch::armed();
-    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::Off);
+    let latch = if inputs.iter().any(|&(_, what)| what == "wake") {
+        WakeLatch::On
+    } else {
+        WakeLatch::Off
+    };
+    let (mut rec, switch, mut step) = recorded_start(latch);
     // The blind runtime: the protocol core's cycle given the switch's
     // armed state alone.
-    let mut cycle = Cycle::from_identity(&id, &[10]);
+    let mut cycle = step.cycle().clone();
     let stand = Command {
         stiffness: [0.5; JOINTS],
         position: [0.25; JOINTS],
@@ -252,13 +250,21 @@ fn scripted(
         if k == 0 {
             rec.command(&stand).unwrap();
         }
+        let mut wake = None;
         for &(_, what) in inputs.iter().filter(|(at, _)| *at == k) {
-            if what == "trip" {
-                rec.trip(deathswitch::Reason::Naoctl).unwrap();
-                switch.trip(deathswitch::Reason::Naoctl);
-            } else {
-                rec.rearm().unwrap();
-                switch.rearm();
+            match what {
+                "trip" => {
+                    rec.trip(deathswitch::Reason::Naoctl).unwrap();
+                    switch.trip(deathswitch::Reason::Naoctl);
+                }
+                "rearm" => {
+                    rec.rearm().unwrap();
+                    switch.rearm();
+                }
+                _ => {
+                    rec.wake().unwrap();
+                    wake = switch.snapshot().wake_generation();
+                }
             }
         }
         // The answer read in cycle k+1 is made by this cycle's write.
@@ -266,6 +272,7 @@ fn scripted(
         let out = if count_trips {
             let input = StepInput {
                 command: Some(&stand),
+                wake,
                 now_ns: k * 12_000_000,
                 ..StepInput::default()
             };
@@ -304,15 +311,11 @@ fn replay_of_a_trip_and_a_rearm_among_one_cycles_inputs_expects_that_frame_all_o
     // that frame.
     let (unseen, s) = scripted(20, &[(10, "trip"), (10, "rearm")], 0..0, false);
     assert_eq!(s[10], 500);
-    match replay_text(&unseen) {
-        Err(ReplayFailure::Mismatch { mismatch, .. }) => {
-            let line = unseen.lines().nth(mismatch.line - 1).unwrap();
-            let cycle_10 = unseen.lines().position(|l| l == "cycle 10 120").unwrap();
-            assert!(mismatch.line > cycle_10, "{mismatch}");
-            assert!(line.starts_with("bulk_out 02 "), "{mismatch}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let mismatch = mismatch(&unseen);
+    let line = unseen.lines().nth(mismatch.line - 1).unwrap();
+    let cycle_10 = unseen.lines().position(|l| l == "cycle 10 120").unwrap();
+    assert!(mismatch.line > cycle_10, "{mismatch}");
+    assert!(line.starts_with("bulk_out 02 "), "{mismatch}");
 }
 
 #[test]
@@ -414,56 +417,16 @@ fn input_lines_after_the_last_call_of_a_failed_start_up_are_not_calls() {
     assert!(r.startup_error.is_some());
 }
 
-/// A session run by the runtime's step with the wake latch on, recorded with
-/// its `wake` lines: limp until the first wake, stiff after it, limp after
-/// a trip and re-arm until the next wake. Returns the text and each cycle's
-/// stiffness of joint 0.
-fn woken_session() -> (String, Vec<u16>) {
-    let (mut rec, switch, mut step) = recorded_start(WakeLatch::On);
-    let stand = Command {
-        stiffness: [0.5; JOINTS],
-        position: [0.25; JOINTS],
-        ..Command::default()
-    };
-    let mut stiffness = Vec::new();
-    for k in 0..60u64 {
-        rec.cycle(k, k * 12).unwrap();
-        if k == 0 {
-            rec.command(&stand).unwrap();
-        }
-        if k == 30 {
-            rec.trip(deathswitch::Reason::Naoctl).unwrap();
-            switch.trip(deathswitch::Reason::Naoctl);
-        }
-        if k == 35 {
-            rec.rearm().unwrap();
-            switch.rearm();
-        }
-        let wake = if k == 10 || k == 45 {
-            rec.wake().unwrap();
-            switch.snapshot().wake_generation()
-        } else {
-            None
-        };
-        let input = StepInput {
-            command: Some(&stand),
-            wake,
-            now_ns: k * 12_000_000,
-            ..StepInput::default()
-        };
-        stiffness.push(
-            step.run(&switch, &mut rec, &input, |_, _| {})
-                .cycle
-                .stiffness[0],
-        );
-    }
-    let (_, bytes) = rec.finish().unwrap();
-    (String::from_utf8(bytes).unwrap(), stiffness)
-}
-
 #[test]
 fn replay_of_a_recording_with_wake_lines_runs_the_wake_latch() {
-    let (text, s) = woken_session();
+    // Limp until the first wake, stiff after it, limp after a trip and
+    // re-arm until the next wake.
+    let (text, s) = scripted(
+        60,
+        &[(10, "wake"), (30, "trip"), (35, "rearm"), (45, "wake")],
+        0..0,
+        true,
+    );
     assert!(s[..10].iter().all(|&x| x == 0), "limp until the first wake");
     assert_eq!(s[20], 500, "stiff after the wake");
     assert!(

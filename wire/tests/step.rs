@@ -31,10 +31,18 @@ struct Rig {
 
 impl Rig {
     fn new(wake: WakeLatch) -> Rig {
+        Rig::with(wake, None)
+    }
+
+    /// A rig whose step runs in bring-up of `bringup`, if any.
+    fn with(wake: WakeLatch, bringup: Option<BringUp>) -> Rig {
         let mut board = FakeBoard::new();
         let id = Startup::run(&mut *board).expect("start-up");
         let switch = MemorySwitch::armed();
-        let step = Step::new(&id, &[10], &switch.read(), wake);
+        let mut step = Step::new(&id, &[10], &switch.read(), wake);
+        if let Some(b) = bringup {
+            step = step.with_bringup(b);
+        }
         Rig {
             board,
             switch,
@@ -53,6 +61,13 @@ impl Rig {
         };
         self.step
             .run(&self.switch, &mut *self.board, &input, |_, _| {})
+    }
+
+    /// `n` cycles of `command`, no wake.
+    fn runs(&mut self, command: &Command, n: usize) {
+        for _ in 0..n {
+            self.run(Some(command), None);
+        }
     }
 
     fn generation(&self) -> Option<u64> {
@@ -82,9 +97,7 @@ fn every_start_is_limp_until_a_wake_and_the_step_drives_after_it() {
 fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
     let mut r = Rig::new(WakeLatch::Off);
     let c = stiff(1.0);
-    for _ in 0..20 {
-        r.run(Some(&c), None);
-    }
+    r.runs(&c, 20);
     r.board.chest_button = true;
     let out = r.run(Some(&c), None); // answer pressed
     assert!(!out.cycle.all_off);
@@ -140,9 +153,7 @@ fn the_step_beats_after_every_frame_and_confirms_all_off() {
 fn a_damaged_page_reads_tripped_page_lost_and_the_frame_is_all_off() {
     let mut r = Rig::new(WakeLatch::Off);
     let c = stiff(0.6);
-    for _ in 0..10 {
-        r.run(Some(&c), None);
-    }
+    r.runs(&c, 10);
     r.switch.damage();
     let out = r.run(Some(&c), None);
     assert!(out.cycle.all_off);
@@ -153,23 +164,12 @@ fn a_damaged_page_reads_tripped_page_lost_and_the_frame_is_all_off() {
 fn in_bring_up_no_joint_is_stiff_while_the_preconditions_fail() {
     // The fake board reports no IMU (not lying) and no toe bumper: bring-up
     // gives no joint any stiffness, whatever the command says.
-    let mut board = FakeBoard::new();
-    let id = Startup::run(&mut *board).expect("start-up");
-    let switch = MemorySwitch::armed();
-    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::On).with_bringup(BringUp::new(
-        Joint::LShoulderPitch,
-        BringUpLimits::default(),
-    ));
+    let bringup = BringUp::new(Joint::LShoulderPitch, BringUpLimits::default());
+    let mut r = Rig::with(WakeLatch::On, Some(bringup));
     let c = stiff(1.0);
-    let g = switch.snapshot().wake_generation();
+    let g = r.generation();
     for k in 0..50u64 {
-        let input = StepInput {
-            command: Some(&c),
-            wake: if k == 0 { g } else { None },
-            now_ns: k * 12 * MS,
-            ..StepInput::default()
-        };
-        let out = step.run(&switch, &mut *board, &input, |_, _| {});
+        let out = r.run(Some(&c), if k == 0 { g } else { None });
         assert!(out.cycle.all_off, "cycle {k}");
         let v = out.verdict.bringup.expect("bring-up's verdict");
         assert!(v.missing.is_some(), "cycle {k}: a precondition is missing");

@@ -23,52 +23,12 @@ use deathswitch::Reason;
 
 // ------------------------------------------------------------------ limits
 
-/// The default stiffness cap.
-pub const DEFAULT_MAX_STIFFNESS: f64 = 0.2;
-/// The stiffness cap is never above this.
-pub(crate) const MAX_STIFFNESS_BOUND: f64 = 0.3;
-/// The window around the position measured when the joint was enabled, +- rad.
-pub(crate) const DEFAULT_WINDOW_RAD: f64 = 0.3;
-/// The commanded position's largest rate, rad/s.
-pub(crate) const DEFAULT_RATE_RAD_S: f64 = 0.5;
-/// One jog step, rad.
-pub(crate) const DEFAULT_JOG_STEP_RAD: f64 = 0.05;
-/// No jog press for this long holds the target where it is, s.
-pub(crate) const DEFAULT_JOG_HOLD_S: f64 = 1.0;
-/// Time for the stiffness to ramp from 0 to the cap, s.
-pub(crate) const DEFAULT_RAMP_S: f64 = 1.0;
-/// Following error bound: |measured - commanded|, rad ...
-pub(crate) const DEFAULT_FOLLOWING_ERROR_RAD: f64 = 0.15;
-/// ... for this many cycles in a row while stiff.
-pub(crate) const DEFAULT_FOLLOWING_ERROR_CYCLES: f64 = 10.0;
-/// Moving more than this against a commanded step, rad.
-pub(crate) const DEFAULT_WRONG_DIRECTION_RAD: f64 = 0.02;
-/// Over-current bound, mA ...
-pub(crate) const DEFAULT_OVER_CURRENT_MA: f64 = 1500.0;
-/// ... for this many cycles in a row.
-pub(crate) const DEFAULT_OVER_CURRENT_CYCLES: f64 = 20.0;
-/// A start only below this joint temperature; stiff at or above it trips, degC.
-pub(crate) const DEFAULT_START_TEMPERATURE_C: f64 = 60.0;
-/// Lying: |a_x| above this, m/s^2 (sign-free: on the back or the front).
-pub(crate) const DEFAULT_LYING_ACCEL_M_S2: f64 = 8.0;
-/// Lying: |a_y| and |a_z| below this, m/s^2.
-pub(crate) const DEFAULT_LYING_CROSS_ACCEL_M_S2: f64 = 3.0;
-/// Still: the gyroscope below this on every axis, rad/s.
-pub(crate) const DEFAULT_STILL_GYRO_RAD_S: f64 = 0.1;
-/// Lying and still for this long, s.
-pub(crate) const DEFAULT_LYING_HELD_S: f64 = 1.0;
-/// No weight on the feet: the load of the eight foot pressure sensors,
-/// summed, at most this, kg (through the preference block's calibration, as
-/// LoLA's `FSR`). 0.5 kg is a tenth of the NAO's 5.3 kg: a standing robot
-/// reads about 5.3 kg in the virtual robot, a sitting one 1.0 kg, a lying one
-/// 0 (`docs/sim.md`, "Postures").
-pub(crate) const DEFAULT_FOOT_LOAD_KG: f64 = 0.5;
 /// Standard gravity, m/s^2: the largest lying bound that a lying robot can pass.
-pub(crate) const GRAVITY_M_S2: f64 = 9.80665;
+const GRAVITY_M_S2: f64 = 9.80665;
 /// The longest time limit a tightening may set, s.
-pub(crate) const LONGEST_TIME_LIMIT_S: f64 = 60.0;
+const LONGEST_TIME_LIMIT_S: f64 = 60.0;
 /// A gap between two steps counts as at most this for the rate limit, ns.
-pub(crate) const MAX_STEP_GAP_NS: u64 = 100_000_000;
+const MAX_STEP_GAP_NS: u64 = 100_000_000;
 
 /// Which way a limit is made tighter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,39 +42,46 @@ pub enum Tighter {
 /// One bring-up limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    /// The stiffness cap, 0..1.
+    /// The stiffness cap, 0..1 (default 0.2; never above 0.3).
     MaxStiffness,
-    /// The position window, +- rad.
+    /// The window around the position measured when the joint was enabled,
+    /// +- rad.
     Window,
-    /// The commanded position's rate, rad/s.
+    /// The commanded position's largest rate, rad/s.
     Rate,
     /// One jog step, rad.
     JogStep,
-    /// No press for this long holds the target, s.
+    /// No jog press for this long holds the target where it is, s.
     JogHold,
-    /// The stiffness ramp from 0 to the cap, s.
+    /// Time for the stiffness to ramp from 0 to the cap, s.
     Ramp,
-    /// The following error bound, rad.
+    /// The following error bound: |measured - commanded|, rad ...
     FollowingError,
-    /// The following error's cycles in a row.
+    /// ... for this many cycles in a row while stiff.
     FollowingErrorCycles,
-    /// Moving against a step, rad.
+    /// Moving more than this against a commanded step, rad.
     WrongDirection,
-    /// The over-current bound, mA.
+    /// The over-current bound, mA ...
     OverCurrent,
-    /// The over-current's cycles in a row.
+    /// ... for this many cycles in a row.
     OverCurrentCycles,
-    /// The start temperature, degC.
+    /// A start only below this joint temperature; stiff at or above it
+    /// trips, degC.
     StartTemperature,
-    /// Lying: |a_x| above, m/s^2.
+    /// Lying: |a_x| above this, m/s^2 (sign-free: on the back or the front).
     LyingAccel,
-    /// Lying: |a_y|, |a_z| below, m/s^2.
+    /// Lying: |a_y| and |a_z| below this, m/s^2.
     LyingCrossAccel,
-    /// Still: gyroscope below, rad/s.
+    /// Still: the gyroscope below this on every axis, rad/s.
     StillGyro,
-    /// Lying and still for, s.
+    /// Lying and still for this long, s.
     LyingHeld,
-    /// Load on the feet at most, kg.
+    /// No weight on the feet: the load of the eight foot pressure sensors,
+    /// summed, at most this, kg (through the preference block's
+    /// calibration, as LoLA's `FSR`). Its default, 0.5 kg, is a tenth of the
+    /// NAO's 5.3 kg: a standing robot reads about 5.3 kg in the virtual
+    /// robot, a sitting one 1.0 kg, a lying one 0 (`docs/sim.md`,
+    /// "Postures").
     FootLoad,
 }
 
@@ -131,34 +98,33 @@ struct Spec {
     ceiling: f64,
 }
 
-const fn lower(name: &'static str, unit: &'static str, default: f64, bound: f64) -> Spec {
-    Spec {
-        name,
-        unit,
-        default,
-        bound,
-        tighter: Tighter::Lower,
-        count: false,
-        ceiling: bound,
-    }
-}
-
-const fn higher(name: &'static str, unit: &'static str, default: f64, ceiling: f64) -> Spec {
+/// Smaller is tighter; the default is the bound.
+const fn lower(name: &'static str, unit: &'static str, default: f64) -> Spec {
     Spec {
         name,
         unit,
         default,
         bound: default,
-        tighter: Tighter::Higher,
+        tighter: Tighter::Lower,
         count: false,
-        ceiling,
+        ceiling: default,
     }
 }
 
+/// Larger is tighter, up to `ceiling`; the default is the bound.
+const fn higher(name: &'static str, unit: &'static str, default: f64, ceiling: f64) -> Spec {
+    Spec {
+        tighter: Tighter::Higher,
+        ceiling,
+        ..lower(name, unit, default)
+    }
+}
+
+/// A count of cycles in a row: smaller is tighter, at least 1.
 const fn count(name: &'static str, default: f64) -> Spec {
     Spec {
         count: true,
-        ..lower(name, "cycles", default, default)
+        ..lower(name, "cycles", default)
     }
 }
 
@@ -184,82 +150,31 @@ impl Limit {
         Limit::FootLoad,
     ];
 
+    /// The one table of the limits: name, unit, default, and the bound
+    /// when it is not the default.
     const fn spec(self) -> Spec {
         match self {
-            Limit::MaxStiffness => lower(
-                "max-stiffness",
-                "",
-                DEFAULT_MAX_STIFFNESS,
-                MAX_STIFFNESS_BOUND,
-            ),
-            Limit::Window => lower("window", "rad", DEFAULT_WINDOW_RAD, DEFAULT_WINDOW_RAD),
-            Limit::Rate => lower("rate", "rad/s", DEFAULT_RATE_RAD_S, DEFAULT_RATE_RAD_S),
-            Limit::JogStep => lower(
-                "jog-step",
-                "rad",
-                DEFAULT_JOG_STEP_RAD,
-                DEFAULT_JOG_STEP_RAD,
-            ),
-            Limit::JogHold => lower("jog-hold", "s", DEFAULT_JOG_HOLD_S, DEFAULT_JOG_HOLD_S),
-            Limit::Ramp => higher("ramp", "s", DEFAULT_RAMP_S, LONGEST_TIME_LIMIT_S),
-            Limit::FollowingError => lower(
-                "following-error",
-                "rad",
-                DEFAULT_FOLLOWING_ERROR_RAD,
-                DEFAULT_FOLLOWING_ERROR_RAD,
-            ),
-            Limit::FollowingErrorCycles => {
-                count("following-error-cycles", DEFAULT_FOLLOWING_ERROR_CYCLES)
-            }
-            Limit::WrongDirection => lower(
-                "wrong-direction",
-                "rad",
-                DEFAULT_WRONG_DIRECTION_RAD,
-                DEFAULT_WRONG_DIRECTION_RAD,
-            ),
-            Limit::OverCurrent => lower(
-                "over-current",
-                "mA",
-                DEFAULT_OVER_CURRENT_MA,
-                DEFAULT_OVER_CURRENT_MA,
-            ),
-            Limit::OverCurrentCycles => count("over-current-cycles", DEFAULT_OVER_CURRENT_CYCLES),
-            Limit::StartTemperature => lower(
-                "start-temperature",
-                "degC",
-                DEFAULT_START_TEMPERATURE_C,
-                DEFAULT_START_TEMPERATURE_C,
-            ),
-            Limit::LyingAccel => higher(
-                "lying-accel",
-                "m/s^2",
-                DEFAULT_LYING_ACCEL_M_S2,
-                GRAVITY_M_S2,
-            ),
-            Limit::LyingCrossAccel => lower(
-                "lying-cross-accel",
-                "m/s^2",
-                DEFAULT_LYING_CROSS_ACCEL_M_S2,
-                DEFAULT_LYING_CROSS_ACCEL_M_S2,
-            ),
-            Limit::StillGyro => lower(
-                "still-gyro",
-                "rad/s",
-                DEFAULT_STILL_GYRO_RAD_S,
-                DEFAULT_STILL_GYRO_RAD_S,
-            ),
-            Limit::LyingHeld => higher(
-                "lying-held",
-                "s",
-                DEFAULT_LYING_HELD_S,
-                LONGEST_TIME_LIMIT_S,
-            ),
-            Limit::FootLoad => lower(
-                "foot-load",
-                "kg",
-                DEFAULT_FOOT_LOAD_KG,
-                DEFAULT_FOOT_LOAD_KG,
-            ),
+            Limit::MaxStiffness => Spec {
+                bound: 0.3,
+                ceiling: 0.3,
+                ..lower("max-stiffness", "", 0.2)
+            },
+            Limit::Window => lower("window", "rad", 0.3),
+            Limit::Rate => lower("rate", "rad/s", 0.5),
+            Limit::JogStep => lower("jog-step", "rad", 0.05),
+            Limit::JogHold => lower("jog-hold", "s", 1.0),
+            Limit::Ramp => higher("ramp", "s", 1.0, LONGEST_TIME_LIMIT_S),
+            Limit::FollowingError => lower("following-error", "rad", 0.15),
+            Limit::FollowingErrorCycles => count("following-error-cycles", 10.0),
+            Limit::WrongDirection => lower("wrong-direction", "rad", 0.02),
+            Limit::OverCurrent => lower("over-current", "mA", 1500.0),
+            Limit::OverCurrentCycles => count("over-current-cycles", 20.0),
+            Limit::StartTemperature => lower("start-temperature", "degC", 60.0),
+            Limit::LyingAccel => higher("lying-accel", "m/s^2", 8.0, GRAVITY_M_S2),
+            Limit::LyingCrossAccel => lower("lying-cross-accel", "m/s^2", 3.0),
+            Limit::StillGyro => lower("still-gyro", "rad/s", 0.1),
+            Limit::LyingHeld => higher("lying-held", "s", 1.0, LONGEST_TIME_LIMIT_S),
+            Limit::FootLoad => lower("foot-load", "kg", 0.5),
         }
     }
 

@@ -171,11 +171,8 @@ mod tests {
     fn controller_back_ramps_up_in_200_cycles() {
         let mut s = Safety::new();
         let mut t = 0;
-        for _ in 0..600 {
-            t += 12 * MS;
-            s.step(t, false, 0);
-        }
-        assert_eq!(s.levels().controller, 0);
+        // Lost until the level is 0.
+        cycles_until(&mut s, &mut t, false, |l| l.controller == 0);
         assert_eq!(
             cycles_until(&mut s, &mut t, true, |l| l.controller >= 1000),
             200

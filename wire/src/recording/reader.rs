@@ -369,18 +369,23 @@ impl<'a, I: Iterator<Item = &'a str>> Fields<'a, I> {
     }
 }
 
+/// A `bringup` line's error for a `given` word that names no `what`, with
+/// every name it could be.
+fn not_one_of<T: Copy>(what: &str, given: &str, all: &[T], name: fn(T) -> &'static str) -> String {
+    let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
+    format!(
+        "bringup: {:?} is not a {what} (expected one of {})",
+        shorten(given),
+        names.join(", ")
+    )
+}
+
 /// The rest of a `bringup` line: the joint, then `<limit-name>=<value>`
 /// fields (each limit once, not at its default, its bound or tighter).
 fn bringup<'a, I: Iterator<Item = &'a str>>(f: &mut Fields<'a, I>) -> R<Item> {
     let name = f.next("the joint (its LoLA name, e.g. LShoulderPitch)")?;
-    let joint = Joint::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Joint::ALL.iter().map(|j| j.name()).collect();
-        format!(
-            "bringup: {:?} is not a joint (expected a LoLA name: {})",
-            shorten(name),
-            names.join(", ")
-        )
-    })?;
+    let joint = Joint::from_name(name)
+        .ok_or_else(|| not_one_of("joint", name, &Joint::ALL, Joint::name))?;
     let mut limits = BringUpLimits::default();
     let mut seen = [false; crate::protocol::bringup::LIMIT_COUNT];
     for field in f.it.by_ref() {
@@ -390,14 +395,8 @@ fn bringup<'a, I: Iterator<Item = &'a str>>(f: &mut Fields<'a, I>) -> R<Item> {
                 shorten(field)
             )
         })?;
-        let limit = Limit::from_name(lname).ok_or_else(|| {
-            let names: Vec<&str> = Limit::ALL.iter().map(|l| l.name()).collect();
-            format!(
-                "bringup: unknown limit {:?} (expected one of {})",
-                shorten(lname),
-                names.join(", ")
-            )
-        })?;
+        let limit = Limit::from_name(lname)
+            .ok_or_else(|| not_one_of("limit", lname, &Limit::ALL, Limit::name))?;
         // A fieldless enum: its declaration index, below LIMIT_COUNT.
         let i = limit as usize;
         if seen[i] {
@@ -957,7 +956,10 @@ mod tests {
             ("bringup LShoulder\n", "is not a joint"),
             ("bringup lshoulderpitch\n", "is not a joint"),
             ("bringup HeadYaw window\n", "is not <limit-name>=<value>"),
-            ("bringup HeadYaw windows=0.1\n", "unknown limit \"windows\""),
+            (
+                "bringup HeadYaw windows=0.1\n",
+                "\"windows\" is not a limit",
+            ),
             ("bringup HeadYaw window=0.5\n", "0.5 rad is not allowed"),
             ("bringup HeadYaw max-stiffness=0.4\n", "at most 0.3"),
             ("bringup HeadYaw window=0\n", "above 0"),

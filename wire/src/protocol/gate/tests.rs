@@ -3,6 +3,7 @@
 //! limp (a stiff command comes out with every stiffness 0 exactly then).
 
 use super::*;
+use Change::*;
 
 fn stiff() -> Command {
     Command {
@@ -67,46 +68,66 @@ const fn tripped(count: u64, wake: Option<u64>, change: Change) -> Row {
     row(true, count, false, wake, change, false, true)
 }
 
-/// Runs `rows` through a gate started on the read `start` (wake latch on).
-fn table_from(start: Snapshot, rows: &[Row]) {
+/// How a case's gate starts (wake latch on).
+#[derive(Clone, Copy)]
+enum Start {
+    /// On the read (armed, trip count), limp.
+    Read(bool, u64),
+    /// Armed in generation 1 and woken in it.
+    Woken,
+}
+
+/// One case of the wake latch: its name, its start, its rows in order.
+type Case = (&'static str, Start, &'static [Row]);
+
+/// The woken start's first row.
+const WOKEN_IN_1: Row = armed(1, Some(1), Change::Woken, true, false);
+
+/// Runs `case`'s rows through a gate started as it says.
+fn run(&(name, start, rows): &Case) {
+    let (start, first) = match start {
+        Start::Read(armed, count) => (read(armed, count), None),
+        Start::Woken => (read(true, 1), Some(WOKEN_IN_1)),
+    };
     let mut g = Gate::new(&start, WakeLatch::On);
-    assert_ne!(g.state(), LatchState::Awake, "every start is limp");
-    for (i, r) in rows.iter().enumerate() {
+    assert_ne!(g.state(), LatchState::Awake, "{name}: every start is limp");
+    for (i, r) in first.iter().chain(rows).enumerate() {
         if r.answer_trip {
             g.answer_tripped();
         }
         let s = read(!r.tripped, r.count);
-        let v = g.decide(&GateInput {
-            switch: &s,
-            wake: r.wake,
-            bringup: None,
-        });
-        assert_eq!(v.change, r.change, "row {i}");
-        assert_eq!(g.state() == LatchState::Awake, r.awake, "row {i}: latch");
-        assert_eq!(v.limp, r.limp, "row {i}: frame");
+        let v = g.decide(&input(&s, r.wake));
+        assert_eq!(v.change, r.change, "{name} row {i}");
+        assert_eq!(
+            g.state() == LatchState::Awake,
+            r.awake,
+            "{name} row {i}: latch"
+        );
+        assert_eq!(v.limp, r.limp, "{name} row {i}: frame");
         let mut c = stiff();
         v.apply(&mut c);
         let want = if r.limp { 0.0 } else { 0.6 };
-        assert_eq!(c.stiffness, [want; JOINTS], "row {i}");
-        assert_eq!(c.position, [0.2; JOINTS], "row {i}: positions pass");
-        assert_eq!(c.chest_led, [0, 0, 255], "row {i}: LEDs pass");
+        assert_eq!(c.stiffness, [want; JOINTS], "{name} row {i}");
+        assert_eq!(c.position, [0.2; JOINTS], "{name} row {i}: positions pass");
+        assert_eq!(c.chest_led, [0, 0, 255], "{name} row {i}: LEDs pass");
     }
 }
 
-/// Runs `rows` from a gate that started armed in generation 1 and was
-/// woken in it.
-fn table(rows: &[Row]) {
-    let mut all = vec![armed(1, Some(1), Change::Woken, true, false)];
-    all.extend_from_slice(rows);
-    table_from(read(true, 1), &all);
+/// The gate's input of the read `s` and the wake `wake`, outside bring-up.
+fn input(s: &Snapshot, wake: Option<u64>) -> GateInput<'_> {
+    GateInput {
+        switch: s,
+        wake,
+        bringup: None,
+    }
 }
 
-#[test]
-fn every_start_is_limp_until_a_wake_in_the_generation_armed_now() {
-    use Change::*;
-    // Armed at start (a restart, a hand-over): limp, waiting.
-    table_from(
-        read(true, 4),
+/// The wake latch's cases (`docs/safety-rules.md` names them).
+const CASES: &[Case] = &[
+    (
+        // Armed at start (a restart, a hand-over): limp, waiting.
+        "every_start_is_limp_until_a_wake_in_the_generation_armed_now (armed)",
+        Start::Read(true, 4),
         &[
             armed(4, None, Unchanged, false, true),
             armed(4, None, Unchanged, false, true),
@@ -115,143 +136,149 @@ fn every_start_is_limp_until_a_wake_in_the_generation_armed_now() {
             armed(4, Some(4), Woken, true, false),
             armed(4, None, Unchanged, true, false),
         ],
-    );
-    // Tripped at start (a fresh boot): a re-arm, then a wake.
-    table_from(
-        read(false, 1),
+    ),
+    (
+        // Tripped at start (a fresh boot): a re-arm, then a wake.
+        "every_start_is_limp_until_a_wake_in_the_generation_armed_now (tripped)",
+        Start::Read(false, 1),
         &[
             tripped(1, None, Unchanged),
             tripped(1, Some(1), WakeWhileTripped),
             armed(1, None, Rearmed, false, true),
             armed(1, Some(1), Woken, true, false),
         ],
-    );
-}
+    ),
+    (
+        "trip_rearm_wake",
+        Start::Woken,
+        &[
+            armed(1, None, Unchanged, true, false),
+            // A trip read on the page.
+            tripped(2, None, Tripped),
+            // A wake while tripped is used up.
+            tripped(2, Some(1), WakeWhileTripped),
+            // Re-armed: still limp.
+            armed(2, None, Rearmed, false, true),
+            armed(2, None, Unchanged, false, true),
+            // A wake from before the trip (generation 1): used up.
+            armed(2, Some(1), WakeStale, false, true),
+            // A wake in generation 2.
+            armed(2, Some(2), Woken, true, false),
+            armed(2, None, Unchanged, true, false),
+            // A wake while awake changes nothing.
+            armed(2, Some(2), Unchanged, true, false),
+        ],
+    ),
+    (
+        "trip_re_armed_before_the_cycle_read_the_page_still_latches",
+        Start::Woken,
+        &[
+            // Tripped and re-armed between two reads: the count moved, the
+            // frame is tripped.
+            armed(2, None, Tripped, false, true),
+            armed(2, None, Unchanged, false, true),
+            armed(2, Some(2), Woken, true, false),
+        ],
+    ),
+    (
+        // `naoctl stop; naoctl rearm; nao-rs wake` between two reads: the
+        // wake carries generation 2, which exists only after the re-arm. The
+        // frame of the moved count is still tripped; the next one drives.
+        "rearm_and_wake_within_one_period_wake (between two reads)",
+        Start::Woken,
+        &[
+            armed(2, Some(2), Woken, true, true),
+            armed(2, None, Unchanged, true, false),
+        ],
+    ),
+    (
+        // ... and tripped, then re-armed and woken before the next read.
+        "rearm_and_wake_within_one_period_wake (after a read tripped)",
+        Start::Woken,
+        &[
+            tripped(2, None, Tripped),
+            armed(2, Some(2), Woken, true, false),
+        ],
+    ),
+    (
+        // The sender read generation 1 while armed; a trip and a re-arm came
+        // before the runtime read the wake (a stalled runtime).
+        "a_wake_sent_before_a_trip_and_read_after_the_re_arm_is_used_up",
+        Start::Woken,
+        &[
+            armed(2, Some(1), WakeStale, false, true),
+            armed(2, None, Unchanged, false, true),
+            armed(2, Some(2), Woken, true, false),
+        ],
+    ),
+    (
+        "a_repaired_page_resetting_the_count_to_1_counts_as_a_trip",
+        Start::Woken,
+        &[
+            tripped(2, None, Tripped),
+            armed(2, None, Rearmed, false, true),
+            armed(2, Some(2), Woken, true, false),
+            // The page was replaced (count back to 1) and read armed: a trip
+            // all the same.
+            armed(1, None, Tripped, false, true),
+            // The old page's generation 2 is not this page's.
+            armed(1, Some(2), WakeStale, false, true),
+            armed(1, Some(1), Woken, true, false),
+        ],
+    ),
+    (
+        "an_answer_trip_latches_even_if_the_page_is_re_armed_at_once",
+        Start::Woken,
+        &[
+            // The answer tripped, the page's trip did not count (someone
+            // tripped it first) and was re-armed before the read: the count
+            // reads 1 still. A wake in the same read is used up.
+            row(false, 1, true, Some(1), Tripped, false, true),
+            // Generation 1 saw a trip: no wake counts in it.
+            armed(1, None, Rearmed, false, true),
+            armed(1, Some(1), WakeStale, false, true),
+            // The next trip and re-arm make generation 2.
+            tripped(2, None, Tripped),
+            armed(2, Some(2), Woken, true, false),
+        ],
+    ),
+    (
+        // The trip's reason was stored, its count increment not yet, and the
+        // page was re-armed: generation 1 again on the page, but a wake sent
+        // in it before the trip must not count.
+        "a_trip_seen_before_its_count_moved_kills_that_generation",
+        Start::Woken,
+        &[
+            tripped(1, None, Tripped),
+            armed(1, None, Rearmed, false, true),
+            armed(1, Some(1), WakeStale, false, true),
+            // The increment lands: generation 2 counts (its frame is tripped).
+            armed(2, None, Unchanged, false, true),
+            armed(2, Some(2), Woken, true, false),
+        ],
+    ),
+    (
+        "a_new_trip_while_awaiting_the_wake_needs_a_new_re_arm",
+        Start::Woken,
+        &[
+            tripped(2, None, Tripped),
+            armed(2, None, Rearmed, false, true),
+            tripped(3, None, Tripped),
+            tripped(3, Some(2), WakeWhileTripped),
+            armed(3, None, Rearmed, false, true),
+            armed(3, Some(2), WakeStale, false, true),
+            armed(3, Some(3), Woken, true, false),
+        ],
+    ),
+];
 
+/// Every case of the wake latch, one row per read: start, trip, re-arm,
+/// wake, stale wake, dead generation, replaced page, answer trip.
 #[test]
 fn trip_rearm_wake_table() {
-    use Change::*;
-    table(&[
-        armed(1, None, Unchanged, true, false),
-        // A trip read on the page.
-        tripped(2, None, Tripped),
-        // A wake while tripped is used up.
-        tripped(2, Some(1), WakeWhileTripped),
-        // Re-armed: still limp.
-        armed(2, None, Rearmed, false, true),
-        armed(2, None, Unchanged, false, true),
-        // A wake from before the trip (generation 1): used up.
-        armed(2, Some(1), WakeStale, false, true),
-        // A wake in generation 2.
-        armed(2, Some(2), Woken, true, false),
-        armed(2, None, Unchanged, true, false),
-        // A wake while awake changes nothing.
-        armed(2, Some(2), Unchanged, true, false),
-    ]);
-}
-
-#[test]
-fn trip_re_armed_before_the_cycle_read_the_page_still_latches() {
-    use Change::*;
-    table(&[
-        // Tripped and re-armed between two reads: the count moved, the
-        // frame is tripped.
-        armed(2, None, Tripped, false, true),
-        armed(2, None, Unchanged, false, true),
-        armed(2, Some(2), Woken, true, false),
-    ]);
-}
-
-#[test]
-fn rearm_and_wake_within_one_period_wake() {
-    use Change::*;
-    // `naoctl stop; naoctl rearm; nao-rs wake` between two reads: the wake
-    // carries generation 2, which exists only after the re-arm. The frame
-    // of the moved count is still tripped; the next one drives.
-    table(&[
-        armed(2, Some(2), Woken, true, true),
-        armed(2, None, Unchanged, true, false),
-    ]);
-    // ... and tripped, then re-armed and woken before the next read.
-    table(&[
-        tripped(2, None, Tripped),
-        armed(2, Some(2), Woken, true, false),
-    ]);
-}
-
-#[test]
-fn a_wake_sent_before_a_trip_and_read_after_the_re_arm_is_used_up() {
-    use Change::*;
-    // The sender read generation 1 while armed; a trip and a re-arm came
-    // before the runtime read the wake (a stalled runtime).
-    table(&[
-        armed(2, Some(1), WakeStale, false, true),
-        armed(2, None, Unchanged, false, true),
-        armed(2, Some(2), Woken, true, false),
-    ]);
-}
-
-#[test]
-fn a_repaired_page_resetting_the_count_to_1_counts_as_a_trip() {
-    use Change::*;
-    table(&[
-        tripped(2, None, Tripped),
-        armed(2, None, Rearmed, false, true),
-        armed(2, Some(2), Woken, true, false),
-        // The page was replaced (count back to 1) and read armed: a trip
-        // all the same.
-        armed(1, None, Tripped, false, true),
-        // The old page's generation 2 is not this page's.
-        armed(1, Some(2), WakeStale, false, true),
-        armed(1, Some(1), Woken, true, false),
-    ]);
-}
-
-#[test]
-fn an_answer_trip_latches_even_if_the_page_is_re_armed_at_once() {
-    use Change::*;
-    table(&[
-        // The answer tripped, the page's trip did not count (someone
-        // tripped it first) and was re-armed before the read: the count
-        // reads 1 still. A wake in the same read is used up.
-        row(false, 1, true, Some(1), Tripped, false, true),
-        // Generation 1 saw a trip: no wake counts in it.
-        armed(1, None, Rearmed, false, true),
-        armed(1, Some(1), WakeStale, false, true),
-        // The next trip and re-arm make generation 2.
-        tripped(2, None, Tripped),
-        armed(2, Some(2), Woken, true, false),
-    ]);
-}
-
-#[test]
-fn a_trip_seen_before_its_count_moved_kills_that_generation() {
-    use Change::*;
-    // The trip's reason was stored, its count increment not yet, and the
-    // page was re-armed: generation 1 again on the page, but a wake sent
-    // in it before the trip must not count.
-    table(&[
-        tripped(1, None, Tripped),
-        armed(1, None, Rearmed, false, true),
-        armed(1, Some(1), WakeStale, false, true),
-        // The increment lands: generation 2 counts (its frame is tripped).
-        armed(2, None, Unchanged, false, true),
-        armed(2, Some(2), Woken, true, false),
-    ]);
-}
-
-#[test]
-fn a_new_trip_while_awaiting_the_wake_needs_a_new_re_arm() {
-    use Change::*;
-    table(&[
-        tripped(2, None, Tripped),
-        armed(2, None, Rearmed, false, true),
-        tripped(3, None, Tripped),
-        tripped(3, Some(2), WakeWhileTripped),
-        armed(3, None, Rearmed, false, true),
-        armed(3, Some(2), WakeStale, false, true),
-        armed(3, Some(3), Woken, true, false),
-    ]);
+    for case in CASES {
+        run(case);
+    }
 }
 
 /// The trip latch's cases: (wake latch off, the protocol model) the count
@@ -278,21 +305,12 @@ fn no_trip_goes_unseen_table() {
             g.answer_tripped();
         }
         let s = read(!tripped_now, count);
-        let v = g.decide(&GateInput {
-            switch: &s,
-            wake: None,
-            bringup: None,
-        });
+        let v = g.decide(&input(&s, None));
         let case = format!("seen {seen} answer {answer} tripped {tripped_now} count {count}");
         assert_eq!(v.tripped, want, "{case}");
         assert_eq!(v.limp, want, "{case}");
         // The frame carried it: the next frame follows the switch.
-        let s = read(true, count);
-        let next = g.decide(&GateInput {
-            switch: &s,
-            wake: None,
-            bringup: None,
-        });
+        let next = g.decide(&input(&read(true, count), None));
         assert!(!next.limp, "after {case}");
     }
 }
@@ -304,13 +322,8 @@ fn the_trip_latch_is_cleared_by_a_frame_not_by_a_read() {
     // The runtime tripped the page and a person re-armed it before the
     // frame: the frame is tripped, the one after is not.
     let s = read(true, 2);
-    let input = GateInput {
-        switch: &s,
-        wake: None,
-        bringup: None,
-    };
-    assert!(g.decide(&input).limp);
-    assert!(!g.decide(&input).limp);
+    assert!(g.decide(&input(&s, None)).limp);
+    assert!(!g.decide(&input(&s, None)).limp);
 }
 
 #[test]
@@ -323,11 +336,7 @@ fn a_page_read_tripped_without_a_reason_says_page_lost() {
         trip_count: 1,
         ..Snapshot::default()
     };
-    let v = g.decide(&GateInput {
-        switch: &s,
-        wake: Some(1),
-        bringup: None,
-    });
+    let v = g.decide(&input(&s, Some(1)));
     assert!(v.limp && v.tripped);
     assert_eq!(v.reason, Some(Reason::PageLost));
     assert_eq!(v.motion, Motion::LimpTripped);
@@ -337,20 +346,10 @@ fn a_page_read_tripped_without_a_reason_says_page_lost() {
 fn the_motion_state_follows_the_gate() {
     let mut g = Gate::new(&read(true, 1), WakeLatch::On);
     let armed1 = read(true, 1);
-    let at = |wake| GateInput {
-        switch: &armed1,
-        wake,
-        bringup: None,
-    };
-    assert_eq!(g.decide(&at(None)).motion, Motion::LimpWaitingForWake);
-    assert_eq!(g.decide(&at(Some(1))).motion, Motion::Awake);
-    let t = read(false, 2);
-    let v = g.decide(&GateInput {
-        switch: &t,
-        wake: None,
-        bringup: None,
-    });
-    assert_eq!(v.motion, Motion::LimpTripped);
+    let motion = |g: &mut Gate, s: &Snapshot, wake| g.decide(&input(s, wake)).motion;
+    assert_eq!(motion(&mut g, &armed1, None), Motion::LimpWaitingForWake);
+    assert_eq!(motion(&mut g, &armed1, Some(1)), Motion::Awake);
+    assert_eq!(motion(&mut g, &read(false, 2), None), Motion::LimpTripped);
 }
 
 #[test]
@@ -359,14 +358,9 @@ fn the_protocol_model_drives_from_the_frame_after_a_re_arm() {
     let a = read(true, 1);
     let t = read(false, 2);
     let b = read(true, 2);
-    let at = |s| GateInput {
-        switch: s,
-        wake: None,
-        bringup: None,
-    };
-    assert!(!g.decide(&at(&a)).limp, "no wake needed at start");
-    assert!(g.decide(&at(&t)).limp);
-    let v = g.decide(&at(&b));
+    assert!(!g.decide(&input(&a, None)).limp, "no wake needed at start");
+    assert!(g.decide(&input(&t, None)).limp);
+    let v = g.decide(&input(&b, None));
     assert_eq!(v.change, Change::Rearmed);
     assert!(!v.limp, "re-armed: the next frame drives");
 }

@@ -21,6 +21,14 @@ fn started() -> (Box<FakeBoard>, Cycle) {
     (board, Cycle::from_identity(&id, &[10]))
 }
 
+/// [`started`], and its cycle 0 run (no command): the answers read from
+/// cycle 1 on are the board's answers to what it is set to from here.
+fn after_cycle_0() -> (Box<FakeBoard>, Cycle) {
+    let (mut board, mut cycle) = started();
+    run(&mut board, &mut cycle, None, false);
+    (board, cycle)
+}
+
 fn stiff(s: f32) -> Command {
     Command {
         stiffness: [s; JOINTS],
@@ -115,8 +123,7 @@ fn link_up_is_step_1_only() {
 
 #[test]
 fn cycle_frame_is_in_hal_order() {
-    let (mut board, mut cycle) = started();
-    run(&mut board, &mut cycle, None, false);
+    let (mut board, mut cycle) = after_cycle_0();
     run(&mut board, &mut cycle, None, false);
     let m = messages(&board);
     let mut want: Vec<(u8, u8)> = DEVICES.iter().map(|&a| (a, CMD_READ)).collect();
@@ -163,8 +170,7 @@ fn first_cycle_on_every_link_sends_client_state_and_leaves_out_chest_led() {
 
 #[test]
 fn cycle_0_reads_no_answer_before_its_write() {
-    let (mut board, mut cycle) = started();
-    run(&mut board, &mut cycle, None, false);
+    let (mut board, mut cycle) = after_cycle_0();
     assert_eq!(
         board.calls(),
         &[Kind::ControlOut(REQ_CLIENT_STATE, 0x24), Kind::BulkOut]
@@ -176,8 +182,7 @@ fn cycle_0_reads_no_answer_before_its_write() {
 
 #[test]
 fn answer_is_read_only_when_the_previous_write_succeeded() {
-    let (mut board, mut cycle) = started();
-    run(&mut board, &mut cycle, None, false);
+    let (mut board, mut cycle) = after_cycle_0();
     board.fail_writes = 1;
     let out = run(&mut board, &mut cycle, None, false);
     assert!(matches!(out.failure, Some(ExchangeFailure::Write(_))));
@@ -210,8 +215,7 @@ fn answer_with_bad_sync_crc_or_seq_is_a_failed_exchange() {
         (Spoil::Crc, "crc"),
         (Spoil::Seq, "seq"),
     ] {
-        let (mut board, mut cycle) = started();
-        run(&mut board, &mut cycle, None, false);
+        let (mut board, mut cycle) = after_cycle_0();
         board.spoil = spoil;
         run(&mut board, &mut cycle, None, false); // its answer is spoilt
         let out = run(&mut board, &mut cycle, None, false);
@@ -228,8 +232,7 @@ fn answer_with_bad_sync_crc_or_seq_is_a_failed_exchange() {
 
 #[test]
 fn reconnect_after_the_11th_failed_exchange_in_a_row() {
-    let (mut board, mut cycle) = started();
-    run(&mut board, &mut cycle, None, false);
+    let (mut board, mut cycle) = after_cycle_0();
     board.fail_reads = 11;
     for i in 1..=10 {
         let out = run(&mut board, &mut cycle, None, false);
@@ -266,8 +269,7 @@ fn reconnect_after_the_11th_failed_exchange_in_a_row() {
 
 #[test]
 fn ten_failed_exchanges_then_a_good_one_reset_the_count() {
-    let (mut board, mut cycle) = started();
-    run(&mut board, &mut cycle, None, false);
+    let (mut board, mut cycle) = after_cycle_0();
     board.fail_reads = 10;
     let out = runs(&mut board, &mut cycle, None, 11);
     assert_eq!((out.failed_exchanges, out.reconnect), (0, Reconnect::None));
@@ -339,8 +341,7 @@ fn chest_button_in_an_answer_is_reported_as_a_trip() {
 
 #[test]
 fn joint_at_90_degrees_trips_heat_and_status_bit_0_trips_fault() {
-    let (mut board, mut cycle) = started();
-    run(&mut board, &mut cycle, None, false);
+    let (mut board, mut cycle) = after_cycle_0();
     board.temperature[Joint::LKneePitch] = 90;
     let out = runs(&mut board, &mut cycle, None, 2);
     assert_eq!(out.trips.heat, Some(Joint::LKneePitch));

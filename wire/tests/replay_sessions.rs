@@ -78,6 +78,14 @@ fn replay_text(text: &str) -> Result<nao_wire::replay::ReplayReport, ReplayFailu
     replay_lines(parse(text).unwrap(), Path::new("session.rec"))
 }
 
+/// The index of the first of `lines` that starts with `prefix` (there is one).
+fn line_of<S: AsRef<str>>(lines: impl IntoIterator<Item = S>, prefix: &str) -> usize {
+    let at = lines
+        .into_iter()
+        .position(|l| l.as_ref().starts_with(prefix));
+    at.unwrap_or_else(|| panic!("no line starts with {prefix:?}"))
+}
+
 /// The first difference the replay of `text` meets (it must meet one).
 fn mismatch(text: &str) -> Mismatch {
     match replay_text(text) {
@@ -98,15 +106,10 @@ fn recorded_session_with_timeouts_reconnect_and_trips_replays_byte_for_byte() {
 #[test]
 fn replay_with_a_call_missing_fails_naming_the_line_after_it() {
     let text = session();
-    let lines: Vec<&str> = text.lines().collect();
-    let at = lines
-        .iter()
-        .rposition(|l| l.starts_with("bulk_in "))
-        .unwrap();
-    let mut cut = lines.clone();
-    cut.remove(at);
-    let cut = cut.join("\n") + "\n";
-    let mismatch = mismatch(&cut);
+    let mut lines: Vec<&str> = text.lines().collect();
+    let at = lines.len() - 1 - line_of(lines.iter().rev(), "bulk_in ");
+    lines.remove(at);
+    let mismatch = mismatch(&(lines.join("\n") + "\n"));
     // the runtime's bulk_in meets the recording's bulk_out
     assert_eq!(mismatch.line, at + 1, "{mismatch}");
     assert!(mismatch.actual.starts_with("bulk_in 81 512"), "{mismatch}");
@@ -128,11 +131,8 @@ fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
     // the runtime's next frames all-off: the replay names the first of them.
     let text = session();
     let lines: Vec<&str> = text.lines().collect();
-    let at = lines
-        .iter()
-        .position(|l| l.starts_with("cycle 50 "))
-        .unwrap();
-    let bulk_in = (at..).find(|&i| lines[i].starts_with("bulk_in ")).unwrap();
+    let at = line_of(&lines, "cycle 50 ");
+    let bulk_in = at + line_of(&lines[at..], "bulk_in ");
     let mut answer = parse(&format!("nao-rs recording 1\n{}\n", lines[bulk_in])).unwrap();
     let nao_wire::recording::Item::Call(nao_wire::recording::Recorded::BulkIn {
         answer: Ok(bytes),
@@ -165,23 +165,25 @@ fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
 
 #[test]
 fn recording_of_a_start_up_with_a_bad_preference_block_replays_and_sends_no_frame() {
-    let mut board = FakeBoard::new();
-    board.prefs[0] = b'X';
-    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
-    assert!(Startup::run(&mut rec).is_err());
-    let (board, bytes) = rec.finish().unwrap();
+    let (board, text) = bad_prefs_start();
     assert_eq!(board.frames_written, 0);
-    let text = String::from_utf8(bytes).unwrap();
     let r = replay_text(&text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.cycles, 0);
     let e = r.startup_error.expect("the start-up error");
     assert!(e.contains("magic"), "{e}");
     // A frame after the failed start-up would be a call left over.
-    let extra = text + "bulk_out 02 a5000000ffff\n";
-    assert!(matches!(
-        replay_text(&extra),
-        Err(ReplayFailure::Mismatch { .. })
-    ));
+    mismatch(&(text + "bulk_out 02 a5000000ffff\n"));
+}
+
+/// A start-up on a board whose preference block lacks its magic, recorded:
+/// the board and the text.
+fn bad_prefs_start() -> (Box<FakeBoard>, String) {
+    let mut board = FakeBoard::new();
+    board.prefs[0] = b'X';
+    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
+    assert!(Startup::run(&mut rec).is_err());
+    let (board, bytes) = rec.finish().unwrap();
+    (board, String::from_utf8(bytes).unwrap())
 }
 
 #[test]
@@ -313,7 +315,7 @@ fn replay_of_a_trip_and_a_rearm_among_one_cycles_inputs_expects_that_frame_all_o
     assert_eq!(s[10], 500);
     let mismatch = mismatch(&unseen);
     let line = unseen.lines().nth(mismatch.line - 1).unwrap();
-    let cycle_10 = unseen.lines().position(|l| l == "cycle 10 120").unwrap();
+    let cycle_10 = line_of(unseen.lines(), "cycle 10 120");
     assert!(mismatch.line > cycle_10, "{mismatch}");
     assert!(line.starts_with("bulk_out 02 "), "{mismatch}");
 }
@@ -353,7 +355,7 @@ fn short_answer(request: &str, len: usize) -> (String, usize) {
     let (_, bytes) = rec.finish().unwrap();
     let text = String::from_utf8(bytes).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    let at = lines.iter().position(|l| l.starts_with(request)).unwrap();
+    let at = line_of(&lines, request);
     let mut out: Vec<String> = lines[..at].iter().map(|s| s.to_string()).collect();
     let fields: Vec<&str> = lines[at].split(' ').collect();
     let answer = &fields[6][..2 * len];
@@ -391,22 +393,13 @@ fn short_version_prefs_or_boot_id_answer_ends_the_start_up_naming_the_request() 
         let e = r.startup_error.expect("a start-up error");
         assert!(e.contains(names), "{e}");
         // A further call after it is one the runtime did not make.
-        let more = text.clone() + "close\n";
-        assert!(matches!(
-            replay_text(&more),
-            Err(ReplayFailure::Mismatch { .. })
-        ));
+        mismatch(&(text.clone() + "close\n"));
     }
 }
 
 #[test]
 fn input_lines_after_the_last_call_of_a_failed_start_up_are_not_calls() {
-    let mut board = FakeBoard::new();
-    board.prefs[0] = b'X';
-    let mut rec = RecordingLink::new(board, Vec::new()).unwrap();
-    assert!(Startup::run(&mut rec).is_err());
-    let (_, bytes) = rec.finish().unwrap();
-    let text = String::from_utf8(bytes).unwrap();
+    let (_, text) = bad_prefs_start();
     let c = format!(
         "command {} 000000 000000 000000 00\n",
         vec!["0.5"; 50].join(" ")

@@ -2,9 +2,7 @@
 //! byte orders with both usbmon headers, and pcapng.
 
 use nao_rs_usbmon::{import, import_pcap, ImportOptions};
-use nao_wire::link::Setup;
-use nao_wire::recording::{parse, Item, Recorded};
-use nao_wire::LinkError;
+use nao_wire::recording::{parse, Item};
 
 mod usbmon_support;
 
@@ -18,76 +16,32 @@ fn items(text: &str) -> Vec<Item> {
         .collect()
 }
 
-fn expected() -> Vec<Item> {
-    let call = Item::Call;
-    let bulk_out = |seq: u8| {
-        call(Recorded::BulkOut {
-            endpoint: 2,
-            data: vec![0xa5, seq, 0, 1],
-        })
-    };
-    let bulk_in = |a: Result<Vec<u8>, LinkError>| {
-        call(Recorded::BulkIn {
-            endpoint: 0x81,
-            length: 512,
-            answer: a,
-        })
-    };
-    let cycle = |k: u64, items: &[Item]| {
-        let mut v = vec![Item::Cycle { k, t_ms: 0 }];
-        v.extend_from_slice(items);
-        v
-    };
-    let mut v = vec![
-        call(Recorded::Open {
-            vendor: 0xffff,
-            product: 6,
-        }),
-        call(Recorded::SetConfiguration(1)),
-        call(Recorded::ControlOut {
-            setup: Setup {
-                request_type: 0x40,
-                request: 1,
-                value: 0,
-                index: 0,
-            },
-            data: vec![],
-        }),
-        call(Recorded::ClaimInterface(0)),
-        call(Recorded::ControlIn {
-            setup: Setup {
-                request_type: 0xc0,
-                request: 2,
-                value: 0,
-                index: 0,
-            },
-            length: 4,
-            answer: vec![2, 0x11, 7, 0],
-        }),
-        bulk_out(0),
-        bulk_in(Ok(vec![0x5a, 0, 0, 1])),
-        bulk_out(1),
-        bulk_in(Ok(vec![0x5a, 1, 0, 1])),
-    ];
-    v.extend(cycle(
-        0,
-        &[
-            call(Recorded::ControlOut {
-                setup: Setup {
-                    request_type: 0x40,
-                    request: 5,
-                    value: 0x24,
-                    index: 0,
-                },
-                data: vec![],
-            }),
-            bulk_out(2),
-        ],
-    ));
-    v.extend(cycle(1, &[bulk_in(Err(LinkError::Timeout)), bulk_out(3)]));
-    v.extend(cycle(2, &[bulk_in(Ok(vec![0x5a, 3, 0, 1])), bulk_out(4)]));
-    v
+/// The items of recording lines (`lines` without the header).
+fn calls(lines: &str) -> Vec<Item> {
+    items(&format!("nao-rs recording 1\n{lines}"))
 }
+
+/// `Session::hal`'s calls as recording lines, the cycle times 0.
+const EXPECTED: &str = "\
+open ffff:0006
+set_configuration 1
+control_out 40 01 0000 0000 -
+claim_interface 0
+control_in c0 02 0000 0000 4 02110700
+bulk_out 02 a5000001
+bulk_in 81 512 5a000001
+bulk_out 02 a5010001
+bulk_in 81 512 5a010001
+cycle 0 0
+control_out 40 05 0024 0000 -
+bulk_out 02 a5020001
+cycle 1 0
+bulk_in 81 512 !timeout
+bulk_out 02 a5030001
+cycle 2 0
+bulk_in 81 512 5a030001
+bulk_out 02 a5040001
+";
 
 /// The items with the cycle times zeroed, and the times apart.
 fn split_times(items: Vec<Item>) -> (Vec<Item>, Vec<u64>) {
@@ -116,7 +70,11 @@ fn usbmon_import_pairs_events_into_calls_for_every_pcap_flavour() {
                 let text = import_pcap(&bytes, &ImportOptions::default())
                     .unwrap_or_else(|e| panic!("little {little} mmapped {mmapped}: {e}"));
                 let (got, times) = split_times(items(&text));
-                assert_eq!(got, expected(), "little {little} mmapped {mmapped}\n{text}");
+                assert_eq!(
+                    got,
+                    calls(EXPECTED),
+                    "little {little} mmapped {mmapped}\n{text}"
+                );
                 // The session's transfers are 1 ms apart (the mouse's too) with
                 // 10 ms pauses before each cycle: cycle 0 follows 10 transfers.
                 assert_eq!(times, vec![20, 32, 45], "{text}");
@@ -150,13 +108,7 @@ fn usbmon_import_keeps_only_the_named_device() {
     let i = import(&bytes, &opts).expect("import");
     assert_eq!(i.device, (1, 2));
     // The mouse's interrupt transfers are left out: only `open` remains.
-    assert_eq!(
-        items(&i.text),
-        vec![Item::Call(Recorded::Open {
-            vendor: 0xffff,
-            product: 6
-        })]
-    );
+    assert_eq!(items(&i.text), calls("open ffff:0006\n"));
     let none = ImportOptions {
         device: Some((3, 9)),
         ..ImportOptions::default()
@@ -190,37 +142,10 @@ fn usbmon_import_writes_settings_and_reconnects() {
         &[Item::Accepted(vec![10]), Item::SwitchArmed(true)]
     );
     let tail: Vec<Item> = got[got.len() - 6..].to_vec();
-    assert_eq!(
-        tail,
-        vec![
-            Item::Call(Recorded::Close),
-            Item::Call(Recorded::Open {
-                vendor: 0xffff,
-                product: 6
-            }),
-            Item::Call(Recorded::SetConfiguration(1)),
-            Item::Call(Recorded::ControlOut {
-                setup: Setup {
-                    request_type: 0x40,
-                    request: 1,
-                    value: 0,
-                    index: 0,
-                },
-                data: vec![]
-            }),
-            Item::Call(Recorded::ClaimInterface(0)),
-            Item::Call(Recorded::ControlIn {
-                setup: Setup {
-                    request_type: 0xc0,
-                    request: 2,
-                    value: 0,
-                    index: 0,
-                },
-                length: 4,
-                answer: vec![2, 0x11, 7, 0]
-            }),
-        ]
-    );
+    // The reconnect's calls, as at the start.
+    let reconnect = "close\nopen ffff:0006\nset_configuration 1\ncontrol_out 40 01 0000 0000 -\n\
+                     claim_interface 0\ncontrol_in c0 02 0000 0000 4 02110700\n";
+    assert_eq!(tail, calls(reconnect));
 }
 
 #[test]

@@ -375,28 +375,28 @@ impl Jog {
 
 /// What the gate knows of the switch this cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     /// The switch is armed (and its page whole).
-    pub armed: bool,
+    pub(crate) armed: bool,
     /// A person's wake came in the armed generation (the wake latch is open).
-    pub woken: bool,
+    pub(crate) woken: bool,
 }
 
 /// The cycle's inputs of bring-up.
 #[derive(Debug, Clone, Copy)]
-pub struct BringUpInput<'a> {
+pub(crate) struct BringUpInput<'a> {
     /// The devices' latest data: IMU (LoLA's sign; the lying check is
     /// sign-free), foot pressure, toe bumpers, the joint's position (rad),
     /// current and temperature.
-    pub sensors: &'a Sensors,
+    pub(crate) sensors: &'a Sensors,
     /// The foot pressure calibration of the preference block.
-    pub foot_calibration: &'a [[PressureCalibration; 4]; 2],
+    pub(crate) foot_calibration: &'a [[PressureCalibration; 4]; 2],
     /// The chosen joint's board passed the handshake.
-    pub board_accepted: bool,
+    pub(crate) board_accepted: bool,
     /// The cycle's time, monotonic ns.
-    pub now_ns: u64,
+    pub(crate) now_ns: u64,
     /// The person's key press this cycle, if any.
-    pub jog: Option<Jog>,
+    pub(crate) jog: Option<Jog>,
 }
 
 // ----------------------------------------------------------------- verdict
@@ -499,7 +499,7 @@ pub struct BringUpVerdict {
 impl BringUpVerdict {
     /// Joint `j`'s stiffness under bring-up: [`BringUpVerdict::stiffness`]
     /// for the one joint, 0 for every other.
-    pub fn joint_stiffness(&self, j: Joint) -> f32 {
+    pub(crate) fn joint_stiffness(&self, j: Joint) -> f32 {
         if j == self.joint {
             self.stiffness
         } else {
@@ -566,7 +566,7 @@ impl BringUp {
     }
 
     /// One cycle: the verdict for this cycle's frame.
-    pub fn step(&mut self, input: &BringUpInput<'_>, ready: Readiness) -> BringUpVerdict {
+    pub(crate) fn step(&mut self, input: &BringUpInput<'_>, ready: Readiness) -> BringUpVerdict {
         let b = self.bounds;
         let s = input.sensors;
         let j = self.joint.index();
@@ -731,7 +731,7 @@ fn window_around(p0: f32, window: f32, range: JointRange) -> JointRange {
 /// The load on the feet, kg: the eight foot pressure sensors through their
 /// calibration ([`PressureCalibration::kg`], as LoLA's `FSR`), summed. Not a
 /// number when a calibration is not.
-pub fn foot_load_kg(sensors: &Sensors, calibration: &[[PressureCalibration; 4]; 2]) -> f32 {
+pub(crate) fn foot_load_kg(sensors: &Sensors, calibration: &[[PressureCalibration; 4]; 2]) -> f32 {
     let mut kg = 0.0;
     for (raw, cal) in sensors.foot_pressure.iter().zip(calibration) {
         for (&r, c) in raw.iter().zip(cal) {
@@ -740,3 +740,6 @@ pub fn foot_load_kg(sensors: &Sensors, calibration: &[[PressureCalibration; 4]; 
     }
     kg
 }
+
+#[cfg(test)]
+mod tests;

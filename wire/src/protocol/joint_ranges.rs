@@ -76,7 +76,7 @@ pub(crate) const JOINT_RANGES: [JointRange; JOINTS] = [
 ];
 
 /// Joint `j`'s range.
-pub const fn joint_range(j: Joint) -> JointRange {
+pub(crate) const fn joint_range(j: Joint) -> JointRange {
     JOINT_RANGES[j.index()]
 }
 

@@ -2,15 +2,8 @@
 //! on the pure state machine `protocol::bringup`: time passed in, the
 //! sensors set by hand, a joint that follows its command when asked to.
 
-use deathswitch::Reason;
-use nao_wire::protocol::bringup::{
-    foot_load_kg, BringUp, BringUpInput, BringUpLimits, BringUpVerdict, Jog, Limit, Missing,
-    Readiness,
-};
-use nao_wire::protocol::devices::Sensors;
-use nao_wire::protocol::joint_ranges::joint_range;
-use nao_wire::protocol::prefs::PressureCalibration;
-use nao_wire::{Joint, JOINTS};
+use super::*;
+use crate::command::JOINTS;
 
 #[global_allocator]
 static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;

@@ -23,8 +23,8 @@
 //!   socket encoding).
 //! - [`recording`]: the recording format both ways ([`recording::parse`],
 //!   [`recording::RecordingWriter`]) and its links
-//!   ([`recording::record_link::RecordingLink`],
-//!   [`recording::replay_link::ReplayLink`]).
+//!   ([`recording::record_link::RecordingLink`], and the replay's own
+//!   `ReplayLink` behind [`replay`]).
 //! - [`replay`]: [`replay::replay_file`], a recording through the
 //!   runtime's own start-up and step.
 

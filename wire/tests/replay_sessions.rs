@@ -8,11 +8,11 @@ use std::path::Path;
 
 use deathswitch::{MemorySwitch, Switch};
 use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use nao_wire::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN, SYNC_ANSWER};
 use nao_wire::protocol::gate::{Verdict, WakeLatch};
 use nao_wire::protocol::startup::Startup;
-use nao_wire::recording::parse;
 use nao_wire::recording::record_link::RecordingLink;
-use nao_wire::recording::replay_link::Mismatch;
+use nao_wire::recording::{parse, Mismatch};
 use nao_wire::replay::{replay_lines, ReplayFailure};
 use nao_wire::step::{Step, StepInput};
 use nao_wire::{Command, JOINTS};
@@ -133,27 +133,27 @@ fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
     let lines: Vec<&str> = text.lines().collect();
     let at = line_of(&lines, "cycle 50 ");
     let bulk_in = at + line_of(&lines[at..], "bulk_in ");
-    let mut answer = parse(&format!("nao-rs recording 1\n{}\n", lines[bulk_in])).unwrap();
+    let answer = parse(&format!("nao-rs recording 1\n{}\n", lines[bulk_in])).unwrap();
     let nao_wire::recording::Item::Call(nao_wire::recording::Recorded::BulkIn {
         answer: Ok(bytes),
         ..
-    }) = &mut answer[0].item
+    }) = &answer[0].item
     else {
         panic!()
     };
-    // the chest message is the 4th: find it and press the button, fix the CRC
-    let f = nao_wire::protocol::frame::Frame::parse(bytes, 0x5a).unwrap();
-    let mut off = 4;
+    // The same answer written again with the chest button pressed.
+    let f = Frame::parse(bytes, SYNC_ANSWER).unwrap();
+    let mut buf = [0u8; MAX_FRAME_LEN];
+    let mut w = FrameWriter::answer(&mut buf, f.seq).unwrap();
     for m in f.messages() {
-        if m.address == 0x04 && m.command == 0x81 {
-            break;
+        let mut payload = m.payload.to_vec();
+        if (m.address, m.command) == (0x04, 0x81) {
+            payload[0] = 1;
         }
-        off += 3 + m.payload.len();
+        w.push(m.address, m.command, &payload).unwrap();
     }
-    bytes[off + 3] = 1;
-    let n = bytes.len();
-    let crc = nao_wire::protocol::frame::crc16(&bytes[..n - 2]);
-    bytes[n - 2..].copy_from_slice(&crc.to_le_bytes());
+    let n = w.finish();
+    let bytes = &buf[..n];
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let mut changed: Vec<String> = lines.iter().map(|s| s.to_string()).collect();
     changed[bulk_in] = format!("bulk_in 81 512 {hex}");

@@ -5,8 +5,8 @@
 //! calls; the named methods (`open`, `bulk_in`, ...) are provided on top.
 //! Four implementations stand behind this trait: `usb` (the real chest board
 //! through `rusb`, behind the default `usb` feature), [`sim`] (the virtual
-//! robot over a Unix socket), [`crate::recording::replay_link`] (a
-//! recording's answers, checking every call) and
+//! robot over a Unix socket), the replay's `ReplayLink` (a recording's
+//! answers, checking every call, behind [`crate::replay`]) and
 //! [`crate::recording::record_link`] (any link, writing a recording).
 //!
 //! A failed call returns a [`LinkError`], a `Copy` kind; the words that say

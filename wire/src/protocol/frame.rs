@@ -28,7 +28,7 @@ const CRC16: Crc<u16> = Crc::<u16>::new(&CRC_16_IBM_3740);
 
 /// CRC-16/IBM-3740 (poly 0x1021, init 0xffff, no reflection, no xorout).
 #[inline]
-pub fn crc16(data: &[u8]) -> u16 {
+pub(crate) fn crc16(data: &[u8]) -> u16 {
     CRC16.checksum(data)
 }
 
@@ -344,7 +344,7 @@ impl<'a> Frame<'a> {
     }
 
     /// The messages, in order.
-    pub fn messages(&self) -> MessageIter<'a> {
+    pub fn messages(&self) -> impl Iterator<Item = Message<'a>> + Clone + core::fmt::Debug {
         MessageIter {
             body: self.body,
             left: self.count as usize,
@@ -354,7 +354,7 @@ impl<'a> Frame<'a> {
 
 /// Iterates the messages of a validated [`Frame`].
 #[derive(Debug, Clone)]
-pub struct MessageIter<'a> {
+struct MessageIter<'a> {
     body: &'a [u8],
     left: usize,
 }

@@ -14,11 +14,12 @@ use deathswitch::Reason;
 
 mod reader;
 pub mod record_link;
-pub mod replay_link;
+pub(crate) mod replay_link;
 mod writer;
 
 pub(crate) use reader::HEADER;
 pub use reader::{parse, parse_bytes, read_file, ParseError};
+pub use replay_link::Mismatch;
 pub use writer::{to_text, RecordingWriter};
 
 /// The largest `t_ms` of a `cycle` line: `t_ms * 1_000_000`, the time in

@@ -60,7 +60,7 @@ fn actual_text(call: &Call<'_>) -> String {
 
 /// The link that replays a recording.
 #[derive(Debug)]
-pub struct ReplayLink {
+pub(crate) struct ReplayLink {
     lines: Vec<Line>,
     pos: usize,
     matched: usize,
@@ -73,7 +73,7 @@ pub struct ReplayLink {
 impl ReplayLink {
     /// A link over a recording's lines (as [`crate::recording::read_file`]
     /// gives them).
-    pub fn new(lines: Vec<Line>) -> Self {
+    pub(crate) fn new(lines: Vec<Line>) -> Self {
         let end_line = lines.last().map_or(1, |l| l.number + 1);
         ReplayLink {
             lines,
@@ -86,12 +86,12 @@ impl ReplayLink {
     }
 
     /// The next line not consumed yet.
-    pub fn peek(&self) -> Option<&Line> {
+    pub(crate) fn peek(&self) -> Option<&Line> {
         self.lines.get(self.pos)
     }
 
     /// Consumes the next line (an input line the driver has applied).
-    pub fn advance(&mut self) {
+    pub(crate) fn advance(&mut self) {
         if self.pos < self.lines.len() {
             self.pos += 1;
         }
@@ -103,7 +103,7 @@ impl ReplayLink {
     }
 
     /// The first difference, if any.
-    pub fn mismatch(&self) -> Option<&Mismatch> {
+    pub(crate) fn mismatch(&self) -> Option<&Mismatch> {
         self.mismatch.as_ref()
     }
 
@@ -194,3 +194,6 @@ impl Link for ReplayLink {
         self.mismatch_text.as_deref()
     }
 }
+
+#[cfg(test)]
+mod tests;

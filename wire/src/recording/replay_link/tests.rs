@@ -3,15 +3,15 @@
 //! inputs where they stand records each worked example again, text for text.
 //! This is what `nao-rs record` does against a live link.
 
+use super::ReplayLink;
+use crate::protocol::gate::WakeLatch;
+use crate::protocol::handshake::DEFAULT_ACCEPTED;
+use crate::protocol::startup::Startup;
+use crate::recording::record_link::RecordingLink;
+use crate::recording::{read_file, Item};
+use crate::step::{Step, StepInput};
+use crate::Command;
 use deathswitch::{MemorySwitch, Reason, Switch};
-use nao_wire::protocol::gate::WakeLatch;
-use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
-use nao_wire::protocol::startup::Startup;
-use nao_wire::recording::record_link::RecordingLink;
-use nao_wire::recording::replay_link::ReplayLink;
-use nao_wire::recording::{read_file, Item};
-use nao_wire::step::{Step, StepInput};
-use nao_wire::Command;
 use testkit::recordings;
 
 type Rec = RecordingLink<ReplayLink, Vec<u8>>;

@@ -530,37 +530,20 @@ fn changes(a: &Beacon, b: &Beacon) -> Vec<(&'static str, String)> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use nao_rs_beacon::format::{Guard, JOINTS};
 
-    pub fn beacon(body: &str, name: &str, nonce: u64, seq: u64) -> Beacon {
+    /// The sample beacon as robot `name` with body id `body`, page nonce
+    /// `nonce`, sequence number `seq`, armed at trip count 2.
+    fn beacon(body: &str, name: &str, nonce: u64, seq: u64) -> Beacon {
         Beacon {
             seq,
             name: name.into(),
             body_id: body.into(),
-            switch: SwitchPosition::Armed,
-            reason: None,
-            since: Some(1_764_750_000),
+            nonce,
             trip_count: 2,
             wake_generation: Some(2),
-            nonce,
-            page: PageHealth::Ok,
-            heartbeat_age_ms: Some(3),
-            guard: Guard {
-                pid: Some(600),
-                alive: true,
-                holding: false,
-            },
-            motion: Motion::Awake,
-            flags: vec![],
-            max_stiffness: Some(0.5),
-            lateness_ms: Some(0.1),
-            battery: Some(0.9),
-            hottest: None,
-            stiffness: Some([0.5; JOINTS]),
-            temperature: Some([35; JOINTS]),
-            net_wake: true,
+            ..nao_rs_beacon::testing::sample()
         }
     }
 

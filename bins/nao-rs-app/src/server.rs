@@ -22,7 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nao_rs_beacon::auth::{sign, TeamKey};
-use nao_rs_beacon::format::{decode, encode, joint_names, DecodeError, MAX_DATAGRAM, PREFIX};
+use nao_rs_beacon::format::{decode, encode, joint_names, BeaconDecodeError, MAX_DATAGRAM, PREFIX};
+use nao_rs_beacon::RefusalKind as _;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -75,7 +76,7 @@ struct Bad {
 }
 
 impl Bad {
-    fn record(&mut self, now_ms: u64, src: IpAddr, e: &DecodeError) {
+    fn record(&mut self, now_ms: u64, src: IpAddr, e: &BeaconDecodeError) {
         self.count += 1;
         *self.by_kind.entry(e.kind().name()).or_default() += 1;
         let mut d = e.to_string();

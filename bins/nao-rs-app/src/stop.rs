@@ -93,7 +93,7 @@ pub fn plan(
 
 /// What a stop did, for the page, the API and a benchmark.
 #[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
+pub struct StopOutcome {
     /// `"one"` or `"all"`.
     pub scope: &'static str,
     /// The body id of a STOP.
@@ -176,7 +176,7 @@ impl Stopper {
         &self,
         scope: Scope,
         clicked: Instant,
-    ) -> Result<oneshot::Receiver<Outcome>, String> {
+    ) -> Result<oneshot::Receiver<StopOutcome>, String> {
         let unicast = {
             let book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
             match &scope {
@@ -211,7 +211,7 @@ impl Stopper {
         }
     }
 
-    fn run(&self, scope: &Scope, unicast: &[IpAddr], clicked: Instant) -> Outcome {
+    fn run(&self, scope: &Scope, unicast: &[IpAddr], clicked: Instant) -> StopOutcome {
         let (bcast, berr, bstate) = match (scope, self.broadcast) {
             (Scope::One(_), _) => (Vec::new(), None, "not for one robot"),
             (Scope::All, None) => (Vec::new(), None, "off (--no-broadcast)"),
@@ -237,7 +237,7 @@ impl Stopper {
         );
         let before = started.duration_since(clicked);
         let us = |d: Duration| d.as_micros() as u64;
-        Outcome {
+        StopOutcome {
             scope: match scope {
                 Scope::One(_) => "one",
                 Scope::All => "all",

@@ -45,7 +45,7 @@ use crate::run::{catch_stop_signals, lock_memory, open_link, open_page, stop_on_
 
 /// Options of `nao-rs bringup`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub struct BringupArgs {
     /// The one joint to bring up, by its LoLA name (`LShoulderPitch`).
     #[arg(long)]
     pub joint: String,
@@ -568,7 +568,7 @@ pub enum Output {
 
 /// How a session ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct SessionEnd {
     /// `q` (or the end of the keys), rather than the runtime stopping.
     pub quit: bool,
     /// The jog steps handed to the runtime.
@@ -592,7 +592,7 @@ pub fn run_session<R: BringUpRuntime + ?Sized>(
     out: &mut dyn Write,
     output: Output,
     refresh: Duration,
-) -> Outcome {
+) -> SessionEnd {
     let mut trips = TripLog::default();
     let mut jogs = 0;
     let mut last_state = None;
@@ -646,7 +646,7 @@ pub fn run_session<R: BringUpRuntime + ?Sized>(
         let _ = out.flush();
     }
     rt.request_stop();
-    Outcome { quit, jogs, trips }
+    SessionEnd { quit, jogs, trips }
 }
 
 /// Reads keys from `input` in a thread of its own (a blocking read never
@@ -913,7 +913,7 @@ mod runtime_api {
 }
 
 /// Runs `nao-rs bringup`.
-pub fn main(args: Args) -> Result<(), String> {
+pub fn main(args: BringupArgs) -> Result<(), String> {
     let plan = plan(&args.joint, &args.accepted, &args.limits)?;
     let script = match &args.script {
         None => None,
@@ -1189,7 +1189,7 @@ mod tests {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            args: Args,
+            args: BringupArgs,
         }
         Cli::command().debug_assert();
         let cli = Cli::try_parse_from([

@@ -27,7 +27,7 @@ pub enum ControllerKind {
 
 /// Options of `nao-rs run`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {
+pub struct RunArgs {
     /// `usb` (the chest board) or `sim:PATH` (the virtual robot's socket).
     #[arg(long, default_value = "usb")]
     pub link: String,
@@ -195,7 +195,7 @@ pub fn describe_robot(
 }
 
 /// Runs `nao-rs run`.
-pub fn main(args: Args) -> Result<(), String> {
+pub fn main(args: RunArgs) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;

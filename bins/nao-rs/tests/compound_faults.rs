@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 /// `naoctl stop`, then the page's trip time (monotonic ns), read before
 /// anything re-arms: the judge's start (frames built before it may be
 /// stiff).
-fn naoctl_stop(s: &common::Setup) -> u64 {
+fn naoctl_stop(s: &common::RunningRuntime) -> u64 {
     naoctl(&s.rig, &["stop"]);
     let snap = s.page.snapshot();
     assert!(!snap.armed, "naoctl stop tripped the switch");

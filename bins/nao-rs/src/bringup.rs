@@ -23,13 +23,13 @@ use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::termios::{self, LocalFlags, SetArg, Termios};
 
 use nao_runtime::SensorFrame;
-use nao_runtime::{wake, Config, CycleHook, Handle, Reason, Runtime, Switch};
+use nao_runtime::{Config, CycleHook, Handle, Reason, Runtime};
 use nao_wire::link::Link;
 use nao_wire::protocol::bringup::{BringUpLimits, BringUpVerdict, Jog, Limit, Missing, Tighter};
 use nao_wire::protocol::handshake::check_accepted;
@@ -39,7 +39,7 @@ use nao_wire::step::Observed;
 use nao_wire::Joint;
 
 use crate::record::InputRecorder;
-use crate::run::{catch_stop_signals, lock_memory, open_link, open_page, stop_on_signals};
+use crate::run::{abandon, open_link, Host, HostArgs, Serving};
 
 // ----------------------------------------------------------------- options
 
@@ -49,32 +49,14 @@ pub struct BringupArgs {
     /// The one joint to bring up, by its LoLA name (`LShoulderPitch`).
     #[arg(long)]
     pub joint: String,
-    /// Accepted motor board configuration versions (the joint's board must
-    /// be among them: `--accepted 10,11` for a version 11 board).
-    #[arg(long, value_delimiter = ',', default_value = "10")]
-    pub accepted: Vec<u8>,
-    /// `usb` (the chest board) or `sim:PATH` (the virtual robot's socket).
-    #[arg(long, default_value = "usb")]
-    pub link: String,
+    /// The link, page, stop, wake, priority and accepted versions (the
+    /// joint's board must be among them).
+    #[command(flatten)]
+    pub host: HostArgs,
     /// The directory the session's recording is written to
     /// (`bringup-<UTC date>T<time>-<joint>.rec`).
     #[arg(long, default_value = ".")]
     pub record: PathBuf,
-    /// The death switch page (default: $NAO_RS_DEATHSWITCH or /run/nao-rs/deathswitch).
-    #[arg(long)]
-    pub page: Option<PathBuf>,
-    /// The wake socket (default: wake.sock next to the page).
-    #[arg(long)]
-    pub wake_socket: Option<PathBuf>,
-    /// The UDP stop port.
-    #[arg(long, default_value_t = deathswitch::stop::PORT)]
-    pub udp_port: u16,
-    /// Do not listen for the UDP stop (tests; the guard still reads the port).
-    #[arg(long)]
-    pub no_udp: bool,
-    /// The cycle's SCHED_FIFO priority (0: normal policy).
-    #[arg(long, default_value_t = nao_runtime::CYCLE_PRIORITY)]
-    pub priority: u8,
     /// Serve LoLA on this socket during the session (a team's framework
     /// keeps its sensor frames; the gate ignores every command it sends:
     /// only this terminal's jog steps move the joint). Default: no LoLA.
@@ -914,7 +896,7 @@ mod runtime_api {
 
 /// Runs `nao-rs bringup`.
 pub fn main(args: BringupArgs) -> Result<(), String> {
-    let plan = plan(&args.joint, &args.accepted, &args.limits)?;
+    let plan = plan(&args.joint, &args.host.accepted, &args.limits)?;
     let script = match &args.script {
         None => None,
         Some(p) => {
@@ -935,27 +917,8 @@ pub fn main(args: BringupArgs) -> Result<(), String> {
             Some(parse_script(&text).map_err(|e| format!("--script {}: {e}", p.display()))?)
         }
     };
-    // Before anything is opened: the config the runtime runs with.
-    let page_arg = args.page.clone();
-    let base = Config {
-        accepted: plan.accepted.clone(),
-        cycle_priority: (args.priority > 0).then_some(args.priority),
-        udp_port: (!args.no_udp).then_some(args.udp_port),
-        ..Config::default()
-    };
-    let config = runtime_api::config(base, plan.joint, plan.limits)?;
-
-    let signals = catch_stop_signals()?;
-    lock_memory();
-    let (page, page_path) = open_page(page_arg.as_deref())?;
-    let board: Arc<dyn Switch> = page;
-    let wake_path = args
-        .wake_socket
-        .clone()
-        .unwrap_or_else(|| wake::socket_path(&page_path));
-    let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
-    // Bound before the runtime starts: a held path is an error before any
-    // frame.
+    let host = Host::open(&args.host)?;
+    // Bound before the runtime starts, as the wake socket.
     let mut lola = match &args.lola_socket {
         Some(p) => {
             let mut c = nao_runtime::lola::LolaConfig::new(nao_kit::log::stderr_logger());
@@ -973,26 +936,16 @@ pub fn main(args: BringupArgs) -> Result<(), String> {
     writer
         .bringup(plan.joint, &plan.limits)
         .map_err(|e| format!("cannot write the recording {}: {e}", rec_path.display()))?;
-    let link = RecordingLink::with_writer(open_link(&args.link)?, writer);
-    let config = Config {
-        udp_handover: Some(deathswitch::stop::udp::handover_path(
-            &page_path,
-            args.udp_port,
-        )),
-        ..config
-    };
+    let link = RecordingLink::with_writer(open_link(&args.host.link)?, writer);
+    let config = runtime_api::config(args.host.config(&host.page_path), plan.joint, plan.limits)?;
+    let board = host.board.clone();
     let (rt, io_) = Runtime::start_with_hook(link, board, config, BringUpRecorder::default())
         .map_err(|e| e.to_string())?;
-    let handle = rt.handle();
-    stop_on_signals(signals, handle.clone());
-    let _wake = match bound_wake.start(handle.wake_signal().clone(), rt.logger().clone()) {
-        Ok(l) => l,
-        Err(e) => {
-            handle.request_stop();
-            let _ = rt.wait();
-            return Err(format!("cannot start the wake listener: {e}"));
-        }
-    };
+    let Serving {
+        rt,
+        handle,
+        wake: _wake,
+    } = host.serve(rt)?;
     // During bring-up the gate ignores every controller: the program side
     // is kept, unused, or serves LoLA (its commands ignored too).
     let _io = match lola.take() {
@@ -1002,9 +955,7 @@ pub fn main(args: BringupArgs) -> Result<(), String> {
                 .name("nao-rs-lola".into())
                 .spawn(move || nao_runtime::lola::serve_runtime_on(server, io_));
             if let Err(e) = served {
-                handle.request_stop();
-                let _ = rt.wait();
-                return Err(format!("cannot start the LoLA thread: {e}"));
+                return abandon(rt, format!("cannot start the LoLA thread: {e}"));
             }
             None
         }
@@ -1037,11 +988,7 @@ pub fn main(args: BringupArgs) -> Result<(), String> {
     };
     let raw = match started {
         Ok(raw) => raw,
-        Err(e) => {
-            handle.request_stop();
-            let _ = rt.wait();
-            return Err(format!("cannot read the keys: {e}"));
-        }
+        Err(e) => return abandon(rt, format!("cannot read the keys: {e}")),
     };
     let output = if interactive {
         Output::Screen
@@ -1267,31 +1214,16 @@ mod tests {
     #[test]
     fn script_steps_are_timed_keys_in_order() {
         let s = parse_script("# a session\n0 +\n\n500 up\n500 -\n900 down\n1200 q\n").unwrap();
-        assert_eq!(
-            s,
-            vec![
-                ScriptStep {
-                    t_ms: 0,
-                    key: Key::Jog(Jog::Plus)
-                },
-                ScriptStep {
-                    t_ms: 500,
-                    key: Key::Jog(Jog::Plus)
-                },
-                ScriptStep {
-                    t_ms: 500,
-                    key: Key::Jog(Jog::Minus)
-                },
-                ScriptStep {
-                    t_ms: 900,
-                    key: Key::Jog(Jog::Minus)
-                },
-                ScriptStep {
-                    t_ms: 1200,
-                    key: Key::Quit
-                },
-            ]
-        );
+        use Jog::{Minus, Plus};
+        let want = [
+            (0, Key::Jog(Plus)),
+            (500, Key::Jog(Plus)),
+            (500, Key::Jog(Minus)),
+            (900, Key::Jog(Minus)),
+            (1200, Key::Quit),
+        ]
+        .map(|(t_ms, key)| ScriptStep { t_ms, key });
+        assert_eq!(s, want);
         for (text, want) in [
             ("+\n", "line 1: \"+\" is not `<ms> <key>`"),
             ("0 + +\n", "line 1"),

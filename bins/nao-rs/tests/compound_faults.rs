@@ -323,34 +323,20 @@ fn lola_controller_that_reconnects_within_one_cycle() {
 
 // ---- Signals ----
 
+/// Each signal that ends the runtime (but SIGTERM, below), one runtime
+/// each: trips `shutdown`, the last frame all-off.
 #[test]
-fn sighup_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGHUP);
-}
-
-#[test]
-fn sigquit_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGQUIT);
-}
-
-#[test]
-fn sigusr1_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGUSR1);
-}
-
-#[test]
-fn sigusr2_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGUSR2);
-}
-
-#[test]
-fn sigalrm_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGALRM);
-}
-
-#[test]
-fn sigint_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGINT);
+fn every_stop_signal_trips_shutdown_and_the_last_frame_is_all_off() {
+    for sig in [
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGINT,
+    ] {
+        signal_ends_the_runtime_safely(sig);
+    }
 }
 
 // SIGTERM: `sigterm_trips_shutdown_and_the_last_frame_is_all_off` in run_sim.rs.

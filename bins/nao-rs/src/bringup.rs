@@ -1400,19 +1400,25 @@ mod tests {
         }
     }
 
+    impl Fake {
+        /// A session over this runtime fed `keys`, their channel then
+        /// closed or (`open`) held open: how it ended and what it wrote.
+        fn session(&self, keys: &[Key], open: bool, output: Output) -> (SessionEnd, String) {
+            let (tx, rx) = mpsc::channel();
+            for &k in keys {
+                tx.send(k).unwrap();
+            }
+            let _held = open.then_some(tx);
+            let mut out = Vec::new();
+            let o = run_session(self, &screen(), &rx, &mut out, output, Duration::ZERO);
+            (o, String::from_utf8(out).unwrap())
+        }
+    }
+
     #[test]
     fn session_quit_stops_the_runtime() {
         let rt = Fake::new(vec![view(1, None), view(2, None)]);
-        let (tx, rx) = mpsc::channel();
-        tx.send(Key::Quit).unwrap();
-        let o = run_session(
-            &rt,
-            &screen(),
-            &rx,
-            &mut Vec::new(),
-            Output::Lines,
-            Duration::ZERO,
-        );
+        let (o, _) = rt.session(&[Key::Quit], true, Output::Lines);
         assert!(o.quit);
         assert!(*rt.stopped.borrow(), "quit stops the runtime");
         assert_eq!(rt.views.borrow().len(), 2, "no view after the quit");
@@ -1429,17 +1435,8 @@ mod tests {
             view(3, Some(verdict(None, 0.1))),
             tripped,
         ]);
-        let (tx, rx) = mpsc::channel();
-        for k in [
-            Key::Jog(Jog::Plus),
-            Key::Jog(Jog::Minus),
-            Key::Jog(Jog::Plus),
-        ] {
-            tx.send(k).unwrap();
-        }
-        let mut out = Vec::new();
-        let o = run_session(&rt, &screen(), &rx, &mut out, Output::Lines, Duration::ZERO);
-        let text = String::from_utf8(out).unwrap();
+        let keys = [Jog::Plus, Jog::Minus, Jog::Plus].map(Key::Jog);
+        let (o, text) = rt.session(&keys, true, Output::Lines);
         assert!(!o.quit, "the runtime stopped");
         assert_eq!(o.jogs, 3);
         assert_eq!(*rt.jogs.borrow(), vec![Jog::Plus, Jog::Minus, Jog::Plus]);
@@ -1464,28 +1461,10 @@ mod tests {
     #[test]
     fn session_ends_when_the_keys_end_or_the_runtime_stops() {
         let rt = Fake::new(vec![view(1, None), view(2, None)]);
-        let (tx, rx) = mpsc::channel::<Key>();
-        drop(tx);
-        let mut out = Vec::new();
-        let o = run_session(
-            &rt,
-            &screen(),
-            &rx,
-            &mut out,
-            Output::Screen,
-            Duration::ZERO,
-        );
+        let (o, _) = rt.session(&[], false, Output::Screen);
         assert!(o.quit && *rt.stopped.borrow());
         // A stopped runtime ends the session without a key.
-        let (_tx, rx) = mpsc::channel::<Key>();
-        let o = run_session(
-            &rt,
-            &screen(),
-            &rx,
-            &mut Vec::new(),
-            Output::Screen,
-            Duration::ZERO,
-        );
+        let (o, _) = rt.session(&[], true, Output::Screen);
         assert!(!o.quit);
     }
 

@@ -48,24 +48,28 @@ fn settle(rig: &Rig, t_ns: u64, ms: u64) {
     wait_frame_after(rig, t_ns + ms * 1_000_000, Duration::from_secs(5));
 }
 
+/// One round: `naoctl stop`, re-armed at once, limp (no wake) for
+/// `limp_ms`, then woken and stiff again. Its (stop, re-armed, woken)
+/// times.
+fn stop_rearm_wake(s: &common::RunningRuntime, limp_ms: u64) -> (u64, u64, u64) {
+    let stop = naoctl_stop(s);
+    naoctl(&s.rig, &["rearm", "--yes"]);
+    let rearmed = deathswitch::now_ns();
+    settle(&s.rig, rearmed, limp_ms);
+    let woke = deathswitch::now_ns();
+    wake(&s.rig, RT);
+    // Stiff again after the wake (the stand ramp's first step).
+    wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
+    (stop, rearmed, woke)
+}
+
 #[test]
 fn trip_re_armed_within_one_cycle() {
     let s = setup();
     testkit::bin("naoctl");
     // (stop, re-arm done, wake) times of each round.
-    let mut rounds = Vec::new();
-    for _ in 0..20 {
-        let stop = naoctl_stop(&s);
-        naoctl(&s.rig, &["rearm", "--yes"]);
-        let rearmed = deathswitch::now_ns();
-        // Limp for as long as we look (100 ms), though re-armed.
-        settle(&s.rig, rearmed, 100);
-        let woke = deathswitch::now_ns();
-        wake(&s.rig, RT);
-        // Stiff again after the wake (the stand ramp's first step).
-        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
-        rounds.push((stop, rearmed, woke));
-    }
+    // Limp for as long as we look (100 ms), though re-armed.
+    let rounds: Vec<_> = (0..20).map(|_| stop_rearm_wake(&s, 100)).collect();
     let frames = cycle_frames(&s.rig);
     for (i, &(stop, rearmed, woke)) in rounds.iter().enumerate() {
         let w = window(&frames, stop, woke);
@@ -233,17 +237,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
 
     // During the flood: the stop, then the re-arm a few ms later, no wake;
     // then (to start the next round stiff) the wake. Ten rounds.
-    let mut rounds = Vec::new();
-    for _ in 0..10 {
-        let stop = naoctl_stop(&s);
-        naoctl(&s.rig, &["rearm", "--yes"]);
-        let rearmed = deathswitch::now_ns();
-        settle(&s.rig, rearmed, 300);
-        let woke = deathswitch::now_ns();
-        rounds.push((stop, rearmed, woke));
-        wake(&s.rig, RT);
-        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
-    }
+    let rounds: Vec<_> = (0..10).map(|_| stop_rearm_wake(&s, 300)).collect();
     stop_monitors.store(true, Ordering::Relaxed);
     let sent: u64 = monitors.into_iter().map(|m| m.join().unwrap()).sum();
 

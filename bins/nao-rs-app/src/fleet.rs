@@ -551,6 +551,16 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// A fleet fed, in order, beacons of body id B1 heard as `(ms, from,
+    /// name, nonce, seq)` (the app's clock and the wall clock alike).
+    fn fed(heard: &[(u64, &str, &str, u64, u64)]) -> FleetView {
+        let mut f = FleetView::new();
+        for &(ms, from, name, nonce, seq) in heard {
+            f.on_beacon(ms, ms, ip(from), beacon("B1", name, nonce, seq));
+        }
+        f
+    }
+
     fn kinds(c: &Card) -> Vec<&'static str> {
         c.events.iter().map(|e| e.kind).collect()
     }
@@ -595,10 +605,11 @@ mod tests {
 
     #[test]
     fn two_robots_claiming_one_id_are_both_kept_and_flagged_until_one_goes() {
-        let mut f = FleetView::new();
-        f.on_beacon(0, 0, ip("10.0.0.5"), beacon("B1", "nao1", 7, 1));
-        f.on_beacon(100, 100, ip("10.0.0.6"), beacon("B1", "nao2", 9, 1));
-        f.on_beacon(500, 500, ip("10.0.0.5"), beacon("B1", "nao1", 7, 2));
+        let mut f = fed(&[
+            (0, "10.0.0.5", "nao1", 7, 1),
+            (100, "10.0.0.6", "nao2", 9, 1),
+            (500, "10.0.0.5", "nao1", 7, 2),
+        ]);
         let c = f.card("B1").unwrap();
         assert_eq!(c.claimants.len(), 2);
         assert!(c.duplicate);
@@ -620,11 +631,12 @@ mod tests {
 
     #[test]
     fn a_new_page_nonce_follows_the_old_one_without_a_duplicate_flag() {
-        let mut f = FleetView::new();
-        f.on_beacon(0, 0, ip("10.0.0.5"), beacon("B1", "nao1", 7, 1));
-        f.on_beacon(500, 500, ip("10.0.0.5"), beacon("B1", "nao1", 7, 2));
-        // Rebooted: new nonce, sequence restarted.
-        f.on_beacon(9_000, 9_000, ip("10.0.0.5"), beacon("B1", "nao1", 8, 0));
+        let mut f = fed(&[
+            (0, "10.0.0.5", "nao1", 7, 1),
+            (500, "10.0.0.5", "nao1", 7, 2),
+            // Rebooted: new nonce, sequence restarted.
+            (9_000, "10.0.0.5", "nao1", 8, 0),
+        ]);
         let c = f.card("B1").unwrap();
         assert!(!c.duplicate);
         assert_eq!(c.events[0].kind, "new-page");
@@ -686,9 +698,8 @@ mod tests {
 
     #[test]
     fn a_trip_and_re_arm_between_two_beacons_is_still_logged() {
-        let mut f = FleetView::new();
+        let mut f = fed(&[(0, "10.0.0.5", "nao1", 7, 1)]);
         let a = ip("10.0.0.5");
-        f.on_beacon(0, 0, a, beacon("B1", "nao1", 7, 1));
         let mut b = beacon("B1", "nao1", 7, 2);
         b.trip_count = 3;
         b.wake_generation = Some(3);
@@ -716,9 +727,8 @@ mod tests {
 
     #[test]
     fn beacon_lost_then_back_is_logged_once_each() {
-        let mut f = FleetView::new();
+        let mut f = fed(&[(0, "10.0.0.5", "nao1", 7, 1)]);
         let a = ip("10.0.0.5");
-        f.on_beacon(0, 0, a, beacon("B1", "nao1", 7, 1));
         assert!(!f.tick(3_000, 3_000));
         let c = f.card("B1").unwrap();
         assert_eq!(kinds(c), ["first"], "late is not lost");

@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -214,14 +214,20 @@ fn flooding_monitor(path: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHand
     })
 }
 
+/// `nao-rs run --controller lola` on a LoLA socket of its own, woken once
+/// ready: the socket's folder (kept until dropped), the socket, the runtime.
+fn lola_runtime() -> (tempfile::TempDir, PathBuf, common::RunningRuntime) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("robocup");
+    let s = setup_with("lola", &["--lola-socket", socket.to_str().unwrap()]);
+    s.rig.wake_when_ready(RT);
+    (dir, socket, s)
+}
+
 #[test]
 fn lola_bridge_stalled_by_monitor_clients() {
-    let socket_dir = tempfile::tempdir().unwrap();
-    let socket = socket_dir.path().join("robocup");
-    let socket_arg = socket.to_str().unwrap().to_string();
-    let s = setup_with("lola", &["--lola-socket", &socket_arg]);
     testkit::bin("naoctl");
-    s.rig.wake_when_ready(RT);
+    let (_socket_dir, socket, s) = lola_runtime();
     let ctl = LolaController::start(lola_connect(&socket), stiffness_message(0.5));
     wait_stiff_after(&s.rig, 0, Duration::from_secs(15));
 
@@ -272,11 +278,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
 
 #[test]
 fn lola_controller_that_reconnects_within_one_cycle() {
-    let socket_dir = tempfile::tempdir().unwrap();
-    let socket = socket_dir.path().join("robocup");
-    let socket_arg = socket.to_str().unwrap().to_string();
-    let s = setup_with("lola", &["--lola-socket", &socket_arg]);
-    s.rig.wake_when_ready(RT);
+    let (_socket_dir, socket, s) = lola_runtime();
     // The first client is the controller; a monitor stays connected
     // throughout (it must not become the controller).
     let mut c = lola_connect(&socket);

@@ -194,11 +194,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(n, 10);
-        let mut buf = [0u8; 64];
-        for _ in 0..10 {
-            let (len, _) = rx.recv_from(&mut buf).unwrap();
-            assert_eq!(&buf[..len], b"NAO-RS STOP");
-        }
+        nao_rs_beacon::testing::expect_stops(&rx, 10);
     }
 
     #[test]

@@ -36,7 +36,7 @@ const REORDER_WINDOW: u64 = 16;
 /// The link as the laptop measures it, from the last beacon's age.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Link {
+pub enum LinkQuality {
     /// <= 2 s.
     Good,
     /// <= 4 s.
@@ -46,19 +46,19 @@ pub enum Link {
 }
 
 /// The link of a beacon `age_ms` old.
-pub fn link(age_ms: u64) -> Link {
+pub fn link(age_ms: u64) -> LinkQuality {
     if age_ms <= GOOD_MS {
-        Link::Good
+        LinkQuality::Good
     } else if age_ms <= LATE_MS {
-        Link::Late
+        LinkQuality::Late
     } else {
-        Link::Offline
+        LinkQuality::Offline
     }
 }
 
 /// One line of a card's log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Event {
+pub struct CardEvent {
     /// The app's clock, ms.
     pub at_ms: u64,
     /// Unix ms, for display.
@@ -100,14 +100,14 @@ pub struct Card {
     /// Newest heard last.
     pub claimants: Vec<Claimant>,
     /// Newest first.
-    pub events: VecDeque<Event>,
+    pub events: VecDeque<CardEvent>,
     /// Two claimants heard in overlapping spans and not offline.
     pub duplicate: bool,
 }
 
 impl Card {
     fn log(&mut self, now_ms: u64, wall_ms: u64, kind: &'static str, text: String) {
-        self.events.push_front(Event {
+        self.events.push_front(CardEvent {
             at_ms: now_ms,
             wall_ms,
             kind,
@@ -138,7 +138,7 @@ impl Card {
         let alive: Vec<&Claimant> = self
             .claimants
             .iter()
-            .filter(|c| link(now_ms.saturating_sub(c.last_ms)) != Link::Offline)
+            .filter(|c| link(now_ms.saturating_sub(c.last_ms)) != LinkQuality::Offline)
             .collect();
         alive.iter().enumerate().any(|(i, a)| {
             alive[i + 1..]
@@ -148,7 +148,7 @@ impl Card {
     }
 }
 
-/// What [`Fleet::on_beacon`] did.
+/// What [`FleetView::on_beacon`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken {
     /// The beacon updated a card.
@@ -163,14 +163,14 @@ pub enum Taken {
 
 /// Every card, by body id.
 #[derive(Debug, Clone, Default)]
-pub struct Fleet {
+pub struct FleetView {
     cards: BTreeMap<String, Card>,
     dropped: u64,
 }
 
 /// The words and colour of a robot's state, for the page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct State {
+pub struct StateLabel {
     /// `offline`, `page-damaged`, `tripped`, `limp`, `bring-up`, `armed`,
     /// `armed-idle`: the page colours by it.
     pub code: &'static str,
@@ -180,7 +180,7 @@ pub struct State {
 
 /// The state shown for `b` with link `l`; `since` words are the caller's
 /// (the page formats times in the operator's time zone).
-pub fn state(b: &Beacon, l: Link) -> State {
+pub fn state(b: &Beacon, l: LinkQuality) -> StateLabel {
     let (code, words) = if let PageHealth::Damaged(d) = &b.page {
         ("page-damaged", format!("page damaged ({d}): tripped"))
     } else if b.switch == SwitchPosition::Tripped {
@@ -195,19 +195,19 @@ pub fn state(b: &Beacon, l: Link) -> State {
             Motion::None => ("armed-idle", "armed, no runtime".to_string()),
         }
     };
-    if l == Link::Offline {
-        return State {
+    if l == LinkQuality::Offline {
+        return StateLabel {
             code: "offline",
             words: format!("offline: no beacon for more than 4 s (last heard: {words})"),
         };
     }
-    State { code, words }
+    StateLabel { code, words }
 }
 
-impl Fleet {
+impl FleetView {
     /// An empty fleet.
-    pub fn new() -> Fleet {
-        Fleet::default()
+    pub fn new() -> FleetView {
+        FleetView::default()
     }
 
     /// The card of `body_id`.
@@ -233,7 +233,7 @@ impl Fleet {
                 .iter()
                 .filter_map(|(id, c)| c.primary().map(|p| (p.last_ms, id)))
                 .min()
-                .filter(|(last, _)| link(now_ms.saturating_sub(*last)) == Link::Offline)
+                .filter(|(last, _)| link(now_ms.saturating_sub(*last)) == LinkQuality::Offline)
                 .map(|(_, id)| id.clone());
             match oldest {
                 Some(id) => {
@@ -291,7 +291,7 @@ impl Fleet {
                         format!(
                             "first heard: {:?} at {src}, {}",
                             b.name,
-                            state(&b, Link::Good).words
+                            state(&b, LinkQuality::Good).words
                         ),
                     )
                 } else if let Some(old) = card.claimants.iter().find(|c| c.beacon.name == b.name) {
@@ -301,7 +301,7 @@ impl Fleet {
                             "new page nonce {:016x} (was {:016x}): rebooted or the page was made whole again; {}",
                             b.nonce,
                             old.beacon.nonce,
-                            state(&b, Link::Good).words
+                            state(&b, LinkQuality::Good).words
                         ),
                     )
                 } else {
@@ -344,7 +344,7 @@ impl Fleet {
             let mut lost = Vec::new();
             for c in &mut card.claimants {
                 let age = now_ms.saturating_sub(c.last_ms);
-                if !c.lost && link(age) == Link::Offline {
+                if !c.lost && link(age) == LinkQuality::Offline {
                     c.lost = true;
                     lost.push(format!(
                         "beacon lost: {:?} not heard for {:.1} s",
@@ -357,10 +357,10 @@ impl Fleet {
             let any_alive = card
                 .claimants
                 .iter()
-                .any(|c| link(now_ms.saturating_sub(c.last_ms)) != Link::Offline);
+                .any(|c| link(now_ms.saturating_sub(c.last_ms)) != LinkQuality::Offline);
             if any_alive {
                 card.claimants
-                    .retain(|c| link(now_ms.saturating_sub(c.last_ms)) != Link::Offline);
+                    .retain(|c| link(now_ms.saturating_sub(c.last_ms)) != LinkQuality::Offline);
             } else if card.claimants.len() > 1 {
                 let newest = card.claimants.iter().map(|c| c.last_ms).max().unwrap_or(0);
                 card.claimants.retain(|c| c.last_ms == newest);
@@ -419,14 +419,14 @@ pub struct WakeTarget {
     pub addrs: Vec<IpAddr>,
 }
 
-/// See [`Fleet::wake_target`].
+/// See [`FleetView::wake_target`].
 pub fn wake_target(card: &Card, now_ms: u64, have_key: bool) -> Result<WakeTarget, String> {
     if card.duplicate {
         return Err("two robots claim this body id: wake refused until one is gone".into());
     }
     let c = card.primary().ok_or("no beacon heard")?;
     let b = &c.beacon;
-    if link(now_ms.saturating_sub(c.last_ms)) != Link::Good {
+    if link(now_ms.saturating_sub(c.last_ms)) != LinkQuality::Good {
         return Err("the beacon is not fresh (late or offline): no wake on old news".into());
     }
     if b.switch != SwitchPosition::Armed {
@@ -530,42 +530,35 @@ fn changes(a: &Beacon, b: &Beacon) -> Vec<(&'static str, String)> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use nao_rs_beacon::format::{Guard, JOINTS};
 
-    pub fn beacon(body: &str, name: &str, nonce: u64, seq: u64) -> Beacon {
+    /// The sample beacon as robot `name` with body id `body`, page nonce
+    /// `nonce`, sequence number `seq`, armed at trip count 2.
+    fn beacon(body: &str, name: &str, nonce: u64, seq: u64) -> Beacon {
         Beacon {
             seq,
             name: name.into(),
             body_id: body.into(),
-            switch: SwitchPosition::Armed,
-            reason: None,
-            since: Some(1_764_750_000),
+            nonce,
             trip_count: 2,
             wake_generation: Some(2),
-            nonce,
-            page: PageHealth::Ok,
-            heartbeat_age_ms: Some(3),
-            guard: Guard {
-                pid: Some(600),
-                alive: true,
-                holding: false,
-            },
-            motion: Motion::Awake,
-            flags: vec![],
-            max_stiffness: Some(0.5),
-            lateness_ms: Some(0.1),
-            battery: Some(0.9),
-            hottest: None,
-            stiffness: Some([0.5; JOINTS]),
-            temperature: Some([35; JOINTS]),
-            net_wake: true,
+            ..nao_rs_beacon::testing::sample()
         }
     }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    /// A fleet fed, in order, beacons of body id B1 heard as `(ms, from,
+    /// name, nonce, seq)` (the app's clock and the wall clock alike).
+    fn fed(heard: &[(u64, &str, &str, u64, u64)]) -> FleetView {
+        let mut f = FleetView::new();
+        for &(ms, from, name, nonce, seq) in heard {
+            f.on_beacon(ms, ms, ip(from), beacon("B1", name, nonce, seq));
+        }
+        f
     }
 
     fn kinds(c: &Card) -> Vec<&'static str> {
@@ -574,16 +567,16 @@ pub(crate) mod tests {
 
     #[test]
     fn link_is_good_to_2_s_late_to_4_s_then_offline() {
-        assert_eq!(link(0), Link::Good);
-        assert_eq!(link(2_000), Link::Good);
-        assert_eq!(link(2_001), Link::Late);
-        assert_eq!(link(4_000), Link::Late);
-        assert_eq!(link(4_001), Link::Offline);
+        assert_eq!(link(0), LinkQuality::Good);
+        assert_eq!(link(2_000), LinkQuality::Good);
+        assert_eq!(link(2_001), LinkQuality::Late);
+        assert_eq!(link(4_000), LinkQuality::Late);
+        assert_eq!(link(4_001), LinkQuality::Offline);
     }
 
     #[test]
     fn one_robot_on_wifi_and_wired_is_one_card_with_both_addresses() {
-        let mut f = Fleet::new();
+        let mut f = FleetView::new();
         let b = beacon("B1", "nao1", 7, 1);
         assert_eq!(
             f.on_beacon(0, 0, ip("10.0.0.5"), b.clone()),
@@ -612,10 +605,11 @@ pub(crate) mod tests {
 
     #[test]
     fn two_robots_claiming_one_id_are_both_kept_and_flagged_until_one_goes() {
-        let mut f = Fleet::new();
-        f.on_beacon(0, 0, ip("10.0.0.5"), beacon("B1", "nao1", 7, 1));
-        f.on_beacon(100, 100, ip("10.0.0.6"), beacon("B1", "nao2", 9, 1));
-        f.on_beacon(500, 500, ip("10.0.0.5"), beacon("B1", "nao1", 7, 2));
+        let mut f = fed(&[
+            (0, "10.0.0.5", "nao1", 7, 1),
+            (100, "10.0.0.6", "nao2", 9, 1),
+            (500, "10.0.0.5", "nao1", 7, 2),
+        ]);
         let c = f.card("B1").unwrap();
         assert_eq!(c.claimants.len(), 2);
         assert!(c.duplicate);
@@ -637,11 +631,12 @@ pub(crate) mod tests {
 
     #[test]
     fn a_new_page_nonce_follows_the_old_one_without_a_duplicate_flag() {
-        let mut f = Fleet::new();
-        f.on_beacon(0, 0, ip("10.0.0.5"), beacon("B1", "nao1", 7, 1));
-        f.on_beacon(500, 500, ip("10.0.0.5"), beacon("B1", "nao1", 7, 2));
-        // Rebooted: new nonce, sequence restarted.
-        f.on_beacon(9_000, 9_000, ip("10.0.0.5"), beacon("B1", "nao1", 8, 0));
+        let mut f = fed(&[
+            (0, "10.0.0.5", "nao1", 7, 1),
+            (500, "10.0.0.5", "nao1", 7, 2),
+            // Rebooted: new nonce, sequence restarted.
+            (9_000, "10.0.0.5", "nao1", 8, 0),
+        ]);
         let c = f.card("B1").unwrap();
         assert!(!c.duplicate);
         assert_eq!(c.events[0].kind, "new-page");
@@ -653,7 +648,7 @@ pub(crate) mod tests {
 
     #[test]
     fn trips_rearms_wakes_and_take_overs_are_logged_newest_first() {
-        let mut f = Fleet::new();
+        let mut f = FleetView::new();
         let a = ip("10.0.0.5");
         let mut b = beacon("B1", "nao1", 7, 1);
         f.on_beacon(0, 0, a, b.clone());
@@ -703,9 +698,8 @@ pub(crate) mod tests {
 
     #[test]
     fn a_trip_and_re_arm_between_two_beacons_is_still_logged() {
-        let mut f = Fleet::new();
+        let mut f = fed(&[(0, "10.0.0.5", "nao1", 7, 1)]);
         let a = ip("10.0.0.5");
-        f.on_beacon(0, 0, a, beacon("B1", "nao1", 7, 1));
         let mut b = beacon("B1", "nao1", 7, 2);
         b.trip_count = 3;
         b.wake_generation = Some(3);
@@ -717,7 +711,7 @@ pub(crate) mod tests {
 
     #[test]
     fn old_reordered_and_repeated_beacons_do_not_roll_the_state_back() {
-        let mut f = Fleet::new();
+        let mut f = FleetView::new();
         let a = ip("10.0.0.5");
         let mut tripped = beacon("B1", "nao1", 7, 10);
         tripped.switch = SwitchPosition::Tripped;
@@ -733,9 +727,8 @@ pub(crate) mod tests {
 
     #[test]
     fn beacon_lost_then_back_is_logged_once_each() {
-        let mut f = Fleet::new();
+        let mut f = fed(&[(0, "10.0.0.5", "nao1", 7, 1)]);
         let a = ip("10.0.0.5");
-        f.on_beacon(0, 0, a, beacon("B1", "nao1", 7, 1));
         assert!(!f.tick(3_000, 3_000));
         let c = f.card("B1").unwrap();
         assert_eq!(kinds(c), ["first"], "late is not lost");
@@ -753,16 +746,19 @@ pub(crate) mod tests {
     #[test]
     fn state_words_in_priority_order() {
         let mut b = beacon("B1", "n", 1, 1);
-        assert_eq!(state(&b, Link::Good).code, "armed");
-        assert_eq!(state(&b, Link::Late).words, "armed and moving");
+        assert_eq!(state(&b, LinkQuality::Good).code, "armed");
+        assert_eq!(state(&b, LinkQuality::Late).words, "armed and moving");
         b.motion = Motion::LimpWaitingForWake;
-        assert_eq!(state(&b, Link::Good).words, "limp, waiting for a wake");
+        assert_eq!(
+            state(&b, LinkQuality::Good).words,
+            "limp, waiting for a wake"
+        );
         b.switch = SwitchPosition::Tripped;
         b.reason = Some("chest-button".into());
-        assert_eq!(state(&b, Link::Good).words, "tripped: chest-button");
+        assert_eq!(state(&b, LinkQuality::Good).words, "tripped: chest-button");
         b.page = PageHealth::Damaged("no-magic".into());
-        assert_eq!(state(&b, Link::Good).code, "page-damaged");
-        let off = state(&b, Link::Offline);
+        assert_eq!(state(&b, LinkQuality::Good).code, "page-damaged");
+        let off = state(&b, LinkQuality::Offline);
         assert_eq!(off.code, "offline");
         assert!(
             off.words
@@ -773,7 +769,7 @@ pub(crate) mod tests {
 
     #[test]
     fn wake_is_refused_with_a_reason_in_each_wrong_state() {
-        let mut f = Fleet::new();
+        let mut f = FleetView::new();
         let a = ip("10.0.0.5");
         let mut b = beacon("B1", "nao1", 7, 1);
         f.on_beacon(0, 0, a, b.clone());
@@ -814,7 +810,7 @@ pub(crate) mod tests {
 
     #[test]
     fn cards_are_bounded_and_an_offline_card_makes_room() {
-        let mut f = Fleet::new();
+        let mut f = FleetView::new();
         for i in 0..MAX_CARDS {
             let t = f.on_beacon(0, 0, ip("10.0.0.5"), beacon(&format!("B{i}"), "n", 1, 1));
             assert_eq!(t, Taken::Updated { new_addr: true });
@@ -852,7 +848,7 @@ pub(crate) mod tests {
             (0u64..3_000, 0u8..5, 0u8..3, 0u64..3, 0u8..12, 0u64..40, proptest::bool::ANY, proptest::bool::ANY),
             1..200,
         )) {
-            let mut f = Fleet::new();
+            let mut f = FleetView::new();
             let mut now = 0u64;
             for (dt, body, name, nonce, src, seq, tick, tripped) in steps {
                 now += dt;
@@ -882,7 +878,7 @@ pub(crate) mod tests {
 
     #[test]
     fn addresses_claimants_and_events_are_bounded() {
-        let mut f = Fleet::new();
+        let mut f = FleetView::new();
         for i in 0..20u64 {
             let src = IpAddr::from([10, 0, 0, i as u8]);
             f.on_beacon(i, i, src, beacon("B1", "nao1", 7, i + 1));

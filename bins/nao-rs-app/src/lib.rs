@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 /// How the app runs (the command line's options).
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct AppOptions {
     /// The web page's address (`--listen`, 127.0.0.1:8077).
     pub listen: SocketAddr,
     /// Where beacons are received (`--beacon-bind`:`--beacon-port`,
@@ -37,9 +37,9 @@ pub struct Config {
     pub loopback_only: bool,
 }
 
-impl Default for Config {
-    fn default() -> Config {
-        Config {
+impl Default for AppOptions {
+    fn default() -> AppOptions {
+        AppOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 8077)),
             beacon: SocketAddr::from(([0, 0, 0, 0], nao_rs_beacon::format::PORT)),
             key: None,

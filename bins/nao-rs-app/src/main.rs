@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use nao_rs_app::Config;
+use nao_rs_app::AppOptions;
 
 /// The operator's app: every robot's death switch at a glance, STOP one or
 /// all, WAKE after a person's re-arm. Open the page it prints.
@@ -64,13 +64,13 @@ fn target(s: &str, port: u16) -> Result<SocketAddr, String> {
         })
 }
 
-fn config(c: Cli) -> Result<Config, String> {
+fn config(c: Cli) -> Result<AppOptions, String> {
     let targets = c
         .target
         .iter()
         .map(|t| target(t, c.stop_port))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Config {
+    Ok(AppOptions {
         listen: c.listen,
         beacon: SocketAddr::new(c.beacon_bind, c.beacon_port),
         key: c.key,

@@ -22,13 +22,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use nao_rs_beacon::auth::{sign, TeamKey};
-use nao_rs_beacon::format::{decode, encode, joint_names, DecodeError, MAX_DATAGRAM, PREFIX};
+use nao_rs_beacon::format::{decode, encode, joint_names, BeaconDecodeError, MAX_DATAGRAM, PREFIX};
+use nao_rs_beacon::RefusalKind as _;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::fleet::{link, state, wake_target, Card, Fleet, Taken};
-use crate::stop::{Book, Outcome, Scope, Stopper};
-use crate::Config;
+use crate::fleet::{link, state, wake_target, Card, FleetView, Taken};
+use crate::stop::{Book, Scope, StopOutcome, Stopper};
+use crate::AppOptions;
 
 /// The page: one file, nothing from the internet.
 pub const PAGE: &str = include_str!("page.html");
@@ -75,7 +76,7 @@ struct Bad {
 }
 
 impl Bad {
-    fn record(&mut self, now_ms: u64, src: IpAddr, e: &DecodeError) {
+    fn record(&mut self, now_ms: u64, src: IpAddr, e: &BeaconDecodeError) {
         self.count += 1;
         *self.by_kind.entry(e.kind().name()).or_default() += 1;
         let mut d = e.to_string();
@@ -91,9 +92,9 @@ impl Bad {
 }
 
 /// Everything the shell's threads and tasks share.
-pub struct Shared {
+pub struct AppState {
     start: Instant,
-    fleet: Mutex<Fleet>,
+    fleet: Mutex<FleetView>,
     book: Arc<Mutex<Book>>,
     bad: Mutex<Bad>,
     stopper: Stopper,
@@ -105,10 +106,10 @@ pub struct Shared {
     beacon: SocketAddr,
     targets: Vec<SocketAddr>,
     broadcasts: Mutex<Result<Vec<Ipv4Addr>, String>>,
-    last_stop: Mutex<Option<Outcome>>,
+    last_stop: Mutex<Option<StopOutcome>>,
 }
 
-impl Shared {
+impl AppState {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
@@ -252,14 +253,14 @@ async fn index(h: HeaderMap) -> Response {
         .into_response()
 }
 
-async fn robots(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
+async fn robots(State(s): State<Arc<AppState>>, h: HeaderMap) -> Response {
     if !host_ok(&h) {
         return refuse(StatusCode::FORBIDDEN, BAD_HOST);
     }
     Json(s.view()).into_response()
 }
 
-async fn events(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
+async fn events(State(s): State<Arc<AppState>>, h: HeaderMap) -> Response {
     if !host_ok(&h) {
         return refuse(StatusCode::FORBIDDEN, BAD_HOST);
     }
@@ -281,7 +282,7 @@ async fn events(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
         .into_response()
 }
 
-async fn stop(s: Arc<Shared>, scope: Scope, clicked: Instant) -> Response {
+async fn stop(s: Arc<AppState>, scope: Scope, clicked: Instant) -> Response {
     let rx = match s.stopper.start(scope.clone(), clicked) {
         Ok(rx) => rx,
         Err(e) => return refuse(StatusCode::NOT_FOUND, e),
@@ -321,7 +322,7 @@ async fn stop(s: Arc<Shared>, scope: Scope, clicked: Instant) -> Response {
 }
 
 async fn stop_one(
-    State(s): State<Arc<Shared>>,
+    State(s): State<Arc<AppState>>,
     Path(body): Path<String>,
     h: HeaderMap,
 ) -> Response {
@@ -332,7 +333,7 @@ async fn stop_one(
     stop(s, Scope::One(body), clicked).await
 }
 
-async fn stop_all(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
+async fn stop_all(State(s): State<Arc<AppState>>, h: HeaderMap) -> Response {
     let clicked = Instant::now();
     if !host_ok(&h) {
         return refuse(StatusCode::FORBIDDEN, BAD_HOST);
@@ -340,7 +341,7 @@ async fn stop_all(State(s): State<Arc<Shared>>, h: HeaderMap) -> Response {
     stop(s, Scope::All, clicked).await
 }
 
-async fn wake(State(s): State<Arc<Shared>>, Path(body): Path<String>, h: HeaderMap) -> Response {
+async fn wake(State(s): State<Arc<AppState>>, Path(body): Path<String>, h: HeaderMap) -> Response {
     if !host_ok(&h) {
         return refuse(StatusCode::FORBIDDEN, BAD_HOST);
     }
@@ -420,7 +421,7 @@ async fn wake(State(s): State<Arc<Shared>>, Path(body): Path<String>, h: HeaderM
 }
 
 /// The routes over `s`.
-pub fn router(s: Arc<Shared>) -> Router {
+pub fn router(s: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/api/robots", get(robots))
@@ -431,7 +432,7 @@ pub fn router(s: Arc<Shared>) -> Router {
         .with_state(s)
 }
 
-fn receive(s: Arc<Shared>, sock: UdpSocket) {
+fn receive(s: Arc<AppState>, sock: UdpSocket) {
     // One byte more than a beacon may have: a longer one is seen as
     // oversized, not cut to size.
     let mut buf = vec![0u8; MAX_DATAGRAM + 1];
@@ -449,7 +450,7 @@ fn receive(s: Arc<Shared>, sock: UdpSocket) {
 
 /// Runs the app until the process ends; an error names what could not be
 /// had and the option that changes it.
-pub fn run(cfg: Config) -> Result<(), String> {
+pub fn run(cfg: AppOptions) -> Result<(), String> {
     let key = match &cfg.key {
         Some(p) => Some(TeamKey::read(p).map_err(|e| e.to_string())?),
         None => None,
@@ -485,9 +486,9 @@ pub fn run(cfg: Config) -> Result<(), String> {
         Ok(Vec::new())
     };
     let (changed, _) = watch::channel(0u64);
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(AppState {
         start: Instant::now(),
-        fleet: Mutex::new(Fleet::new()),
+        fleet: Mutex::new(FleetView::new()),
         book,
         bad: Mutex::new(Bad::default()),
         stopper,

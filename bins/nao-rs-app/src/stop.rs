@@ -93,7 +93,7 @@ pub fn plan(
 
 /// What a stop did, for the page, the API and a benchmark.
 #[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
+pub struct StopOutcome {
     /// `"one"` or `"all"`.
     pub scope: &'static str,
     /// The body id of a STOP.
@@ -176,7 +176,7 @@ impl Stopper {
         &self,
         scope: Scope,
         clicked: Instant,
-    ) -> Result<oneshot::Receiver<Outcome>, String> {
+    ) -> Result<oneshot::Receiver<StopOutcome>, String> {
         let unicast = {
             let book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
             match &scope {
@@ -211,7 +211,7 @@ impl Stopper {
         }
     }
 
-    fn run(&self, scope: &Scope, unicast: &[IpAddr], clicked: Instant) -> Outcome {
+    fn run(&self, scope: &Scope, unicast: &[IpAddr], clicked: Instant) -> StopOutcome {
         let (bcast, berr, bstate) = match (scope, self.broadcast) {
             (Scope::One(_), _) => (Vec::new(), None, "not for one robot"),
             (Scope::All, None) => (Vec::new(), None, "off (--no-broadcast)"),
@@ -237,7 +237,7 @@ impl Stopper {
         );
         let before = started.duration_since(clicked);
         let us = |d: Duration| d.as_micros() as u64;
-        Outcome {
+        StopOutcome {
             scope: match scope {
                 Scope::One(_) => "one",
                 Scope::All => "all",
@@ -359,12 +359,8 @@ mod tests {
         assert_eq!((o.sent, o.failed), (20, 0));
         assert_eq!(o.broadcasts, ["127.0.0.1"]);
         assert!(o.click_to_first_round_us <= o.click_to_done_us);
-        let mut buf = [0u8; 32];
         for r in [&rx_robot, &rx_unheard] {
-            for _ in 0..10 {
-                let (n, _) = r.recv_from(&mut buf).unwrap();
-                assert_eq!(&buf[..n], b"NAO-RS STOP");
-            }
+            nao_rs_beacon::testing::expect_stops(r, 10);
         }
     }
 
@@ -391,10 +387,10 @@ mod tests {
             .unwrap();
         assert_eq!(o.targets, [format!("127.0.0.3:{port}")]);
         assert_eq!(o.broadcast, "not for one robot");
-        let mut buf = [0u8; 32];
-        for _ in 0..10 {
-            rx1.recv_from(&mut buf).unwrap();
-        }
-        assert!(rx2.recv_from(&mut buf).is_err(), "robot B2 got a stop");
+        nao_rs_beacon::testing::expect_stops(&rx1, 10);
+        assert!(
+            rx2.recv_from(&mut [0u8; 32]).is_err(),
+            "robot B2 got a stop"
+        );
     }
 }

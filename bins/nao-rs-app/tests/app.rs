@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nao_rs_beacon::auth::{verify, TeamKey, WakeDatagram};
-use nao_rs_beacon::format::{encode, Beacon, Guard, Motion, PageHealth, SwitchPosition, JOINTS};
+use nao_rs_beacon::format::{encode, Beacon, Motion, SwitchPosition};
 use serde_json::Value;
 
 struct App {
@@ -117,33 +117,17 @@ fn until(a: &App, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     }
 }
 
+/// The sample beacon as robot `name` with body id `body` and sequence
+/// number `seq`, armed at trip count 5.
 fn beacon(body: &str, name: &str, seq: u64) -> Beacon {
     Beacon {
         seq,
         name: name.into(),
         body_id: body.into(),
-        switch: SwitchPosition::Armed,
-        reason: None,
-        since: Some(1_764_750_000),
         trip_count: 5,
         wake_generation: Some(5),
         nonce: 0xfeed_0000_0000_0001,
-        page: PageHealth::Ok,
-        heartbeat_age_ms: Some(4),
-        guard: Guard {
-            pid: Some(77),
-            alive: true,
-            holding: false,
-        },
-        motion: Motion::Awake,
-        flags: vec![],
-        max_stiffness: Some(0.7),
-        lateness_ms: Some(0.2),
-        battery: Some(0.8),
-        hottest: None,
-        stiffness: Some([0.7; JOINTS]),
-        temperature: Some([40; JOINTS]),
-        net_wake: true,
+        ..nao_rs_beacon::testing::sample()
     }
 }
 

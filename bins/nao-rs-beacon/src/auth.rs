@@ -263,9 +263,10 @@ pub enum WakeRefusalKind {
     NotArmed,
 }
 
-impl WakeRefusalKind {
-    /// A short name for logs (`"bad-mac"`, ...).
-    pub fn name(self) -> &'static str {
+impl crate::RefusalKind for WakeRefusalKind {
+    const WHAT: &'static str = "wake refused";
+
+    fn name(self) -> &'static str {
         match self {
             WakeRefusalKind::Malformed => "malformed",
             WakeRefusalKind::OtherBody => "other-body",
@@ -278,39 +279,9 @@ impl WakeRefusalKind {
     }
 }
 
-/// A refused wake: its kind and a sentence for the robot's log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WakeRefusal {
-    kind: WakeRefusalKind,
-    detail: String,
-}
-
-impl WakeRefusal {
-    fn new(kind: WakeRefusalKind, detail: impl Into<String>) -> WakeRefusal {
-        WakeRefusal {
-            kind,
-            detail: detail.into(),
-        }
-    }
-
-    /// What kind of refusal.
-    pub fn kind(&self) -> WakeRefusalKind {
-        self.kind
-    }
-
-    /// The sentence.
-    pub fn detail(&self) -> &str {
-        &self.detail
-    }
-}
-
-impl std::fmt::Display for WakeRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "wake refused ({}): {}", self.kind.name(), self.detail)
-    }
-}
-
-impl std::error::Error for WakeRefusal {}
+/// A refused wake: its kind and a sentence for the robot's log; shown as
+/// `wake refused (<kind>): <sentence>`.
+pub type WakeRefusal = crate::Refusal<WakeRefusalKind>;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -403,65 +374,60 @@ pub fn verify(
     page_generation: Option<u64>,
 ) -> Result<(), WakeRefusal> {
     use WakeRefusalKind as K;
+    let refuse = |kind, detail: String| Err(WakeRefusal::new(kind, detail));
     if d.body_id != expected_body_id {
-        return Err(WakeRefusal::new(
+        let body = &d.body_id;
+        return refuse(
             K::OtherBody,
-            format!(
-                "for body {:?}, this robot is {expected_body_id:?}",
-                d.body_id
-            ),
-        ));
+            format!("for body {body:?}, this robot is {expected_body_id:?}"),
+        );
     }
     let Some(key) = key else {
-        return Err(WakeRefusal::new(
+        return refuse(
             K::WrongKeyId,
             format!(
                 "signed with key {}, this robot has no team key ({ROBOT_KEY_PATH}): network wake is off",
                 d.key_id
             ),
-        ));
+        );
     };
     if d.key_id != key.id {
-        return Err(WakeRefusal::new(
+        let (theirs, ours) = (&d.key_id, &key.id);
+        return refuse(
             K::WrongKeyId,
-            format!(
-                "signed with key {}, this robot's key is {}",
-                d.key_id, key.id
-            ),
-        ));
+            format!("signed with key {theirs}, this robot's key is {ours}"),
+        );
     }
     let mut m = mac(key);
     m.update(&mac_input(&d.body_id, d.nonce, d.generation));
     if m.verify_slice(&d.mac).is_err() {
-        return Err(WakeRefusal::new(
+        let id = &key.id;
+        return refuse(
             K::BadMac,
-            format!(
-                "the MAC does not verify under key {}: forged or altered",
-                key.id
-            ),
-        ));
+            format!("the MAC does not verify under key {id}: forged or altered"),
+        );
     }
     if d.nonce != page_nonce {
-        return Err(WakeRefusal::new(
+        return refuse(
             K::OtherNonce,
             format!(
                 "for page nonce {:016x}, the page is {page_nonce:016x} now (rebooted or repaired since)",
                 d.nonce
             ),
-        ));
+        );
     }
     match page_generation {
-        None => Err(WakeRefusal::new(
+        None => refuse(
             K::NotArmed,
-            "the switch is tripped: a person re-arms on the robot first",
-        )),
-        Some(g) if g != d.generation => Err(WakeRefusal::new(
+            "the switch is tripped: a person re-arms on the robot first".into(),
+        ),
+        Some(g) if g != d.generation => refuse(
             K::StaleGeneration,
             format!(
                 "for generation {}, the page is armed at generation {g} (tripped since)",
                 d.generation
             ),
-        )),
+        ),
         Some(_) => Ok(()),
     }
 }

@@ -6,7 +6,7 @@
 //! never fails and never writes more than [`MAX_ENCODED`] bytes: it first
 //! brings every field into its documented range ([`Beacon::sanitized`]).
 //! [`decode`] takes any bytes and either returns a beacon whose every field
-//! is in range or says what was wrong ([`DecodeErrorKind`] + a detail). It
+//! is in range or says what was wrong ([`BeaconDecodeError`]: a [`DecodeErrorKind`] and a detail). It
 //! never panics. Readers ignore unknown JSON fields: fields may be added
 //! within version 1; a change of a field's meaning bumps the version.
 
@@ -191,9 +191,10 @@ pub enum DecodeErrorKind {
     Range,
 }
 
-impl DecodeErrorKind {
-    /// A short name (`"oversized"`, `"prefix"`, ...).
-    pub fn name(self) -> &'static str {
+impl crate::RefusalKind for DecodeErrorKind {
+    const WHAT: &'static str = "not a beacon";
+
+    fn name(self) -> &'static str {
         match self {
             DecodeErrorKind::Oversized => "oversized",
             DecodeErrorKind::Prefix => "prefix",
@@ -204,40 +205,9 @@ impl DecodeErrorKind {
     }
 }
 
-/// Why [`decode`] refused a datagram: its [`kind`](DecodeError::kind) and
-/// a sentence naming the value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError {
-    kind: DecodeErrorKind,
-    detail: String,
-}
-
-impl DecodeError {
-    fn new(kind: DecodeErrorKind, detail: impl Into<String>) -> DecodeError {
-        DecodeError {
-            kind,
-            detail: detail.into(),
-        }
-    }
-
-    /// What kind of wrong.
-    pub fn kind(&self) -> DecodeErrorKind {
-        self.kind
-    }
-
-    /// What exactly was wrong.
-    pub fn detail(&self) -> &str {
-        &self.detail
-    }
-}
-
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "not a beacon ({}): {}", self.kind.name(), self.detail)
-    }
-}
-
-impl std::error::Error for DecodeError {}
+/// Why [`decode`] refused a datagram: its kind and a sentence naming the
+/// value; shown as `not a beacon (<kind>): <sentence>`.
+pub type BeaconDecodeError = crate::Refusal<DecodeErrorKind>;
 
 /// The datagram of `beacon`: [`PREFIX`] and compact JSON, at most
 /// [`MAX_ENCODED`] bytes. Out-of-range fields are brought into range first
@@ -253,10 +223,10 @@ pub fn encode(beacon: &Beacon) -> Vec<u8> {
 }
 
 /// The beacon in `datagram`, every field checked against its range.
-pub fn decode(datagram: &[u8]) -> Result<Beacon, DecodeError> {
+pub fn decode(datagram: &[u8]) -> Result<Beacon, BeaconDecodeError> {
     use DecodeErrorKind as K;
     if datagram.len() > MAX_DATAGRAM {
-        return Err(DecodeError::new(
+        return Err(BeaconDecodeError::new(
             K::Oversized,
             format!(
                 "{} bytes, a beacon has at most {MAX_DATAGRAM}",
@@ -266,7 +236,7 @@ pub fn decode(datagram: &[u8]) -> Result<Beacon, DecodeError> {
     }
     let Some(rest) = datagram.strip_prefix(FAMILY.as_slice()) else {
         let head = &datagram[..datagram.len().min(16)];
-        return Err(DecodeError::new(
+        return Err(BeaconDecodeError::new(
             K::Prefix,
             format!(
                 "starts with {:?}, not \"NAO-RS BEACON \"",
@@ -275,14 +245,14 @@ pub fn decode(datagram: &[u8]) -> Result<Beacon, DecodeError> {
         ));
     };
     let Some(nl) = rest.iter().take(12).position(|&c| c == b'\n') else {
-        return Err(DecodeError::new(
+        return Err(BeaconDecodeError::new(
             K::Version,
             "no newline after the version number",
         ));
     };
     let version = &rest[..nl];
     if version != VERSION.to_string().as_bytes() {
-        return Err(DecodeError::new(
+        return Err(BeaconDecodeError::new(
             K::Version,
             format!(
                 "version {:?}, this reader knows version {VERSION}",
@@ -292,7 +262,7 @@ pub fn decode(datagram: &[u8]) -> Result<Beacon, DecodeError> {
     }
     let body = &rest[nl + 1..];
     let b: Beacon =
-        serde_json::from_slice(body).map_err(|e| DecodeError::new(K::Json, e.to_string()))?;
+        serde_json::from_slice(body).map_err(|e| BeaconDecodeError::new(K::Json, e.to_string()))?;
     b.check()?;
     Ok(b)
 }
@@ -301,9 +271,9 @@ impl Beacon {
     /// Checks every field against its documented range; [`decode`] runs it.
     /// The robot side may run it on a beacon it built to find a wrong
     /// input (a body id with a space, say) before [`encode`] rewrites it.
-    pub fn check(&self) -> Result<(), DecodeError> {
+    pub fn check(&self) -> Result<(), BeaconDecodeError> {
         let range = |what: &str, why: String| {
-            Err(DecodeError::new(
+            Err(BeaconDecodeError::new(
                 DecodeErrorKind::Range,
                 format!("{what}: {why}"),
             ))
@@ -391,7 +361,7 @@ impl Beacon {
     pub fn sanitized(&self) -> Beacon {
         let mut b = self.clone();
         b.name = fix_string(&b.name, MAX_NAME, "?", is_name_char, '?');
-        b.body_id = fix_string(&b.body_id, MAX_NAME, "unknown", is_body_char, '_');
+        b.body_id = fix_string(&b.body_id, MAX_NAME, "unknown", is_id_char, '_');
         b.reason = b.reason.map(|r| fix_word(&r));
         if let PageHealth::Damaged(d) = &b.page {
             b.page = PageHealth::Damaged(fix_word(d));
@@ -458,55 +428,47 @@ fn is_name_char(c: char) -> bool {
     !c.is_control() && c != '"' && c != '\\'
 }
 
-fn is_body_char(c: char) -> bool {
+/// A body id's or a word's (reason, damage, flag) character.
+fn is_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
 }
 
-fn is_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')
-}
-
-fn check_len(s: &str, max: usize) -> Result<(), String> {
+/// `s` is 1..=`max` bytes, every character one `keep` allows; else why
+/// not, the characters allowed told as `allowed`.
+fn check_chars(s: &str, max: usize, keep: fn(char) -> bool, allowed: &str) -> Result<(), String> {
     if s.is_empty() {
-        Err("empty".into())
-    } else if s.len() > max {
-        Err(format!("{} bytes, at most {max}", s.len()))
-    } else {
-        Ok(())
+        return Err("empty".into());
+    }
+    if s.len() > max {
+        return Err(format!("{} bytes, at most {max}", s.len()));
+    }
+    match s.chars().find(|&c| !keep(c)) {
+        Some(c) => Err(format!("character {c:?} in {:?}; {allowed}", clip(s))),
+        None => Ok(()),
     }
 }
 
 fn check_name(s: &str) -> Result<(), String> {
-    check_len(s, MAX_NAME)?;
-    match s.chars().find(|&c| !is_name_char(c)) {
-        Some(c) => Err(format!(
-            "character {c:?} in {:?}; a name has no control characters, '\"' or '\\'",
-            clip(s)
-        )),
-        None => Ok(()),
-    }
+    let allowed = "a name has no control characters, '\"' or '\\'";
+    check_chars(s, MAX_NAME, is_name_char, allowed)
 }
 
 fn check_body_id(s: &str) -> Result<(), String> {
-    check_len(s, MAX_NAME)?;
-    match s.chars().find(|&c| !is_body_char(c)) {
-        Some(c) => Err(format!(
-            "character {c:?} in {:?}; a body id has only A-Z a-z 0-9 . _ : -",
-            clip(s)
-        )),
-        None => Ok(()),
-    }
+    check_chars(
+        s,
+        MAX_NAME,
+        is_id_char,
+        "a body id has only A-Z a-z 0-9 . _ : -",
+    )
 }
 
 fn check_word(s: &str) -> Result<(), String> {
-    check_len(s, MAX_WORD)?;
-    match s.chars().find(|&c| !is_word_char(c)) {
-        Some(c) => Err(format!(
-            "character {c:?} in {:?}; a name has only A-Z a-z 0-9 . _ : -",
-            clip(s)
-        )),
-        None => Ok(()),
-    }
+    check_chars(
+        s,
+        MAX_WORD,
+        is_id_char,
+        "a name has only A-Z a-z 0-9 . _ : -",
+    )
 }
 
 fn check_unit(x: f32) -> Result<(), String> {
@@ -545,7 +507,7 @@ fn fix_string(s: &str, max: usize, empty: &str, keep: fn(char) -> bool, with: ch
 }
 
 fn fix_word(s: &str) -> String {
-    fix_string(s, MAX_WORD, "unknown", is_word_char, '_')
+    fix_string(s, MAX_WORD, "unknown", is_id_char, '_')
 }
 
 /// `x` rounded to `1 / per_unit`, through f64 so that rounding again
@@ -601,43 +563,10 @@ mod hex_u64 {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::testing::sample;
     use proptest::prelude::*;
-
-    /// A beacon with every field used, in range.
-    pub fn sample() -> Beacon {
-        Beacon {
-            seq: 41,
-            name: "nao22".into(),
-            body_id: "P0000074A05S94700082".into(),
-            switch: SwitchPosition::Armed,
-            reason: None,
-            since: Some(1_764_750_000),
-            trip_count: 3,
-            wake_generation: Some(3),
-            nonce: 0x1f2e_3d4c_5b6a_7988,
-            page: PageHealth::Ok,
-            heartbeat_age_ms: Some(4),
-            guard: Guard {
-                pid: Some(611),
-                alive: true,
-                holding: false,
-            },
-            motion: Motion::Awake,
-            flags: vec!["controller-lost".into()],
-            max_stiffness: Some(0.8),
-            lateness_ms: Some(0.12),
-            battery: Some(0.87),
-            hottest: Some(Hottest {
-                joint: "LKneePitch".into(),
-                degc: 52,
-            }),
-            stiffness: Some([0.8; JOINTS]),
-            temperature: Some([40; JOINTS]),
-            net_wake: true,
-        }
-    }
 
     /// The largest beacon the encoder can write: every name at its limit
     /// in 2-byte characters where allowed, every number at its widest.

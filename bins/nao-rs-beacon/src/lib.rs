@@ -12,12 +12,20 @@
 //!   255.255.255.255), the target list ([`stop_targets`], pure) and the
 //!   ten datagrams 5 ms apart ([`send_stop`]).
 //!
+//! - [`Refusal`]: why a codec refused a datagram, the one error shape of
+//!   both codecs.
+//!
 //! The codecs are pure: no I/O, no clock, no panic on any input. Only
 //! [`auth::TeamKey::read`], [`interfaces`] and [`send_stop`] touch the
 //! system.
 
 pub mod auth;
 pub mod format;
+/// What the tests of the programs that read beacons or send stops share
+/// (this crate's, `nao-rs-app`'s, `cargo-nao-rs`'s): built for them only,
+/// with the `testing` feature.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -29,6 +37,52 @@ pub const STOP_ROUNDS: u32 = 10;
 
 /// The time between two rounds of stop datagrams.
 pub const STOP_INTERVAL: Duration = Duration::from_millis(5);
+
+/// A kind of refusal a codec tells apart ([`format::DecodeErrorKind`],
+/// [`auth::WakeRefusalKind`]).
+pub trait RefusalKind: Copy {
+    /// What every message of this kind of refusal starts with
+    /// (`"not a beacon"`).
+    const WHAT: &'static str;
+    /// A short name for logs (`"prefix"`, `"bad-mac"`).
+    fn name(self) -> &'static str;
+}
+
+/// Why a codec refused a datagram: its [`kind`](Refusal::kind), a value to
+/// match on, and a sentence naming the value
+/// ([`format::BeaconDecodeError`], [`auth::WakeRefusal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal<K> {
+    kind: K,
+    detail: String,
+}
+
+impl<K: RefusalKind> Refusal<K> {
+    pub(crate) fn new(kind: K, detail: impl Into<String>) -> Refusal<K> {
+        Refusal {
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    /// What kind of refusal.
+    pub fn kind(&self) -> K {
+        self.kind
+    }
+
+    /// What exactly was wrong.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl<K: RefusalKind> std::fmt::Display for Refusal<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", K::WHAT, self.kind.name(), self.detail)
+    }
+}
+
+impl<K: RefusalKind + std::fmt::Debug> std::error::Error for Refusal<K> {}
 
 /// `s` as a u64 if it is exactly 16 hex digits (either case).
 pub(crate) fn parse_hex_u64(s: &str) -> Option<u64> {
@@ -286,12 +340,8 @@ mod tests {
         let r = send_stop(&tx, &targets, STOP_ROUNDS, STOP_INTERVAL);
         assert_eq!((r.sent, r.failed), (20, 0));
         assert!(r.first_round <= r.done);
-        let mut buf = [0u8; 64];
         for rx in [&rx1, &rx2] {
-            for _ in 0..10 {
-                let (n, _) = rx.recv_from(&mut buf).unwrap();
-                assert_eq!(&buf[..n], b"NAO-RS STOP");
-            }
+            crate::testing::expect_stops(rx, 10);
         }
     }
 
@@ -305,11 +355,7 @@ mod tests {
         let r = send_stop(&tx, &[bad, rx.local_addr().unwrap()], 2, Duration::ZERO);
         assert_eq!((r.sent, r.failed), (2, 2));
         assert_eq!(r.last_error.as_ref().map(|e| e.0), Some(bad));
-        let mut buf = [0u8; 64];
-        for _ in 0..2 {
-            let (n, _) = rx.recv_from(&mut buf).unwrap();
-            assert_eq!(&buf[..n], b"NAO-RS STOP");
-        }
+        crate::testing::expect_stops(&rx, 2);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::trials::make_stiff;
 pub const ROBOTS: usize = 5;
 
 /// The virtual robots and the app.
-pub struct Fleet {
+pub struct SimFleet {
     /// The robots, each with its runtime running.
     pub robots: Vec<Rig>,
     app: Option<Proc>,
@@ -33,10 +33,10 @@ pub struct Fleet {
     dir: tempfile::TempDir,
 }
 
-impl Fleet {
+impl SimFleet {
     /// Starts `n` robots (sim + runtime each, no guard, each its own free
     /// UDP stop port); the runtimes start limp.
-    pub fn start(programs: &Programs, n: usize) -> Result<Fleet, String> {
+    pub fn start(programs: &Programs, n: usize) -> Result<SimFleet, String> {
         let mut robots = Vec::with_capacity(n);
         for i in 0..n {
             let mut r = Rig::start_with(programs.clone(), false)
@@ -45,7 +45,7 @@ impl Fleet {
                 .map_err(|e| format!("robot {}: {e}", i + 1))?;
             robots.push(r);
         }
-        Ok(Fleet {
+        Ok(SimFleet {
             robots,
             app: None,
             page: None,
@@ -157,7 +157,7 @@ pub struct StopAllSample {
 /// One STOP ALL: every robot re-armed and woken until stiff, then the
 /// click (`POST /api/stop-all`), then each robot's first all-off frame at
 /// or after the click, each robot's trip reason checked (`udp`).
-pub fn stop_all_trial(f: &mut Fleet) -> Result<StopAllSample, String> {
+pub fn stop_all_trial(f: &mut SimFleet) -> Result<StopAllSample, String> {
     let page = f.page.ok_or("the app is not running")?;
     for (i, r) in f.robots.iter_mut().enumerate() {
         make_stiff(r, false).map_err(|e| format!("robot {}: {e}", i + 1))?;

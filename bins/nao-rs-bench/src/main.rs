@@ -37,7 +37,7 @@ const MS: u64 = 1_000_000;
 /// Measure every safety and timing figure of nao-rs against the virtual robot.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "nao-rs-bench", version, about)]
-pub struct Args {
+pub struct BenchArgs {
     /// Trials per stop figure (the guard's figures get half, each); at least 100 for the report.
     #[arg(long)]
     pub trials: Option<u32>,
@@ -86,7 +86,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn of(a: &Args) -> Plan {
+    fn of(a: &BenchArgs) -> Plan {
         let trials = a.trials.unwrap_or(if a.quick { 5 } else { 100 }).max(1);
         Plan {
             trials,
@@ -112,7 +112,7 @@ impl Plan {
 }
 
 fn main() -> ExitCode {
-    match run(&Args::parse()) {
+    match run(&BenchArgs::parse()) {
         Ok(all_pass) => {
             if all_pass {
                 ExitCode::SUCCESS
@@ -254,7 +254,7 @@ impl Figures {
     }
 }
 
-fn recordings_dir(a: &Args) -> PathBuf {
+fn recordings_dir(a: &BenchArgs) -> PathBuf {
     if let Some(d) = &a.recordings {
         return d.clone();
     }
@@ -296,7 +296,7 @@ fn failed(fig: &mut Figure, e: &str) {
     fig.note = format!("{n} trial(s) failed, last: {e}");
 }
 
-fn run(a: &Args) -> Result<bool, String> {
+fn run(a: &BenchArgs) -> Result<bool, String> {
     let t_start = Instant::now();
     let plan = Plan::of(a);
     let bins = rig::find_programs(a.bin_dir.as_deref())?;
@@ -566,7 +566,7 @@ fn run(a: &Args) -> Result<bool, String> {
         plot::stiffness(
             &out.join("stop_udp.svg"),
             "Stiffness around a UDP stop (stand ramp, then the stop at 0 ms)",
-            &[plot::Line {
+            &[plot::PlotLine {
                 name: "runtime",
                 points: udp_plot,
             }],
@@ -577,7 +577,7 @@ fn run(a: &Args) -> Result<bool, String> {
             plot::stiffness(
                 &out.join("controller_lost.svg"),
                 "Controller lost: no command from 0 ms until resumed",
-                &[plot::Line {
+                &[plot::PlotLine {
                     name: "runtime",
                     points: pts,
                 }],
@@ -593,11 +593,11 @@ fn run(a: &Args) -> Result<bool, String> {
                 &out.join("guard_takeover.svg"),
                 "Guard take-over: SIGSTOP of the runtime at 0 ms",
                 &[
-                    plot::Line {
+                    plot::PlotLine {
                         name: "runtime",
                         points: rt,
                     },
-                    plot::Line {
+                    plot::PlotLine {
                         name: "guard",
                         points: guard,
                     },
@@ -729,7 +729,7 @@ fn app_figures(
         1
     };
     say(t0, &format!("{n} virtual robot(s) for the app's figures"));
-    let mut fl = match fleet::Fleet::start(bins, n) {
+    let mut fl = match fleet::SimFleet::start(bins, n) {
         Ok(f) => f,
         Err(e) => {
             for fig in [

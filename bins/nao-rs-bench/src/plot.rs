@@ -85,7 +85,7 @@ pub fn histogram(
 }
 
 /// One line of a stiffness plot: its name and its (ms, per mille) points.
-pub struct Line<'a> {
+pub struct PlotLine<'a> {
     /// The legend.
     pub name: &'a str,
     /// (time in ms relative to the event, max stiffness per mille).
@@ -97,7 +97,7 @@ pub struct Line<'a> {
 pub fn stiffness(
     path: &Path,
     title: &str,
-    lines: &[Line<'_>],
+    lines: &[PlotLine<'_>],
     marks: &[(f64, &str)],
 ) -> Result<(), String> {
     let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));

@@ -109,7 +109,7 @@ pub struct Observation {
 
 /// Where the guard stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub enum GuardState {
     /// No runtime has beaten since boot, since the last release or since
     /// the last hand-over: nothing sends frames. A registered runtime is
     /// held by its pidfd and must beat within its bound
@@ -184,7 +184,7 @@ struct Awaiting {
 /// The guard's state machine. `judged` then `step`, once a poll.
 #[derive(Debug, Clone)]
 pub struct GuardCore {
-    state: State,
+    state: GuardState,
     own_pid: u32,
     /// What the guard remembers to judge the page ([`Judge`]).
     judge: Judge,
@@ -204,7 +204,7 @@ impl GuardCore {
     /// A guard that has seen nothing yet (idle), running as `own_pid`.
     pub fn new(own_pid: u32) -> GuardCore {
         GuardCore {
-            state: State::Idle,
+            state: GuardState::Idle,
             own_pid,
             judge: Judge::default(),
             awaiting: None,
@@ -212,13 +212,13 @@ impl GuardCore {
     }
 
     /// The current state.
-    pub fn state(&self) -> State {
+    pub fn state(&self) -> GuardState {
         self.state
     }
 
     /// True while the guard holds (or tries to hold) the chest board.
     pub fn holding(&self) -> bool {
-        matches!(self.state, State::Holding { .. })
+        matches!(self.state, GuardState::Holding { .. })
     }
 
     /// The held runtime whose first beat is awaited, the bound it has and
@@ -247,8 +247,8 @@ impl GuardCore {
             }
         }
         match self.state {
-            State::Idle | State::Watching => self.step_watching(&obs),
-            State::Holding { killed } => self.step_holding(&obs, killed),
+            GuardState::Idle | GuardState::Watching => self.step_watching(&obs),
+            GuardState::Holding { killed } => self.step_holding(&obs, killed),
         }
     }
 
@@ -258,7 +258,7 @@ impl GuardCore {
         from: Option<u32>,
         kill: Option<u32>,
     ) -> (Actions, Transition) {
-        self.state = State::Holding { killed: from };
+        self.state = GuardState::Holding { killed: from };
         self.judge.forget_beat();
         self.awaiting = None;
         let actions = Actions {
@@ -316,9 +316,9 @@ impl GuardCore {
         }
         self.state = if obs.beaten {
             self.awaiting = None;
-            State::Watching
+            GuardState::Watching
         } else {
-            State::Idle
+            GuardState::Idle
         };
         let mut actions = Actions {
             clear_driver: refused,
@@ -338,8 +338,8 @@ impl GuardCore {
         }
         let t = match (was, self.state, refused) {
             (_, _, Some(pid)) => Transition::Refused(pid),
-            (State::Idle, State::Watching, _) => Transition::Watch,
-            (State::Watching, State::Idle, _) => Transition::Unwatch,
+            (GuardState::Idle, GuardState::Watching, _) => Transition::Watch,
+            (GuardState::Watching, GuardState::Idle, _) => Transition::Unwatch,
             _ => Transition::None,
         };
         (actions, t)
@@ -361,7 +361,7 @@ impl GuardCore {
             Candidate::Verified { pid, restart: true }
                 if Some(pid) != killed && pid != self.own_pid =>
             {
-                self.state = State::Idle;
+                self.state = GuardState::Idle;
                 self.judge.forget_beat();
                 self.awaiting = Some(Awaiting {
                     pid,
@@ -391,7 +391,7 @@ impl GuardCore {
         }
         // Release: re-armed, and no new runtime registered.
         if obs.armed {
-            self.state = State::Idle;
+            self.state = GuardState::Idle;
             self.judge.forget_beat();
             self.awaiting = None;
             let actions = Actions {
@@ -467,7 +467,7 @@ mod tests {
             obs(false, Some(RT), true, GuardVerdict::TakeOver(reason), false),
             RT,
         ));
-        assert_eq!(g.state(), State::Holding { killed: Some(RT) });
+        assert_eq!(g.state(), GuardState::Holding { killed: Some(RT) });
         g
     }
     const HOLD: Actions = Actions {
@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(g.step(&fine(Some(RT), false)), (adopt, Transition::None));
         let o = alive(obs(false, Some(RT), false, GuardVerdict::Fine, false), RT);
         assert_eq!(g.step(&o), (Actions::default(), Transition::None));
-        assert_eq!(g.state(), State::Idle);
+        assert_eq!(g.state(), GuardState::Idle);
     }
 
     #[test]
@@ -508,7 +508,7 @@ mod tests {
             ..Actions::default()
         };
         assert_eq!(g.step(&fine(Some(RT), true)), (adopt, Transition::Watch));
-        assert_eq!(g.state(), State::Watching);
+        assert_eq!(g.state(), GuardState::Watching);
         // Held by its pidfd from now on: nothing more to do.
         assert_eq!(
             g.step(&alive(fine(Some(RT), true), RT)),
@@ -586,7 +586,7 @@ mod tests {
                 .1,
             Transition::None
         );
-        assert_eq!(g.state(), State::Idle);
+        assert_eq!(g.state(), GuardState::Idle);
         assert_eq!(
             g.step(&obs(false, Some(NEW_RT), true, GuardVerdict::Fine, true))
                 .1,
@@ -632,7 +632,7 @@ mod tests {
             }
         );
         assert_eq!(t, Transition::Release);
-        assert_eq!(g.state(), State::Idle);
+        assert_eq!(g.state(), GuardState::Idle);
         // After the release: idle, nothing sent, until a runtime beats.
         assert_eq!(
             g.step(&fine(None, false)),
@@ -676,7 +676,7 @@ mod tests {
         let mut g = GuardCore::new(GUARD);
         g.step(&fine(Some(RT), true));
         assert_eq!(g.step(&fine(Some(RT), false)).1, Transition::Unwatch);
-        assert_eq!(g.state(), State::Idle);
+        assert_eq!(g.state(), GuardState::Idle);
     }
 
     /// The whole story as a table with time passed in: (ms, observation,
@@ -684,44 +684,44 @@ mod tests {
     #[test]
     fn guard_story_table() {
         let hb = GuardVerdict::TakeOver(Reason::GuardHeartbeatLost);
-        let rows: &[(u64, Observation, State)] = &[
-            (0, fine(None, false), State::Idle),
-            (2, fine(Some(RT), false), State::Idle),
-            (14, fine(Some(RT), true), State::Watching),
-            (74, fine(Some(RT), true), State::Watching),
+        let rows: &[(u64, Observation, GuardState)] = &[
+            (0, fine(None, false), GuardState::Idle),
+            (2, fine(Some(RT), false), GuardState::Idle),
+            (14, fine(Some(RT), true), GuardState::Watching),
+            (74, fine(Some(RT), true), GuardState::Watching),
             (
                 76,
                 obs(true, Some(RT), true, hb, true),
-                State::Holding { killed: Some(RT) },
+                GuardState::Holding { killed: Some(RT) },
             ),
             (
                 78,
                 obs(false, Some(RT), true, GuardVerdict::Fine, false),
-                State::Holding { killed: Some(RT) },
+                GuardState::Holding { killed: Some(RT) },
             ),
             (
                 1078,
                 obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true),
-                State::Idle,
+                GuardState::Idle,
             ),
             (
                 1200,
                 obs(false, Some(NEW_RT), true, GuardVerdict::Fine, true),
-                State::Watching,
+                GuardState::Watching,
             ),
             (
                 1300,
                 obs(false, Some(NEW_RT), true, hb, true),
-                State::Holding {
+                GuardState::Holding {
                     killed: Some(NEW_RT),
                 },
             ),
             (
                 1302,
                 obs(true, Some(NEW_RT), true, GuardVerdict::Fine, false),
-                State::Idle,
+                GuardState::Idle,
             ),
-            (1304, fine(None, false), State::Idle),
+            (1304, fine(None, false), GuardState::Idle),
         ];
         let mut g = GuardCore::new(GUARD);
         for (ms, o, want) in rows {
@@ -825,7 +825,7 @@ mod tests {
                 t,
                 Transition::TakeOver(Reason::GuardRuntimeExited, Some(RT))
             );
-            assert_eq!(g.state(), State::Holding { killed: Some(RT) });
+            assert_eq!(g.state(), GuardState::Holding { killed: Some(RT) });
         }
     }
 
@@ -961,12 +961,12 @@ mod tests {
                 let (a, _) = poll(&mut g, &page, ms * MS, PidfdState::Alive(RT), false);
                 assert_eq!(
                     (g.state(), a.kill),
-                    (State::Watching, None),
+                    (GuardState::Watching, None),
                     "{reason:?} at {ms} ms"
                 );
             }
             let (a, t) = poll(&mut g, &page, at_ms * MS, PidfdState::Alive(RT), false);
-            assert_eq!(g.state(), State::Holding { killed: Some(RT) });
+            assert_eq!(g.state(), GuardState::Holding { killed: Some(RT) });
             assert_eq!((a.trip, a.kill), (Some(reason), Some(RT)));
             assert_eq!(t, Transition::TakeOver(reason, Some(RT)));
         }
@@ -974,7 +974,7 @@ mod tests {
         // page alone cannot say who the runtime is.
         let mut g = watching_unregistered();
         let (_, t) = poll(&mut g, &zeroed, 100 * MS, PidfdState::Unknown, false);
-        assert_eq!((t, g.state()), (Transition::Unwatch, State::Idle));
+        assert_eq!((t, g.state()), (Transition::Unwatch, GuardState::Idle));
     }
 
     #[test]
@@ -1102,7 +1102,7 @@ mod tests {
                     (Actions::default(), Transition::None),
                     "armed {armed} at {ms} ms"
                 );
-                assert_eq!(g.state(), State::Idle);
+                assert_eq!(g.state(), GuardState::Idle);
             }
             let (a, t) = g.step(&at(held, 7001));
             assert_eq!(
@@ -1158,7 +1158,7 @@ mod tests {
         );
         assert_eq!(
             g.state(),
-            State::Holding {
+            GuardState::Holding {
                 killed: Some(NEW_RT)
             }
         );

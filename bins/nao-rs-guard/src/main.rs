@@ -19,7 +19,7 @@ use nao_rs_guard::{fds, link, lock, signals, udp};
 /// nao-rs-guard: the second layer of the death switch.
 #[derive(Parser, Debug)]
 #[command(name = "nao-rs-guard", version, about)]
-struct Args {
+struct GuardArgs {
     /// The death switch page (default: $NAO_RS_DEATHSWITCH or /run/nao-rs/deathswitch).
     #[arg(long)]
     page: Option<PathBuf>,
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
     let unignored = signals::ignore_all_but_term_and_int();
     // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
     udp::inherit_from_systemd();
-    let args = Args::parse();
+    let args = GuardArgs::parse();
     if !unignored.is_empty() {
         eprintln!("nao-rs-guard: could not ignore signals {unignored:?}");
     }
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> Result<(), String> {
+fn run(args: GuardArgs) -> Result<(), String> {
     if args.beat_timeout_ms == 0 || args.confirm_window_ms == 0 {
         return Err(format!(
             "--beat-timeout-ms {} / --confirm-window-ms {}: both must be at least 1 (defaults 60 and 40)",

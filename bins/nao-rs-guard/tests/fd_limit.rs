@@ -11,7 +11,7 @@ mod common;
 use common::poller;
 use deathswitch::Page;
 use nao_rs_guard::board::Board;
-use nao_rs_guard::core::State;
+use nao_rs_guard::core::GuardState;
 use nao_rs_guard::fds::{FdReserve, RESERVE};
 use nao_rs_guard::log::{discard_logbook, LinkFault};
 use nao_rs_guard::poller::Poller;
@@ -75,7 +75,7 @@ fn take_over(page: &Page, board: HungryBoard) -> Poller<HungryBoard> {
     page.write_heartbeat(1, t, false);
     p.poll(page, t + MS);
     p.poll(page, t + 100 * MS);
-    assert!(matches!(p.core().state(), State::Holding { .. }));
+    assert!(matches!(p.core().state(), GuardState::Holding { .. }));
     p
 }
 

@@ -11,7 +11,7 @@ use common::{frozen_runtime, poller, TestBoard};
 use deathswitch::Page;
 use nao_kit::alloc::{self, allocations};
 use nao_rs_guard::board::{Board, WireBoard};
-use nao_rs_guard::core::State;
+use nao_rs_guard::core::GuardState;
 use nao_rs_guard::log::discard_logbook;
 use nao_wire::link::sim::SimLink;
 use testkit::RigSpec;
@@ -45,7 +45,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
             p.poll(&page, now);
         }
     });
-    assert_eq!(p.core().state(), State::Watching);
+    assert_eq!(p.core().state(), GuardState::Watching);
     assert_eq!(n, 0, "allocations while watching");
 
     // The beat stops: take-over, then 1,000 polls holding the board.
@@ -55,7 +55,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
             p.poll(&page, t1 + 100 * MS + i * 2 * MS);
         }
     });
-    assert!(matches!(p.core().state(), State::Holding { .. }));
+    assert!(matches!(p.core().state(), GuardState::Holding { .. }));
     assert!(p.board().frames >= 100, "{} frames", p.board().frames);
     assert_eq!(n, 0, "allocations while taking over and holding");
     assert!(victim
@@ -67,7 +67,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     let n = allocations(|| {
         p.poll(&page, deathswitch::now_ns());
     });
-    assert_eq!(p.core().state(), State::Idle);
+    assert_eq!(p.core().state(), GuardState::Idle);
     assert_eq!(n, 0, "allocations at the hand-over");
 
     // The new runtime never beats: taken back past the hand-over bound
@@ -78,14 +78,14 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
         p.poll(&page, t2 + 2 * MS);
         p.poll(&page, t2 + bound + 10 * MS);
     });
-    assert!(matches!(p.core().state(), State::Holding { .. }));
+    assert!(matches!(p.core().state(), GuardState::Holding { .. }));
     assert!(next.wait_exit(std::time::Duration::from_secs(5)).is_some());
     page.rearm();
     let n2 = allocations(|| {
         p.poll(&page, t2 + bound + 12 * MS);
         p.poll(&page, t2 + bound + 14 * MS);
     });
-    assert_eq!(p.core().state(), State::Idle);
+    assert_eq!(p.core().state(), GuardState::Idle);
     assert!(!p.board().is_open());
     assert_eq!(
         n + n2,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::{frozen_runtime, poller, TestBoard};
 use deathswitch::{now_ns, Page};
-use nao_rs_guard::core::State;
+use nao_rs_guard::core::GuardState;
 use nao_rs_guard::log::discard_logbook;
 
 #[test]
@@ -27,14 +27,14 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
     page.write_heartbeat(1, t, false);
     p.poll(&page, t + 1_000_000);
     p.poll(&page, t + 100_000_000);
-    assert!(matches!(p.core().state(), State::Holding { .. }));
+    assert!(matches!(p.core().state(), GuardState::Holding { .. }));
     assert!(victim
         .wait_exit(std::time::Duration::from_secs(5))
         .is_some());
 
     page.rearm();
     p.poll(&page, now_ns());
-    assert_eq!(p.core().state(), State::Idle, "released");
+    assert_eq!(p.core().state(), GuardState::Idle, "released");
     assert_eq!(
         page.snapshot().driver_pid,
         Some(4_000_000),

@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{
-    guarded, poll_for, sent_by, stiff_nao_rs_run, wait_for, GuardRig, Proc, Rig, Runtime,
+    guarded, hang_taken_over, poll_for, sent_by, stiff_nao_rs_run, wait_for, GuardRig, Proc, Rig,
+    Runtime,
 };
 use deathswitch::rules::{HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
 use deathswitch::{Page, Reason};
@@ -334,12 +335,7 @@ fn the_guard_survives_every_signal_but_term_and_int() {
         );
         // A later hang is taken over.
         page.rearm();
-        let rt = stiff_nao_rs_run(&rig, "rt", None);
-        rt.signal(Signal::SIGSTOP);
-        let frames = sent_by(
-            &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5)),
-            guard.pid(),
-        );
+        let (_rt, frames) = hang_taken_over(&rig, guard.pid(), 5);
         assert!(frames.iter().all(|l| l.all_off));
         assert_eq!(page.snapshot().reason, Some(Reason::GuardHeartbeatLost));
         // TERM / INT: a clean exit that withdraws from the page.
@@ -413,12 +409,7 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
     let (n, guard) = started.expect("the guard starts below 64 descriptors");
     println!("the guard starts at RLIMIT_NOFILE {n}");
     page.rearm();
-    let rt = stiff_nao_rs_run(&rig, "rt", None);
-    rt.signal(Signal::SIGSTOP);
-    let frames = sent_by(
-        &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(5)),
-        guard.pid(),
-    );
+    let (_rt, frames) = hang_taken_over(&rig, guard.pid(), 5);
     assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("out of file descriptors"), "{text}");
@@ -455,7 +446,5 @@ fn a_second_guard_refuses_to_start_naming_the_first() {
     assert_eq!(s.guard_pid, Some(guard.pid()));
     assert!(!rig.log("guard").contains("PageRepaired"));
     // Still on watch.
-    let rt = stiff_nao_rs_run(&rig, "rt", None);
-    rt.signal(Signal::SIGSTOP);
-    rig.wait_frames_from(guard.pid(), 3, Duration::from_secs(5));
+    hang_taken_over(&rig, guard.pid(), 3);
 }

@@ -23,13 +23,13 @@ use std::io::{self, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::termios::{self, LocalFlags, SetArg, Termios};
 
 use nao_runtime::SensorFrame;
-use nao_runtime::{wake, Config, CycleHook, Handle, Reason, Runtime, Switch};
+use nao_runtime::{Config, CycleHook, Handle, Reason, Runtime};
 use nao_wire::link::Link;
 use nao_wire::protocol::bringup::{BringUpLimits, BringUpVerdict, Jog, Limit, Missing, Tighter};
 use nao_wire::protocol::handshake::check_accepted;
@@ -39,42 +39,24 @@ use nao_wire::step::Observed;
 use nao_wire::Joint;
 
 use crate::record::InputRecorder;
-use crate::run::{catch_stop_signals, lock_memory, open_link, open_page, stop_on_signals};
+use crate::run::{abandon, open_link, Host, HostArgs, Serving};
 
 // ----------------------------------------------------------------- options
 
 /// Options of `nao-rs bringup`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub struct BringupArgs {
     /// The one joint to bring up, by its LoLA name (`LShoulderPitch`).
     #[arg(long)]
     pub joint: String,
-    /// Accepted motor board configuration versions (the joint's board must
-    /// be among them: `--accepted 10,11` for a version 11 board).
-    #[arg(long, value_delimiter = ',', default_value = "10")]
-    pub accepted: Vec<u8>,
-    /// `usb` (the chest board) or `sim:PATH` (the virtual robot's socket).
-    #[arg(long, default_value = "usb")]
-    pub link: String,
+    /// The link, page, stop, wake, priority and accepted versions (the
+    /// joint's board must be among them).
+    #[command(flatten)]
+    pub host: HostArgs,
     /// The directory the session's recording is written to
     /// (`bringup-<UTC date>T<time>-<joint>.rec`).
     #[arg(long, default_value = ".")]
     pub record: PathBuf,
-    /// The death switch page (default: $NAO_RS_DEATHSWITCH or /run/nao-rs/deathswitch).
-    #[arg(long)]
-    pub page: Option<PathBuf>,
-    /// The wake socket (default: wake.sock next to the page).
-    #[arg(long)]
-    pub wake_socket: Option<PathBuf>,
-    /// The UDP stop port.
-    #[arg(long, default_value_t = deathswitch::stop::PORT)]
-    pub udp_port: u16,
-    /// Do not listen for the UDP stop (tests; the guard still reads the port).
-    #[arg(long)]
-    pub no_udp: bool,
-    /// The cycle's SCHED_FIFO priority (0: normal policy).
-    #[arg(long, default_value_t = nao_runtime::CYCLE_PRIORITY)]
-    pub priority: u8,
     /// Serve LoLA on this socket during the session (a team's framework
     /// keeps its sensor frames; the gate ignores every command it sends:
     /// only this terminal's jog steps move the joint). Default: no LoLA.
@@ -568,7 +550,7 @@ pub enum Output {
 
 /// How a session ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct SessionEnd {
     /// `q` (or the end of the keys), rather than the runtime stopping.
     pub quit: bool,
     /// The jog steps handed to the runtime.
@@ -592,7 +574,7 @@ pub fn run_session<R: BringUpRuntime + ?Sized>(
     out: &mut dyn Write,
     output: Output,
     refresh: Duration,
-) -> Outcome {
+) -> SessionEnd {
     let mut trips = TripLog::default();
     let mut jogs = 0;
     let mut last_state = None;
@@ -646,7 +628,7 @@ pub fn run_session<R: BringUpRuntime + ?Sized>(
         let _ = out.flush();
     }
     rt.request_stop();
-    Outcome { quit, jogs, trips }
+    SessionEnd { quit, jogs, trips }
 }
 
 /// Reads keys from `input` in a thread of its own (a blocking read never
@@ -913,8 +895,8 @@ mod runtime_api {
 }
 
 /// Runs `nao-rs bringup`.
-pub fn main(args: Args) -> Result<(), String> {
-    let plan = plan(&args.joint, &args.accepted, &args.limits)?;
+pub fn main(args: BringupArgs) -> Result<(), String> {
+    let plan = plan(&args.joint, &args.host.accepted, &args.limits)?;
     let script = match &args.script {
         None => None,
         Some(p) => {
@@ -935,27 +917,8 @@ pub fn main(args: Args) -> Result<(), String> {
             Some(parse_script(&text).map_err(|e| format!("--script {}: {e}", p.display()))?)
         }
     };
-    // Before anything is opened: the config the runtime runs with.
-    let page_arg = args.page.clone();
-    let base = Config {
-        accepted: plan.accepted.clone(),
-        cycle_priority: (args.priority > 0).then_some(args.priority),
-        udp_port: (!args.no_udp).then_some(args.udp_port),
-        ..Config::default()
-    };
-    let config = runtime_api::config(base, plan.joint, plan.limits)?;
-
-    let signals = catch_stop_signals()?;
-    lock_memory();
-    let (page, page_path) = open_page(page_arg.as_deref())?;
-    let board: Arc<dyn Switch> = page;
-    let wake_path = args
-        .wake_socket
-        .clone()
-        .unwrap_or_else(|| wake::socket_path(&page_path));
-    let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
-    // Bound before the runtime starts: a held path is an error before any
-    // frame.
+    let host = Host::open(&args.host)?;
+    // Bound before the runtime starts, as the wake socket.
     let mut lola = match &args.lola_socket {
         Some(p) => {
             let mut c = nao_runtime::lola::LolaConfig::new(nao_kit::log::stderr_logger());
@@ -973,26 +936,16 @@ pub fn main(args: Args) -> Result<(), String> {
     writer
         .bringup(plan.joint, &plan.limits)
         .map_err(|e| format!("cannot write the recording {}: {e}", rec_path.display()))?;
-    let link = RecordingLink::with_writer(open_link(&args.link)?, writer);
-    let config = Config {
-        udp_handover: Some(deathswitch::stop::udp::handover_path(
-            &page_path,
-            args.udp_port,
-        )),
-        ..config
-    };
+    let link = RecordingLink::with_writer(open_link(&args.host.link)?, writer);
+    let config = runtime_api::config(args.host.config(&host.page_path), plan.joint, plan.limits)?;
+    let board = host.board.clone();
     let (rt, io_) = Runtime::start_with_hook(link, board, config, BringUpRecorder::default())
         .map_err(|e| e.to_string())?;
-    let handle = rt.handle();
-    stop_on_signals(signals, handle.clone());
-    let _wake = match bound_wake.start(handle.wake_signal().clone(), rt.logger().clone()) {
-        Ok(l) => l,
-        Err(e) => {
-            handle.request_stop();
-            let _ = rt.wait();
-            return Err(format!("cannot start the wake listener: {e}"));
-        }
-    };
+    let Serving {
+        rt,
+        handle,
+        wake: _wake,
+    } = host.serve(rt)?;
     // During bring-up the gate ignores every controller: the program side
     // is kept, unused, or serves LoLA (its commands ignored too).
     let _io = match lola.take() {
@@ -1002,9 +955,7 @@ pub fn main(args: Args) -> Result<(), String> {
                 .name("nao-rs-lola".into())
                 .spawn(move || nao_runtime::lola::serve_runtime_on(server, io_));
             if let Err(e) = served {
-                handle.request_stop();
-                let _ = rt.wait();
-                return Err(format!("cannot start the LoLA thread: {e}"));
+                return abandon(rt, format!("cannot start the LoLA thread: {e}"));
             }
             None
         }
@@ -1037,11 +988,7 @@ pub fn main(args: Args) -> Result<(), String> {
     };
     let raw = match started {
         Ok(raw) => raw,
-        Err(e) => {
-            handle.request_stop();
-            let _ = rt.wait();
-            return Err(format!("cannot read the keys: {e}"));
-        }
+        Err(e) => return abandon(rt, format!("cannot read the keys: {e}")),
     };
     let output = if interactive {
         Output::Screen
@@ -1189,7 +1136,7 @@ mod tests {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            args: Args,
+            args: BringupArgs,
         }
         Cli::command().debug_assert();
         let cli = Cli::try_parse_from([
@@ -1267,31 +1214,16 @@ mod tests {
     #[test]
     fn script_steps_are_timed_keys_in_order() {
         let s = parse_script("# a session\n0 +\n\n500 up\n500 -\n900 down\n1200 q\n").unwrap();
-        assert_eq!(
-            s,
-            vec![
-                ScriptStep {
-                    t_ms: 0,
-                    key: Key::Jog(Jog::Plus)
-                },
-                ScriptStep {
-                    t_ms: 500,
-                    key: Key::Jog(Jog::Plus)
-                },
-                ScriptStep {
-                    t_ms: 500,
-                    key: Key::Jog(Jog::Minus)
-                },
-                ScriptStep {
-                    t_ms: 900,
-                    key: Key::Jog(Jog::Minus)
-                },
-                ScriptStep {
-                    t_ms: 1200,
-                    key: Key::Quit
-                },
-            ]
-        );
+        use Jog::{Minus, Plus};
+        let want = [
+            (0, Key::Jog(Plus)),
+            (500, Key::Jog(Plus)),
+            (500, Key::Jog(Minus)),
+            (900, Key::Jog(Minus)),
+            (1200, Key::Quit),
+        ]
+        .map(|(t_ms, key)| ScriptStep { t_ms, key });
+        assert_eq!(s, want);
         for (text, want) in [
             ("+\n", "line 1: \"+\" is not `<ms> <key>`"),
             ("0 + +\n", "line 1"),
@@ -1468,19 +1400,25 @@ mod tests {
         }
     }
 
+    impl Fake {
+        /// A session over this runtime fed `keys`, their channel then
+        /// closed or (`open`) held open: how it ended and what it wrote.
+        fn session(&self, keys: &[Key], open: bool, output: Output) -> (SessionEnd, String) {
+            let (tx, rx) = mpsc::channel();
+            for &k in keys {
+                tx.send(k).unwrap();
+            }
+            let _held = open.then_some(tx);
+            let mut out = Vec::new();
+            let o = run_session(self, &screen(), &rx, &mut out, output, Duration::ZERO);
+            (o, String::from_utf8(out).unwrap())
+        }
+    }
+
     #[test]
     fn session_quit_stops_the_runtime() {
         let rt = Fake::new(vec![view(1, None), view(2, None)]);
-        let (tx, rx) = mpsc::channel();
-        tx.send(Key::Quit).unwrap();
-        let o = run_session(
-            &rt,
-            &screen(),
-            &rx,
-            &mut Vec::new(),
-            Output::Lines,
-            Duration::ZERO,
-        );
+        let (o, _) = rt.session(&[Key::Quit], true, Output::Lines);
         assert!(o.quit);
         assert!(*rt.stopped.borrow(), "quit stops the runtime");
         assert_eq!(rt.views.borrow().len(), 2, "no view after the quit");
@@ -1497,17 +1435,8 @@ mod tests {
             view(3, Some(verdict(None, 0.1))),
             tripped,
         ]);
-        let (tx, rx) = mpsc::channel();
-        for k in [
-            Key::Jog(Jog::Plus),
-            Key::Jog(Jog::Minus),
-            Key::Jog(Jog::Plus),
-        ] {
-            tx.send(k).unwrap();
-        }
-        let mut out = Vec::new();
-        let o = run_session(&rt, &screen(), &rx, &mut out, Output::Lines, Duration::ZERO);
-        let text = String::from_utf8(out).unwrap();
+        let keys = [Jog::Plus, Jog::Minus, Jog::Plus].map(Key::Jog);
+        let (o, text) = rt.session(&keys, true, Output::Lines);
         assert!(!o.quit, "the runtime stopped");
         assert_eq!(o.jogs, 3);
         assert_eq!(*rt.jogs.borrow(), vec![Jog::Plus, Jog::Minus, Jog::Plus]);
@@ -1532,28 +1461,10 @@ mod tests {
     #[test]
     fn session_ends_when_the_keys_end_or_the_runtime_stops() {
         let rt = Fake::new(vec![view(1, None), view(2, None)]);
-        let (tx, rx) = mpsc::channel::<Key>();
-        drop(tx);
-        let mut out = Vec::new();
-        let o = run_session(
-            &rt,
-            &screen(),
-            &rx,
-            &mut out,
-            Output::Screen,
-            Duration::ZERO,
-        );
+        let (o, _) = rt.session(&[], false, Output::Screen);
         assert!(o.quit && *rt.stopped.borrow());
         // A stopped runtime ends the session without a key.
-        let (_tx, rx) = mpsc::channel::<Key>();
-        let o = run_session(
-            &rt,
-            &screen(),
-            &rx,
-            &mut Vec::new(),
-            Output::Screen,
-            Duration::ZERO,
-        );
+        let (o, _) = rt.session(&[], true, Output::Screen);
         assert!(!o.quit);
     }
 

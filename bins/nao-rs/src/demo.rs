@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// Options of `nao-rs demo`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub struct DemoArgs {
     /// End by itself after this many seconds.
     #[arg(long)]
     pub seconds: Option<u64>,
@@ -122,7 +122,7 @@ fn wake_once(page: &deathswitch::Page, socket: &Path, runtime: &mut Proc) -> Res
 }
 
 /// Runs `nao-rs demo`.
-pub fn main(args: Args) -> Result<(), String> {
+pub fn main(args: DemoArgs) -> Result<(), String> {
     let mut signals = crate::run::catch_stop_signals()?;
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();

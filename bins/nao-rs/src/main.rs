@@ -26,17 +26,17 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Host the runtime on the chest board (or the virtual robot).
-    Run(run::Args),
+    Run(run::RunArgs),
     /// Start the virtual robot, the guard and the runtime together.
-    Demo(demo::Args),
+    Demo(demo::DemoArgs),
     /// Replay recordings byte for byte; exit 0 only if every file passes.
-    Replay(replay::Args),
+    Replay(replay::ReplayArgs),
     /// Record a live session in the recording format.
-    Record(record::Args),
+    Record(record::RecordArgs),
     /// Wake the robot after a re-arm (the robot stays limp until woken).
-    Wake(wake::Args),
+    Wake(wake::WakeArgs),
     /// Bring up one joint with a person at the robot (docs/bringup.md).
-    Bringup(bringup::Args),
+    Bringup(bringup::BringupArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its

@@ -19,7 +19,7 @@ use crate::run::{catch_stop_signals, open_link, open_page, stop_on_signals, Cont
 
 /// Options of `nao-rs record`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub struct RecordArgs {
     /// `sim:PATH` (the virtual robot) or `usb`.
     #[arg(long)]
     pub link: String,
@@ -122,7 +122,7 @@ impl CycleHook<Rec> for InputRecorder {
 }
 
 /// Runs `nao-rs record`.
-pub fn main(args: Args) -> Result<(), String> {
+pub fn main(args: RecordArgs) -> Result<(), String> {
     nao_wire::protocol::handshake::check_accepted(&args.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
     let signals = catch_stop_signals()?;

@@ -9,14 +9,14 @@ use nao_wire::replay::{replay_file, ReplayFailure};
 
 /// Options of `nao-rs replay`.
 #[derive(clap::Args)]
-pub struct Args {
+pub struct ReplayArgs {
     /// Recordings to replay (`recordings/*.rec`).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
 
 /// Runs `nao-rs replay`.
-pub fn main(args: Args) -> ExitCode {
+pub fn main(args: ReplayArgs) -> ExitCode {
     let mut failed = 0usize;
     for path in &args.files {
         match replay_file(path) {

@@ -25,15 +25,14 @@ pub enum ControllerKind {
     Lola,
 }
 
-/// Options of `nao-rs run`.
+/// The options `nao-rs run` and `nao-rs bringup` share: the link, the
+/// page, the stop and wake ways in, the cycle's priority and the accepted
+/// board versions.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {
+pub struct HostArgs {
     /// `usb` (the chest board) or `sim:PATH` (the virtual robot's socket).
     #[arg(long, default_value = "usb")]
     pub link: String,
-    /// What commands the body.
-    #[arg(long, value_enum, default_value = "none")]
-    pub controller: ControllerKind,
     /// The UDP stop port.
     #[arg(long, default_value_t = deathswitch::stop::PORT)]
     pub udp_port: u16,
@@ -49,12 +48,41 @@ pub struct Args {
     /// The cycle's SCHED_FIFO priority (0: normal policy).
     #[arg(long, default_value_t = nao_runtime::CYCLE_PRIORITY)]
     pub priority: u8,
+    /// Accepted motor board configuration versions (`--accepted 10,11`
+    /// also takes a version 11 board).
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    pub accepted: Vec<u8>,
+}
+
+impl HostArgs {
+    /// The runtime's configuration of these options, for the page at
+    /// `page_path` (the UDP stop's hand-over file is next to it).
+    pub fn config(&self, page_path: &Path) -> Config {
+        Config {
+            cycle_priority: (self.priority > 0).then_some(self.priority),
+            udp_port: (!self.no_udp).then_some(self.udp_port),
+            udp_handover: Some(deathswitch::stop::udp::handover_path(
+                page_path,
+                self.udp_port,
+            )),
+            accepted: self.accepted.clone(),
+            ..Config::default()
+        }
+    }
+}
+
+/// Options of `nao-rs run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The link, page, stop, wake, priority and accepted versions.
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// What commands the body.
+    #[arg(long, value_enum, default_value = "none")]
+    pub controller: ControllerKind,
     /// Pin the cycle to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Accepted motor board configuration versions.
-    #[arg(long, value_delimiter = ',', default_value = "10")]
-    pub accepted: Vec<u8>,
     /// Stop by itself after this many seconds.
     #[arg(long)]
     pub seconds: Option<u64>,
@@ -148,6 +176,73 @@ pub fn lock_memory() {
     }
 }
 
+/// What `nao-rs run` and `nao-rs bringup` hold before the runtime starts:
+/// the stop signals caught, memory locked, the page open and the wake
+/// socket bound (a path held by another program or user is an error
+/// before any frame, with a non-zero exit; mode 0660 whatever the umask).
+pub struct Host {
+    signals: Signals,
+    wake: wake::BoundWake,
+    /// The page.
+    pub board: Arc<dyn Switch>,
+    /// Where the page is.
+    pub page_path: PathBuf,
+}
+
+impl Host {
+    /// Catches the stop signals, locks memory, opens the page and binds
+    /// the wake socket of `args`.
+    pub fn open(args: &HostArgs) -> Result<Host, String> {
+        let signals = catch_stop_signals()?;
+        lock_memory();
+        let (board, page_path) = open_page(args.page.as_deref())?;
+        let wake_path = args
+            .wake_socket
+            .clone()
+            .unwrap_or_else(|| wake::socket_path(&page_path));
+        let wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
+        Ok(Host {
+            signals,
+            wake,
+            board,
+            page_path,
+        })
+    }
+
+    /// Once `rt` runs: the stop signals ask it to stop, and the wake socket
+    /// feeds its wake latch (below every controller) until the returned
+    /// listener is dropped. Without a listener `rt` is stopped.
+    pub fn serve<L: Link + 'static>(self, rt: Runtime<L>) -> Result<Serving<L>, String> {
+        let handle = rt.handle();
+        stop_on_signals(self.signals, handle.clone());
+        match self
+            .wake
+            .start(handle.wake_signal().clone(), rt.logger().clone())
+        {
+            Ok(wake) => Ok(Serving { rt, handle, wake }),
+            Err(e) => abandon(rt, format!("cannot start the wake listener: {e}")),
+        }
+    }
+}
+
+/// A runtime served by a [`Host`]: the signals and wake socket reach it.
+pub struct Serving<L: Link + 'static> {
+    /// The runtime.
+    pub rt: Runtime<L>,
+    /// Its handle.
+    pub handle: Handle,
+    /// Its wake listener, running until dropped.
+    pub wake: wake::WakeListener,
+}
+
+/// Stops `rt`, waits for its last frame, and fails with `why`: for what
+/// goes wrong once the runtime has started.
+pub fn abandon<L: Link + 'static, T>(rt: Runtime<L>, why: String) -> Result<T, String> {
+    rt.handle().request_stop();
+    let _ = rt.wait();
+    Err(why)
+}
+
 /// Runs the controller in its own thread. A panic in it trips `fault` and
 /// stops the runtime.
 fn spawn_controller(
@@ -195,24 +290,16 @@ pub fn describe_robot(
 }
 
 /// Runs `nao-rs run`.
-pub fn main(args: Args) -> Result<(), String> {
-    nao_wire::protocol::handshake::check_accepted(&args.accepted)
+pub fn main(args: RunArgs) -> Result<(), String> {
+    nao_wire::protocol::handshake::check_accepted(&args.host.accepted)
         .map_err(|e| format!("--accepted: {e}"))?;
-    let signals = catch_stop_signals()?;
     // systemd's stop socket (nao-rs-stop.socket), before any thread runs.
     deathswitch::stop::udp::inherit_from_systemd();
-    lock_memory();
-    let (page, page_path) = open_page(args.page.as_deref())?;
-    let board: Arc<dyn Switch> = page;
-    // The sockets are bound before the runtime starts: a path held by
-    // another program (or user) is an error before any frame, with a
-    // non-zero exit. Both get mode 0660 whatever the umask.
-    let wake_path = args
-        .wake_socket
-        .clone()
-        .unwrap_or_else(|| wake::socket_path(&page_path));
-    let bound_wake = wake::WakeListener::bind(&wake_path).map_err(|e| e.to_string())?;
+    let host = Host::open(&args.host)?;
+    let board = host.board.clone();
+    let page_path = host.page_path.clone();
     let logger = nao_kit::log::stderr_logger();
+    // Bound before the runtime starts, as the wake socket.
     let mut lola = match args.controller {
         ControllerKind::Lola => {
             let mut c = nao_runtime::lola::LolaConfig::new(logger.clone());
@@ -223,50 +310,32 @@ pub fn main(args: Args) -> Result<(), String> {
         }
         _ => None,
     };
-    let link = open_link(&args.link)?;
+    let link = open_link(&args.host.link)?;
     let config = Config {
-        cycle_priority: (args.priority > 0).then_some(args.priority),
         cycle_cpu: args.cpu,
-        udp_port: (!args.no_udp).then_some(args.udp_port),
-        udp_handover: Some(deathswitch::stop::udp::handover_path(
-            &page_path,
-            args.udp_port,
-        )),
-        accepted: args.accepted.clone(),
         logger: Some(logger),
         status_file: args.status_file.clone(),
         #[cfg(feature = "fault-injection")]
         fault: args.fault,
-        ..Config::default()
+        ..args.host.config(&page_path)
     };
     let (rt, io) = Runtime::start(link, board.clone(), config).map_err(|e| e.to_string())?;
-    let handle = rt.handle();
-    stop_on_signals(signals, handle.clone());
     let id = rt.identity();
     slog::info!(rt.logger(), "runtime started: limp until a person's wake (`nao-rs wake`)";
         "body_id" => id.body_id(),
-        "page" => page_path.display().to_string(), "link" => &args.link,
+        "page" => page_path.display().to_string(), "link" => &args.host.link,
         "controller" => format!("{:?}", args.controller));
-    // The wake socket feeds the runtime's wake latch (below every
-    // controller), whatever the controller.
-    let _wake = match bound_wake.start(handle.wake_signal().clone(), rt.logger().clone()) {
-        Ok(l) => l,
-        Err(e) => {
-            handle.request_stop();
-            let _ = rt.wait();
-            return Err(format!("cannot start the wake listener: {e}"));
-        }
-    };
+    let Serving {
+        rt,
+        handle,
+        wake: _wake,
+    } = host.serve(rt)?;
     if let Some(server) = lola.as_mut() {
         describe_robot(server, rt.identity(), rt.logger());
     }
     let controller = match spawn_controller(args.controller, io, board.clone(), lola) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            handle.request_stop();
-            let _ = rt.wait();
-            return Err(e);
-        }
+        Ok(c) => c,
+        Err(e) => return abandon(rt, e),
     };
     let t0 = std::time::Instant::now();
     // Polled often: once the last (all-off) frame is out the process exits
@@ -286,14 +355,12 @@ pub fn main(args: Args) -> Result<(), String> {
     // The controller sees the stop at its next sensor wait; it is given
     // 20 ms to end (the LoLA socket's clean-up), never more: a stopped
     // runtime does not linger.
-    if let Some(c) = controller {
-        let deadline = std::time::Instant::now() + Duration::from_millis(20);
-        while !c.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if c.is_finished() {
-            let _ = c.join();
-        }
+    let deadline = std::time::Instant::now() + Duration::from_millis(20);
+    while !controller.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if controller.is_finished() {
+        let _ = controller.join();
     }
     slog::info!(logger, "runtime stopped"; "cycles" => summary.cycles,
         "max_lateness_us" => summary.max_lateness_ns / 1000, "late" => summary.late,

@@ -12,7 +12,7 @@ use nao_runtime::wake;
 
 /// Options of `nao-rs wake`.
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub struct WakeArgs {
     /// The wake socket (default: $NAO_RS_WAKE_SOCKET, or wake.sock next to
     /// the death switch page).
     #[arg(long)]
@@ -61,7 +61,7 @@ fn read_generation(page: &Path) -> Result<u64, String> {
 }
 
 /// Runs `nao-rs wake`.
-pub fn main(args: Args) -> Result<(), String> {
+pub fn main(args: WakeArgs) -> Result<(), String> {
     let page = args.page.unwrap_or_else(deathswitch::default_path);
     let path = args.socket.unwrap_or_else(|| wake::socket_path(&page));
     let g = read_generation(&page)?;

@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use nix::sys::signal::Signal;
 /// `naoctl stop`, then the page's trip time (monotonic ns), read before
 /// anything re-arms: the judge's start (frames built before it may be
 /// stiff).
-fn naoctl_stop(s: &common::Setup) -> u64 {
+fn naoctl_stop(s: &common::RunningRuntime) -> u64 {
     naoctl(&s.rig, &["stop"]);
     let snap = s.page.snapshot();
     assert!(!snap.armed, "naoctl stop tripped the switch");
@@ -48,24 +48,28 @@ fn settle(rig: &Rig, t_ns: u64, ms: u64) {
     wait_frame_after(rig, t_ns + ms * 1_000_000, Duration::from_secs(5));
 }
 
+/// One round: `naoctl stop`, re-armed at once, limp (no wake) for
+/// `limp_ms`, then woken and stiff again. Its (stop, re-armed, woken)
+/// times.
+fn stop_rearm_wake(s: &common::RunningRuntime, limp_ms: u64) -> (u64, u64, u64) {
+    let stop = naoctl_stop(s);
+    naoctl(&s.rig, &["rearm", "--yes"]);
+    let rearmed = deathswitch::now_ns();
+    settle(&s.rig, rearmed, limp_ms);
+    let woke = deathswitch::now_ns();
+    wake(&s.rig, RT);
+    // Stiff again after the wake (the stand ramp's first step).
+    wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
+    (stop, rearmed, woke)
+}
+
 #[test]
 fn trip_re_armed_within_one_cycle() {
     let s = setup();
     testkit::bin("naoctl");
     // (stop, re-arm done, wake) times of each round.
-    let mut rounds = Vec::new();
-    for _ in 0..20 {
-        let stop = naoctl_stop(&s);
-        naoctl(&s.rig, &["rearm", "--yes"]);
-        let rearmed = deathswitch::now_ns();
-        // Limp for as long as we look (100 ms), though re-armed.
-        settle(&s.rig, rearmed, 100);
-        let woke = deathswitch::now_ns();
-        wake(&s.rig, RT);
-        // Stiff again after the wake (the stand ramp's first step).
-        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
-        rounds.push((stop, rearmed, woke));
-    }
+    // Limp for as long as we look (100 ms), though re-armed.
+    let rounds: Vec<_> = (0..20).map(|_| stop_rearm_wake(&s, 100)).collect();
     let frames = cycle_frames(&s.rig);
     for (i, &(stop, rearmed, woke)) in rounds.iter().enumerate() {
         let w = window(&frames, stop, woke);
@@ -210,14 +214,20 @@ fn flooding_monitor(path: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHand
     })
 }
 
+/// `nao-rs run --controller lola` on a LoLA socket of its own, woken once
+/// ready: the socket's folder (kept until dropped), the socket, the runtime.
+fn lola_runtime() -> (tempfile::TempDir, PathBuf, common::RunningRuntime) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("robocup");
+    let s = setup_with("lola", &["--lola-socket", socket.to_str().unwrap()]);
+    s.rig.wake_when_ready(RT);
+    (dir, socket, s)
+}
+
 #[test]
 fn lola_bridge_stalled_by_monitor_clients() {
-    let socket_dir = tempfile::tempdir().unwrap();
-    let socket = socket_dir.path().join("robocup");
-    let socket_arg = socket.to_str().unwrap().to_string();
-    let s = setup_with("lola", &["--lola-socket", &socket_arg]);
     testkit::bin("naoctl");
-    s.rig.wake_when_ready(RT);
+    let (_socket_dir, socket, s) = lola_runtime();
     let ctl = LolaController::start(lola_connect(&socket), stiffness_message(0.5));
     wait_stiff_after(&s.rig, 0, Duration::from_secs(15));
 
@@ -233,17 +243,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
 
     // During the flood: the stop, then the re-arm a few ms later, no wake;
     // then (to start the next round stiff) the wake. Ten rounds.
-    let mut rounds = Vec::new();
-    for _ in 0..10 {
-        let stop = naoctl_stop(&s);
-        naoctl(&s.rig, &["rearm", "--yes"]);
-        let rearmed = deathswitch::now_ns();
-        settle(&s.rig, rearmed, 300);
-        let woke = deathswitch::now_ns();
-        rounds.push((stop, rearmed, woke));
-        wake(&s.rig, RT);
-        wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
-    }
+    let rounds: Vec<_> = (0..10).map(|_| stop_rearm_wake(&s, 300)).collect();
     stop_monitors.store(true, Ordering::Relaxed);
     let sent: u64 = monitors.into_iter().map(|m| m.join().unwrap()).sum();
 
@@ -278,11 +278,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
 
 #[test]
 fn lola_controller_that_reconnects_within_one_cycle() {
-    let socket_dir = tempfile::tempdir().unwrap();
-    let socket = socket_dir.path().join("robocup");
-    let socket_arg = socket.to_str().unwrap().to_string();
-    let s = setup_with("lola", &["--lola-socket", &socket_arg]);
-    s.rig.wake_when_ready(RT);
+    let (_socket_dir, socket, s) = lola_runtime();
     // The first client is the controller; a monitor stays connected
     // throughout (it must not become the controller).
     let mut c = lola_connect(&socket);
@@ -323,34 +319,20 @@ fn lola_controller_that_reconnects_within_one_cycle() {
 
 // ---- Signals ----
 
+/// Each signal that ends the runtime (but SIGTERM, below), one runtime
+/// each: trips `shutdown`, the last frame all-off.
 #[test]
-fn sighup_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGHUP);
-}
-
-#[test]
-fn sigquit_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGQUIT);
-}
-
-#[test]
-fn sigusr1_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGUSR1);
-}
-
-#[test]
-fn sigusr2_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGUSR2);
-}
-
-#[test]
-fn sigalrm_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGALRM);
-}
-
-#[test]
-fn sigint_trips_shutdown_and_the_last_frame_is_all_off() {
-    signal_ends_the_runtime_safely(Signal::SIGINT);
+fn every_stop_signal_trips_shutdown_and_the_last_frame_is_all_off() {
+    for sig in [
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGINT,
+    ] {
+        signal_ends_the_runtime_safely(sig);
+    }
 }
 
 // SIGTERM: `sigterm_trips_shutdown_and_the_last_frame_is_all_off` in run_sim.rs.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     frames_after, free_udp_port, naoctl, runtime, setup, signal_ends_the_runtime_safely, truncate,
-    wait_tripped, Rig, Runtime, Setup,
+    wait_tripped, Rig, RunningRuntime, Runtime,
 };
 use deathswitch::{Page, Reason};
 use nao_rs_sim::{Tail, TraceLine};
@@ -40,7 +40,7 @@ fn assert_all_off_from_next_frame(frames: &[TraceLine], trip_ns: u64) {
 
 /// The page trips with `reason`; the runtime's frames from the one after
 /// the trip on are all-off.
-fn assert_tripped_then_all_off(s: &Setup, reason: Reason) {
+fn assert_tripped_then_all_off(s: &RunningRuntime, reason: Reason) {
     let trip = wait_tripped(&s.page);
     assert_eq!(s.page.reason(), Some(reason));
     assert_all_off_from_next_frame(&frames_after(&s.rig, trip), trip);

@@ -37,6 +37,13 @@ fn status_json(page: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// `naoctl ARGS` on `page`, which must succeed: its output as text.
+fn naoctl_ok(page: &Path, args: &[&str]) -> String {
+    let out = naoctl(page, args);
+    assert!(out.status.success(), "naoctl {args:?}: {out:?}");
+    text(&out)
+}
+
 fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().len()
 }
@@ -67,15 +74,12 @@ fn rearm_yes_arms_and_stop_trips_with_reason_naoctl() {
     let e = env();
     drop(Page::open(&e.page).unwrap());
     assert_eq!(status_json(&e.page)["reason"], "boot");
-    let out = naoctl(&e.page, &["rearm", "--yes"]);
-    assert!(out.status.success(), "{out:?}");
-    let t = text(&out);
+    let t = naoctl_ok(&e.page, &["rearm", "--yes"]);
     assert!(t.contains("stays limp") && t.contains("nao-rs wake"), "{t}");
     let v = status_json(&e.page);
     assert_eq!(v["state"], "armed");
     assert_eq!(v["reason"], Value::Null);
-    let out = naoctl(&e.page, &["stop"]);
-    assert!(out.status.success(), "{out:?}");
+    naoctl_ok(&e.page, &["stop"]);
     let v = status_json(&e.page);
     assert_eq!(v["state"], "tripped");
     assert_eq!(v["reason"], "naoctl");
@@ -96,7 +100,7 @@ fn a_page_truncated_to_8_bytes_reads_tripped_page_lost_and_stop_makes_it_whole()
     assert_status_page_lost(&e.page, "short");
     assert_eq!(file_len(&e.page), 8);
     // A stop lands: the file becomes a whole page, tripped page-lost.
-    assert!(naoctl(&e.page, &["stop"]).status.success());
+    naoctl_ok(&e.page, &["stop"]);
     assert_eq!(file_len(&e.page), deathswitch::LEN as u64);
     assert_eq!(status_json(&e.page)["reason"], "page-lost");
 }
@@ -108,7 +112,7 @@ fn a_zeroed_page_reads_tripped_page_lost_and_stop_makes_it_whole() {
     std::fs::write(&e.page, [0u8; deathswitch::LEN]).unwrap();
     assert_status_page_lost(&e.page, "no-magic");
     assert_eq!(std::fs::read(&e.page).unwrap(), [0u8; deathswitch::LEN]);
-    assert!(naoctl(&e.page, &["stop"]).status.success());
+    naoctl_ok(&e.page, &["stop"]);
     let v = status_json(&e.page);
     assert_eq!(v["reason"], "page-lost");
     assert_eq!(v["integrity"], "intact");
@@ -130,9 +134,8 @@ fn stop_keeps_the_first_reason() {
     let e = env();
     naoctl(&e.page, &["rearm", "--yes"]);
     Page::open(&e.page).unwrap().trip(Reason::Udp);
-    let out = naoctl(&e.page, &["stop"]);
-    assert!(out.status.success());
-    assert!(text(&out).contains("already tripped (reason udp)"));
+    let t = naoctl_ok(&e.page, &["stop"]);
+    assert!(t.contains("already tripped (reason udp)"), "{t}");
     assert_eq!(status_json(&e.page)["reason"], "udp");
 }
 
@@ -198,9 +201,7 @@ fn status_human_shows_state_reason_heartbeat_driver_and_guard() {
     // The guard is this test process: alive.
     let me = std::process::id();
     page.set_guard(me, true);
-    let out = naoctl(&e.page, &["status"]);
-    assert!(out.status.success());
-    let t = text(&out);
+    let t = naoctl_ok(&e.page, &["status"]);
     let guard = format!("guard: pid {me}, holds the chest board");
     for want in [
         "TRIPPED (boot)",

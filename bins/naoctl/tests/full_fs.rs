@@ -105,6 +105,16 @@ fn checks_while_full(page: &Page, want: Integrity) {
     );
 }
 
+/// With space (or a writable path) again: the next check mends the page
+/// (`mended`), the one after finds it intact, tripped page-lost, with its
+/// identity kept.
+fn whole_again(page: &Page, mended: Integrity) {
+    assert_eq!(page.check(), mended);
+    assert_eq!(page.check(), Integrity::Intact, "{:?}", page.damage());
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_identity(page);
+}
+
 fn truncate_to_zero_on_a_full_tmpfs(dir: &Path) {
     let path = dir.join("deathswitch");
     let page = Page::open(&path).unwrap();
@@ -123,10 +133,7 @@ fn truncate_to_zero_on_a_full_tmpfs(dir: &Path) {
     naoctl_answers(&path, "truncated to 0 on a full tmpfs");
     // Space again: the next check maps the file back, whole, page-lost.
     assert!(sh("rm -f \"$1/filler2\"", dir));
-    assert_eq!(page.check(), Integrity::Repaired);
-    assert_eq!(page.check(), Integrity::Intact, "{:?}", page.damage());
-    assert_eq!(page.reason(), Some(Reason::PageLost));
-    assert_identity(&page);
+    whole_again(&page, Integrity::Repaired);
     let other = Page::open(&path).unwrap();
     assert_eq!(other.reason(), Some(Reason::PageLost));
     assert_eq!(other.snapshot().driver_pid, Some(std::process::id()));
@@ -145,10 +152,7 @@ fn create_a_page_on_a_full_tmpfs(dir: &Path) {
     assert!(err.to_string().contains("is full"), "{err}");
     naoctl_answers(&path, "created on a full tmpfs");
     assert!(sh("rm -f \"$1\"/filler*", dir));
-    assert_eq!(page.check(), Integrity::Replaced);
-    assert_eq!(page.check(), Integrity::Intact, "{:?}", page.damage());
-    assert_eq!(page.reason(), Some(Reason::PageLost));
-    assert_identity(&page);
+    whole_again(&page, Integrity::Replaced);
 }
 
 fn deleted_page_in_a_read_only_directory(dir: &Path) {
@@ -173,9 +177,7 @@ fn deleted_page_in_a_read_only_directory(dir: &Path) {
     assert_eq!(page.damage(), Some(Damage::Path { errno: libc::EROFS }));
     assert_eq!(page.reason(), Some(Reason::PageLost));
     assert!(sh("umount \"$1/ro\"", dir));
-    assert_eq!(page.check(), Integrity::Replaced);
-    assert_eq!(page.check(), Integrity::Intact);
-    assert_identity(&page);
+    whole_again(&page, Integrity::Replaced);
 }
 
 /// With the robot's runtime held, `damage` (a script on `dir`) hits its

@@ -116,6 +116,16 @@ pub fn stiff_nao_rs_run(rig: &Rig, name: &str, fault: Option<&str>) -> Proc {
     p
 }
 
+/// A stiff runtime (`nao-rs run` as `rt`) on `rig` hangs (SIGSTOP) and
+/// the guard `guard_pid` takes over: waits for `n` of the guard's frames.
+/// The hung runtime (kept until dropped) and the guard's frames so far.
+pub fn hang_taken_over(rig: &Rig, guard_pid: u32, n: usize) -> (Proc, Vec<TraceLine>) {
+    let rt = stiff_nao_rs_run(rig, "rt", None);
+    rt.signal(nix::sys::signal::Signal::SIGSTOP);
+    let frames = rig.wait_frames_from(guard_pid, n, Duration::from_secs(5));
+    (rt, sent_by(&frames, guard_pid))
+}
+
 /// Wakes the runtime started as `name` (`nao-rs wake`, again every 200 ms)
 /// until it sends a stiff frame after the first `after` frames of the
 /// trace, for up to `timeout`; false when it does not or exits.

@@ -15,7 +15,7 @@ pub use testkit::{free_udp_port, Proc, Rig, Runtime};
 pub const RT: &str = "rt";
 
 /// The runtime, an armed page and the virtual robot (dropped in that order).
-pub struct Setup {
+pub struct RunningRuntime {
     pub rt: Proc,
     pub page: Page,
     pub port: u16,
@@ -33,7 +33,7 @@ pub fn runtime(controller: &str, port: u16) -> Runtime {
 /// The simulator, an armed page, and `nao-rs run --controller stand`,
 /// woken (every start is limp; the test is the person at the robot) and
 /// ramped up until a frame is stiff.
-pub fn setup() -> Setup {
+pub fn setup() -> RunningRuntime {
     let s = setup_with("stand", &[]);
     s.rig.wake_when_ready(RT);
     wait_stiff_after(&s.rig, 0, Duration::from_secs(15));
@@ -42,13 +42,13 @@ pub fn setup() -> Setup {
 
 /// The simulator, an armed page, and [`runtime`] with `controller` and
 /// `extra` arguments started (not waited for).
-pub fn setup_with(controller: &str, extra: &[&str]) -> Setup {
+pub fn setup_with(controller: &str, extra: &[&str]) -> RunningRuntime {
     let rig = Rig::start();
     let page = Page::open(rig.page_path()).unwrap();
     page.rearm(); // the test is the person at the robot
     let port = free_udp_port();
     let rt = rig.start_runtime(&runtime(controller, port).args(extra));
-    Setup {
+    RunningRuntime {
         rt,
         page,
         port,

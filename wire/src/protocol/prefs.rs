@@ -12,24 +12,27 @@ use crate::command::JOINTS;
 const PREFS_MAGIC: [u8; 4] = *b"NPRF";
 /// The layout version at offset 4.
 const PREFS_LAYOUT_VERSION: u16 = 1;
-/// Offset of the body id (20 bytes).
-const OFFSET_BODY_ID: usize = 6;
-/// Offset of the 17 stored serial numbers (16 bytes each).
-const OFFSET_SERIALS: usize = 26;
-/// Offset of the 25 joint zero positions (u16 counts).
-const OFFSET_ZEROS: usize = 298;
-/// Offset of the foot pressure gains and offsets.
-const OFFSET_FOOT_PRESSURE: usize = 348;
-/// Offset of the IMU offsets.
-const OFFSET_IMU: usize = 412;
-/// Offset of the CRC-32.
-const OFFSET_CRC: usize = 4631;
+/// Bytes of the body id.
+pub const BODY_ID_LEN: usize = 20;
 /// Number of stored serial numbers: IMU, battery, sonar, chest, 13 joint boards.
 pub(crate) const SERIAL_COUNT: usize = 17;
 /// Bytes of one serial number.
 const SERIAL_LEN: usize = 16;
-/// Bytes of the body id.
-pub const BODY_ID_LEN: usize = 20;
+
+// The fields follow each other: each starts where the one before ends.
+/// Offset of the body id, after the magic and the layout version: 6.
+const OFFSET_BODY_ID: usize = 4 + 2;
+/// Offset of the 17 stored serial numbers: 26.
+const OFFSET_SERIALS: usize = OFFSET_BODY_ID + BODY_ID_LEN;
+/// Offset of the 25 joint zero positions (u16 counts): 298.
+const OFFSET_ZEROS: usize = OFFSET_SERIALS + SERIAL_COUNT * SERIAL_LEN;
+/// Offset of the foot pressure gain and offset (f32 each) of 2 x 4 sensors: 348.
+const OFFSET_FOOT_PRESSURE: usize = OFFSET_ZEROS + 2 * JOINTS;
+/// Offset of the 6 IMU offsets (f32): 412.
+const OFFSET_IMU: usize = OFFSET_FOOT_PRESSURE + 2 * 4 * 8;
+/// Offset of the CRC-32, the block's last 4 bytes: 4631.
+const OFFSET_CRC: usize = PREFS_LEN - 4;
+const _: () = assert!(OFFSET_ZEROS == 298 && OFFSET_IMU == 412 && OFFSET_CRC == 4631);
 
 const CRC32: Crc<u32> = Crc::<u32>::new(&CRC_32_ISO_HDLC);
 

@@ -17,8 +17,7 @@ use nao_wire::link::codec;
 use nao_wire::link::{Call, LinkError, PRODUCT_ID, VENDOR_ID};
 use nao_wire::protocol::frame::{Frame, MAX_FRAME_LEN};
 use nao_wire::protocol::tables::{
-    prefs_chunk_len, VendorRequest, CONFIGURATION, EP_IN, EP_OUT, INTERFACE, PREFS_LEN,
-    REQUEST_TYPE_IN, REQUEST_TYPE_OUT, SYNC_FRAME,
+    prefs_chunk_len, VendorRequest, CONFIGURATION, EP_IN, EP_OUT, INTERFACE, PREFS_LEN, SYNC_FRAME,
 };
 
 use crate::body::{BodyConfig, JointFault, Posture, StiffnessSummary, VirtualBody};
@@ -275,11 +274,10 @@ impl Device {
     /// (bmRequestType, bRequest); any other is stalled. The FunctionFS
     /// front end asks before it acknowledges the data stage.
     pub fn knows_control_out(request_type: u8, request: u8) -> bool {
-        request_type == REQUEST_TYPE_OUT
-            && matches!(
-                VendorRequest::try_from(request),
-                Ok(VendorRequest::Start | VendorRequest::ClientState)
-            )
+        matches!(
+            VendorRequest::try_from(request),
+            Ok(r @ (VendorRequest::Start | VendorRequest::ClientState)) if r.request_type() == request_type
+        )
     }
 
     /// Handles one request body (op and fields, the socket's wire
@@ -377,19 +375,19 @@ impl Device {
             Call::ControlIn { setup, length } => {
                 let index = usize::from(setup.index);
                 let value = usize::from(setup.value);
-                let data: Option<&[u8]> =
-                    match (setup.request_type, VendorRequest::try_from(setup.request)) {
-                        (REQUEST_TYPE_IN, Ok(VendorRequest::Version)) => Some(&CHEST_VERSION),
-                        (REQUEST_TYPE_IN, Ok(VendorRequest::Prefs)) => Some(
-                            self.prefs
-                                .get(index..index + prefs_chunk_len(index))
-                                .unwrap_or(&[]),
-                        ),
-                        (REQUEST_TYPE_IN, Ok(VendorRequest::BootId)) => {
-                            BOOT_ID.get(value).map(|id| &id[..])
-                        }
-                        _ => None,
-                    };
+                let request = VendorRequest::try_from(setup.request)
+                    .ok()
+                    .filter(|r| r.request_type() == setup.request_type);
+                let data: Option<&[u8]> = match request {
+                    Some(VendorRequest::Version) => Some(&CHEST_VERSION),
+                    Some(VendorRequest::Prefs) => Some(
+                        self.prefs
+                            .get(index..index + prefs_chunk_len(index))
+                            .unwrap_or(&[]),
+                    ),
+                    Some(VendorRequest::BootId) => BOOT_ID.get(value).map(|id| &id[..]),
+                    _ => None,
+                };
                 match data {
                     Some(data) => {
                         let n = data.len().min(usize::from(length));
@@ -767,7 +765,7 @@ mod tests {
             index,
         };
         let ci = |d: &mut Device, a: &mut Conn, rq: u8, v: u16, i: u16, l: u16| {
-            let setup = setup(REQUEST_TYPE_IN, rq, v, i);
+            let setup = setup(0xc0, rq, v, i);
             call(d, a, Call::ControlIn { setup, length: l }).0
         };
         assert_eq!(ci(&mut d, &mut a, 0x02, 0, 0, 4), Ok(vec![2, 17, 7, 0]));
@@ -781,7 +779,7 @@ mod tests {
         assert_eq!(ci(&mut d, &mut a, 0x04, 2, 0, 8), Ok(b"BLMB1.07".to_vec()));
         assert_eq!(ci(&mut d, &mut a, 0x04, 3, 0, 8), Err(LinkError::Pipe));
         let co = |d: &mut Device, a: &mut Conn, rq: u8| {
-            let setup = setup(REQUEST_TYPE_OUT, rq, 0x24, 0);
+            let setup = setup(0x40, rq, 0x24, 0);
             call(d, a, Call::ControlOut { setup, data: &[] }).0
         };
         assert_eq!(co(&mut d, &mut a, 0x05), OK);

@@ -442,9 +442,7 @@ mod tests {
     use crate::body::BodyConfig;
     use crate::device::CHEST_VERSION;
     use nao_wire::protocol::frame::FrameWriter;
-    use nao_wire::protocol::tables::{
-        VendorRequest, REQUEST_TYPE_IN, REQUEST_TYPE_OUT, SYNC_ANSWER,
-    };
+    use nao_wire::protocol::tables::{VendorRequest, SYNC_ANSWER};
     use nao_wire::LinkError;
 
     fn enabled() -> (Arc<Shared>, HostCable) {
@@ -471,7 +469,7 @@ mod tests {
         length: u16,
     ) -> Result<Vec<u8>, LinkError> {
         let r = CtrlReq {
-            request_type: REQUEST_TYPE_IN,
+            request_type: 0xc0,
             request,
             value: 0,
             index: 0,
@@ -522,13 +520,11 @@ mod tests {
     #[test]
     fn only_the_boards_control_out_requests_are_acknowledged() {
         let (start, client_state) = (VendorRequest::Start, VendorRequest::ClientState);
-        assert!(Device::knows_control_out(REQUEST_TYPE_OUT, start.into()));
-        assert!(Device::knows_control_out(
-            REQUEST_TYPE_OUT,
-            client_state.into()
-        ));
-        assert!(!Device::knows_control_out(REQUEST_TYPE_OUT, 0x7f));
-        assert!(!Device::knows_control_out(REQUEST_TYPE_IN, start.into()));
+        // bmRequestType 0x40: vendor, host to device; 0xc0: device to host.
+        assert!(Device::knows_control_out(0x40, start.into()));
+        assert!(Device::knows_control_out(0x40, client_state.into()));
+        assert!(!Device::knows_control_out(0x40, 0x7f));
+        assert!(!Device::knows_control_out(0xc0, start.into()));
     }
 
     #[test]

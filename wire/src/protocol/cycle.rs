@@ -307,14 +307,9 @@ impl Cycle {
     pub fn run(&mut self, link: &mut dyn Link, input: &CycleInput<'_>, now_ns: u64) -> CycleOutput {
         let len = self.build(input, now_ns).len();
         if let Some(state) = self.client_state_request() {
+            let request = VendorRequest::ClientState;
             let ok = link
-                .control_out(
-                    REQUEST_TYPE_OUT,
-                    VendorRequest::ClientState.into(),
-                    state as u16,
-                    0,
-                    &[],
-                )
+                .control_out(request.request_type(), request.into(), state as u16, 0, &[])
                 .is_ok();
             self.client_state_result(ok);
         }

@@ -160,7 +160,7 @@ fn control_in_exact(
     what: &str,
 ) -> Result<(), StartupError> {
     let n = step(
-        link.control_in(REQUEST_TYPE_IN, request.into(), value, index, buf),
+        link.control_in(request.request_type(), request.into(), value, index, buf),
         what,
         &*link,
     )?;
@@ -189,8 +189,9 @@ pub fn link_up(link: &mut dyn Link) -> Result<ChestVersion, StartupError> {
         "set_configuration 1",
         &*link,
     )?;
+    let start = VendorRequest::Start;
     step(
-        link.control_out(REQUEST_TYPE_OUT, VendorRequest::Start.into(), 0, 0, &[]),
+        link.control_out(start.request_type(), start.into(), 0, 0, &[]),
         "START request",
         &*link,
     )?;

@@ -55,10 +55,6 @@ pub const EP_IN: u8 = 0x81;
 /// The buffer length of every bulk IN read.
 pub const BULK_IN_LEN: usize = 512;
 
-/// bmRequestType of a vendor request host to device (recipient device).
-pub const REQUEST_TYPE_OUT: u8 = 0x40;
-/// bmRequestType of a vendor request device to host (recipient device).
-pub const REQUEST_TYPE_IN: u8 = 0xc0;
 byte_enum! {
     /// A vendor control request of the chest board (bRequest).
     pub enum VendorRequest {
@@ -72,6 +68,17 @@ byte_enum! {
         BootId = 0x04,
         /// CLIENT_STATE (out, wValue = state).
         ClientState = 0x05,
+    }
+}
+
+impl VendorRequest {
+    /// Its bmRequestType (vendor, recipient device): `0x40` host to device
+    /// for START and CLIENT_STATE, `0xc0` device to host for the others.
+    pub const fn request_type(self) -> u8 {
+        match self {
+            VendorRequest::Start | VendorRequest::ClientState => 0x40,
+            VendorRequest::Version | VendorRequest::Prefs | VendorRequest::BootId => 0xc0,
+        }
     }
 }
 /// Length of the VERSION answer.
@@ -530,6 +537,8 @@ mod tests {
         );
         assert_eq!(AnswerKind::try_from(0x82), Ok(AnswerKind::Status));
         assert_eq!(VendorRequest::try_from(0x06), Err(0x06));
+        assert_eq!(VendorRequest::ClientState.request_type(), 0x40);
+        assert_eq!(VendorRequest::BootId.request_type(), 0xc0);
     }
 
     #[test]

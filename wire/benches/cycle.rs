@@ -20,22 +20,26 @@ fn answer_to(frame: &[u8], out: &mut [u8; 512]) -> usize {
     let f = Frame::parse(frame, SYNC_FRAME).expect("valid frame");
     let mut w = FrameWriter::answer(out, f.seq).expect("buffer");
     for m in f.messages() {
-        match m.command {
-            CMD_READ => {
+        match BoardCommand::try_from(m.command) {
+            Ok(BoardCommand::Read) => {
                 let len = read_answer_len(m.address).expect("device");
-                let p = w.reserve(m.address, ANS_READ, len).expect("fits");
+                let p = w
+                    .reserve(m.address, u8::from(AnswerKind::Read), len)
+                    .expect("fits");
                 if let Some(DeviceKind::JointBoard(b)) = device_kind(m.address) {
                     for i in 0..JOINT_BOARDS[b].joints.len() {
                         p[6 * i..6 * i + 2].copy_from_slice(&2100u16.to_le_bytes());
                         p[6 * i + 4] = 35;
                     }
                 }
-                if m.address == ADDR_CHEST {
+                if device_kind(m.address) == Some(DeviceKind::Chest) {
                     p[1] = CLIENT_CONNECTED;
                 }
             }
-            CMD_CONFIG_REQUEST => {
-                let p = w.reserve(m.address, ANS_CONFIG, CONFIG_LEN).expect("fits");
+            Ok(BoardCommand::ConfigRequest) => {
+                let p = w
+                    .reserve(m.address, u8::from(AnswerKind::Config), CONFIG_LEN)
+                    .expect("fits");
                 p[0] = 10;
             }
             _ => {}

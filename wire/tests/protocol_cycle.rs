@@ -90,13 +90,19 @@ fn startup_returns_identity_after_link_prefs_boot_ids_and_two_frames() {
         &[
             Kind::Open,
             Kind::SetConfiguration,
-            Kind::ControlOut(REQ_START, 0),
+            Kind::ControlOut(u8::from(VendorRequest::Start), 0),
             Kind::ClaimInterface,
-            Kind::ControlIn(REQ_VERSION)
+            Kind::ControlIn(u8::from(VendorRequest::Version))
         ]
     );
-    assert_eq!(&c[5..10], &[Kind::ControlIn(REQ_PREFS); 5]);
-    assert_eq!(&c[10..13], &[Kind::ControlIn(REQ_BOOT_ID); 3]);
+    assert_eq!(
+        &c[5..10],
+        &[Kind::ControlIn(u8::from(VendorRequest::Prefs)); 5]
+    );
+    assert_eq!(
+        &c[10..13],
+        &[Kind::ControlIn(u8::from(VendorRequest::BootId)); 3]
+    );
     assert_eq!(
         &c[13..],
         &[Kind::BulkOut, Kind::BulkIn, Kind::BulkOut, Kind::BulkIn]
@@ -126,20 +132,27 @@ fn cycle_frame_is_in_hal_order() {
     let (mut board, mut cycle) = after_cycle_0();
     run(&mut board, &mut cycle, None, false);
     let m = messages(&board);
-    let mut want: Vec<(u8, u8)> = DEVICES.iter().map(|&a| (a, CMD_READ)).collect();
+    let mut want: Vec<(u8, u8)> = DEVICES
+        .iter()
+        .map(|&a| (a, u8::from(BoardCommand::Read)))
+        .collect();
     want.extend([
-        (0xf0, CMD_POSITIONS),
-        (0xf0, CMD_STIFFNESS),
-        (0xf1, CMD_POSITIONS),
-        (0xf1, CMD_STIFFNESS),
+        (0xf0, u8::from(BoardCommand::Positions)),
+        (0xf0, u8::from(BoardCommand::Stiffness)),
+        (0xf1, u8::from(BoardCommand::Positions)),
+        (0xf1, u8::from(BoardCommand::Stiffness)),
     ]);
     want.extend([
-        (0x04, CMD_CHEST_LED),
-        (0x1d, CMD_FOOT_LED),
-        (0x1e, CMD_FOOT_LED),
-        (0x03, CMD_SONAR_MODE),
+        (0x04, u8::from(BoardCommand::ChestLed)),
+        (0x1d, u8::from(BoardCommand::FootLed)),
+        (0x1e, u8::from(BoardCommand::FootLed)),
+        (0x03, u8::from(BoardCommand::SonarMode)),
     ]);
-    want.extend(HANDSHAKE_BOARDS.iter().map(|&a| (a, CMD_CONFIG_REQUEST)));
+    want.extend(
+        HANDSHAKE_BOARDS
+            .iter()
+            .map(|&a| (a, u8::from(BoardCommand::ConfigRequest))),
+    );
     assert_eq!(m, want);
     let f = board.frame();
     let pos = f.messages().nth(21).unwrap();
@@ -156,8 +169,11 @@ fn first_cycle_on_every_link_sends_client_state_and_leaves_out_chest_led() {
     let (mut board, mut cycle) = started();
     let out = run(&mut board, &mut cycle, None, false);
     assert_eq!(out.client_state, Some((CLIENT_CONNECTED, true)));
-    assert_eq!(board.calls()[0], Kind::ControlOut(REQ_CLIENT_STATE, 0x24));
-    assert!(!messages(&board).contains(&(0x04, CMD_CHEST_LED)));
+    assert_eq!(
+        board.calls()[0],
+        Kind::ControlOut(u8::from(VendorRequest::ClientState), 0x24)
+    );
+    assert!(!messages(&board).contains(&(0x04, u8::from(BoardCommand::ChestLed))));
     board.clear_log();
     let out = run(&mut board, &mut cycle, None, false);
     assert_eq!(out.client_state, None);
@@ -165,7 +181,7 @@ fn first_cycle_on_every_link_sends_client_state_and_leaves_out_chest_led() {
         .calls()
         .iter()
         .any(|c| matches!(c, Kind::ControlOut(..))));
-    assert!(messages(&board).contains(&(0x04, CMD_CHEST_LED)));
+    assert!(messages(&board).contains(&(0x04, u8::from(BoardCommand::ChestLed))));
 }
 
 #[test]
@@ -173,7 +189,10 @@ fn cycle_0_reads_no_answer_before_its_write() {
     let (mut board, mut cycle) = after_cycle_0();
     assert_eq!(
         board.calls(),
-        &[Kind::ControlOut(REQ_CLIENT_STATE, 0x24), Kind::BulkOut]
+        &[
+            Kind::ControlOut(u8::from(VendorRequest::ClientState), 0x24),
+            Kind::BulkOut
+        ]
     );
     board.clear_log();
     run(&mut board, &mut cycle, None, false);
@@ -252,9 +271,9 @@ fn reconnect_after_the_11th_failed_exchange_in_a_row() {
             Kind::Close,
             Kind::Open,
             Kind::SetConfiguration,
-            Kind::ControlOut(REQ_START, 0),
+            Kind::ControlOut(u8::from(VendorRequest::Start), 0),
             Kind::ClaimInterface,
-            Kind::ControlIn(REQ_VERSION)
+            Kind::ControlIn(u8::from(VendorRequest::Version))
         ]
     );
     // The next cycle is the first on the new link: client state, no read.
@@ -262,7 +281,10 @@ fn reconnect_after_the_11th_failed_exchange_in_a_row() {
     let out = run(&mut board, &mut cycle, None, false);
     assert_eq!(
         board.calls(),
-        &[Kind::ControlOut(REQ_CLIENT_STATE, 0x24), Kind::BulkOut]
+        &[
+            Kind::ControlOut(u8::from(VendorRequest::ClientState), 0x24),
+            Kind::BulkOut
+        ]
     );
     assert_eq!(out.failed_exchanges, 0);
 }
@@ -292,7 +314,7 @@ fn handshake_accepts_version_10_boards_and_stiffness_reaches_the_wire() {
     // cycle 2 asks no board: all decided by the answer to cycle 0
     assert!(!messages(&board)
         .iter()
-        .any(|&(_, c)| c == CMD_CONFIG_REQUEST));
+        .any(|&(_, c)| c == u8::from(BoardCommand::ConfigRequest)));
 }
 
 #[test]
@@ -320,7 +342,7 @@ fn handshake_board_silent_until_after_cycle_2_is_rejected() {
     let mut asked = 0;
     for _ in 0..5 {
         run(&mut board, &mut cycle, None, false);
-        asked += messages(&board).contains(&(0x1e, CMD_CONFIG_REQUEST)) as u32;
+        asked += messages(&board).contains(&(0x1e, u8::from(BoardCommand::ConfigRequest))) as u32;
     }
     assert_eq!(asked, 3, "asked in cycles 0, 1 and 2");
     assert_eq!(cycle.handshake().rejected_mask(), 1 << 14);
@@ -366,10 +388,13 @@ fn tripped_or_page_lost_frame_is_all_off_but_leds_and_sonar_are_sent() {
     let f = board.frame();
     let led = f
         .messages()
-        .find(|m| m.address == 0x1d && m.command == CMD_FOOT_LED)
+        .find(|m| m.address == 0x1d && m.command == u8::from(BoardCommand::FootLed))
         .unwrap();
     assert_eq!(led.payload, &[9, 9, 9]);
-    let sonar = f.messages().find(|m| m.command == CMD_SONAR_MODE).unwrap();
+    let sonar = f
+        .messages()
+        .find(|m| m.command == u8::from(BoardCommand::SonarMode))
+        .unwrap();
     assert_eq!(sonar.payload, &[0x0c]);
     let out = cycle.run(
         &mut *board,
@@ -393,7 +418,7 @@ fn guard_mode_sends_stiffness_0_from_the_first_frame_and_no_config_request() {
         assert!(out.all_off);
         assert!(!messages(&board)
             .iter()
-            .any(|&(_, c)| c == CMD_CONFIG_REQUEST));
+            .any(|&(_, c)| c == u8::from(BoardCommand::ConfigRequest)));
     }
     assert_eq!(cycle.handshake().accepted_mask(), 0);
 }
@@ -504,7 +529,7 @@ fn never_writes_board_stored_data_not_even_hals_10_s_temperature_log() {
         assert!(
             !messages(&board)
                 .iter()
-                .any(|&(_, cmd)| cmd == CMD_EEPROM_WRITE),
+                .any(|&(_, cmd)| cmd == u8::from(BoardCommand::EepromWrite)),
             "EEPROM_WRITE in cycle {}",
             cycle.k()
         );

@@ -255,142 +255,110 @@ pub fn send(ctl: &Path, line: &str) -> io::Result<String> {
 mod tests {
     use super::*;
 
+    /// Each line parses to its command.
+    fn parse_rows(rows: &[(&str, CtlCommand)]) {
+        for (line, want) in rows {
+            assert_eq!(CtlCommand::parse_line(line), Ok(*want), "{line}");
+        }
+    }
+
+    /// Each line is refused, with an error naming every one of its words.
+    fn refuse_rows(rows: &[(&str, &[&str])]) {
+        for (line, words) in rows {
+            let e = CtlCommand::parse_line(line).unwrap_err();
+            assert!(words.iter().all(|w| e.contains(w)), "{line:?}: {e}");
+        }
+    }
+
     #[test]
     fn ctl_commands_parse_with_defaults() {
-        assert_eq!(CtlCommand::parse_line("drop 11"), Ok(CtlCommand::Drop(11)));
-        assert_eq!(
-            CtlCommand::parse_line("stall 300"),
-            Ok(CtlCommand::Stall(300))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("button"),
-            Ok(CtlCommand::Button(None))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("button 50"),
-            Ok(CtlCommand::Button(Some(50)))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("heat 10"),
-            Ok(CtlCommand::Heat(10, 95))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("heat lkneepitch 91"),
-            Ok(CtlCommand::Heat(10, 91))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("fault RHand"),
-            Ok(CtlCommand::Fault(24))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("overcurrent"),
-            Ok(CtlCommand::Overcurrent(5200, None))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("overcurrent 6000 100"),
-            Ok(CtlCommand::Overcurrent(6000, Some(100)))
-        );
+        parse_rows(&[
+            ("drop 11", CtlCommand::Drop(11)),
+            ("stall 300", CtlCommand::Stall(300)),
+            ("button", CtlCommand::Button(None)),
+            ("button 50", CtlCommand::Button(Some(50))),
+            ("heat 10", CtlCommand::Heat(10, 95)),
+            ("heat lkneepitch 91", CtlCommand::Heat(10, 91)),
+            ("fault RHand", CtlCommand::Fault(24)),
+            ("overcurrent", CtlCommand::Overcurrent(5200, None)),
+            (
+                "overcurrent 6000 100",
+                CtlCommand::Overcurrent(6000, Some(100)),
+            ),
+        ]);
     }
 
     #[test]
     fn bad_ctl_commands_name_the_word_and_the_usage() {
-        let e = CtlCommand::parse_line("heat 25").unwrap_err();
-        assert!(e.contains("25") && e.contains("0..=24"), "{e}");
-        let e = CtlCommand::parse_line("drop x").unwrap_err();
-        assert!(e.contains("\"x\""), "{e}");
-        let e = CtlCommand::parse_line("fly").unwrap_err();
-        assert!(e.contains("expected one of"), "{e}");
-        assert!(CtlCommand::parse_line("").is_err());
+        refuse_rows(&[
+            ("heat 25", &["25", "0..=24"]),
+            ("drop x", &["\"x\""]),
+            ("fly", &["expected one of"]),
+            ("", &[]),
+        ]);
     }
 
     #[test]
     fn posture_bumper_shake_and_joint_fault_commands_parse() {
-        assert_eq!(
-            CtlCommand::parse_line("posture lying-back"),
-            Ok(CtlCommand::Posture(Posture::LyingBack))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("posture Sitting"),
-            Ok(CtlCommand::Posture(Posture::Sitting))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("bumper left"),
-            Ok(CtlCommand::Bumper([3, 0]))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("bumper both"),
-            Ok(CtlCommand::Bumper([3, 3]))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("bumper none"),
-            Ok(CtlCommand::Bumper([0, 0]))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("bumper lfoot-right rfoot-left"),
-            Ok(CtlCommand::Bumper([2, 1]))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("imu-shake 300"),
-            Ok(CtlCommand::ImuShake(300, None))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("imu-shake 300 1000"),
-            Ok(CtlCommand::ImuShake(300, Some(1000)))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("joint-fault LShoulderPitch reversed"),
-            Ok(CtlCommand::JointFault(2, JointFaultKind::Reversed))
-        );
-        // 0.1 rad = 65.2 counts
-        assert_eq!(
-            CtlCommand::parse_line("joint-fault 2 offset:0.1"),
-            Ok(CtlCommand::JointFault(2, JointFaultKind::Offset(65)))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("joint-fault 2 offset -0.1"),
-            Ok(CtlCommand::JointFault(2, JointFaultKind::Offset(-65)))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("joint-fault rhand stuck"),
-            Ok(CtlCommand::JointFault(24, JointFaultKind::Stuck))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("joint-fault 10 high-current:2000"),
-            Ok(CtlCommand::JointFault(
-                10,
-                JointFaultKind::HighCurrent(2000)
-            ))
-        );
-        assert_eq!(
-            CtlCommand::parse_line("joint-fault 10 clear"),
-            Ok(CtlCommand::JointFault(10, JointFaultKind::Clear))
-        );
+        parse_rows(&[
+            (
+                "posture lying-back",
+                CtlCommand::Posture(Posture::LyingBack),
+            ),
+            ("posture Sitting", CtlCommand::Posture(Posture::Sitting)),
+            ("bumper left", CtlCommand::Bumper([3, 0])),
+            ("bumper both", CtlCommand::Bumper([3, 3])),
+            ("bumper none", CtlCommand::Bumper([0, 0])),
+            ("bumper lfoot-right rfoot-left", CtlCommand::Bumper([2, 1])),
+            ("imu-shake 300", CtlCommand::ImuShake(300, None)),
+            ("imu-shake 300 1000", CtlCommand::ImuShake(300, Some(1000))),
+            (
+                "joint-fault LShoulderPitch reversed",
+                CtlCommand::JointFault(2, JointFaultKind::Reversed),
+            ),
+            // 0.1 rad = 65.2 counts
+            (
+                "joint-fault 2 offset:0.1",
+                CtlCommand::JointFault(2, JointFaultKind::Offset(65)),
+            ),
+            (
+                "joint-fault 2 offset -0.1",
+                CtlCommand::JointFault(2, JointFaultKind::Offset(-65)),
+            ),
+            (
+                "joint-fault rhand stuck",
+                CtlCommand::JointFault(24, JointFaultKind::Stuck),
+            ),
+            (
+                "joint-fault 10 high-current:2000",
+                CtlCommand::JointFault(10, JointFaultKind::HighCurrent(2000)),
+            ),
+            (
+                "joint-fault 10 clear",
+                CtlCommand::JointFault(10, JointFaultKind::Clear),
+            ),
+        ]);
     }
 
     #[test]
     fn bad_posture_bumper_shake_and_joint_fault_commands_name_the_value_and_the_fix() {
-        let e = CtlCommand::parse_line("posture upside-down").unwrap_err();
-        assert!(e.contains("upside-down") && e.contains("lying-back"), "{e}");
-        let e = CtlCommand::parse_line("bumper middle").unwrap_err();
-        assert!(e.contains("middle") && e.contains("both"), "{e}");
-        let e = CtlCommand::parse_line("imu-shake 40000").unwrap_err();
-        assert!(e.contains("40000"), "{e}");
-        let e = CtlCommand::parse_line("imu-shake -3").unwrap_err();
-        assert!(e.contains("-3"), "{e}");
-        let e = CtlCommand::parse_line("joint-fault 25 stuck").unwrap_err();
-        assert!(e.contains("0..=24"), "{e}");
-        let e = CtlCommand::parse_line("joint-fault 2 wobbly").unwrap_err();
-        assert!(e.contains("wobbly") && e.contains("offset:RAD"), "{e}");
-        for bad in ["offset:x", "offset:NaN", "offset:inf", "offset:4", "offset"] {
-            let e = CtlCommand::parse_line(&format!("joint-fault 2 {bad}")).unwrap_err();
-            assert!(e.contains(bad), "{bad}: {e}");
-        }
-        let e = CtlCommand::parse_line("joint-fault 2 high-current:-5").unwrap_err();
-        assert!(e.contains("-5") && e.contains("mA"), "{e}");
-        let e = CtlCommand::parse_line("joint-fault 2 reversed:1").unwrap_err();
-        assert!(e.contains("reversed:1"), "{e}");
-        assert!(CtlCommand::parse_line("joint-fault 2").is_err());
-        assert!(CtlCommand::parse_line("bumper").is_err());
+        refuse_rows(&[
+            ("posture upside-down", &["upside-down", "lying-back"]),
+            ("bumper middle", &["middle", "both"]),
+            ("imu-shake 40000", &["40000"]),
+            ("imu-shake -3", &["-3"]),
+            ("joint-fault 25 stuck", &["0..=24"]),
+            ("joint-fault 2 wobbly", &["wobbly", "offset:RAD"]),
+            ("joint-fault 2 offset:x", &["offset:x"]),
+            ("joint-fault 2 offset:NaN", &["offset:NaN"]),
+            ("joint-fault 2 offset:inf", &["offset:inf"]),
+            ("joint-fault 2 offset:4", &["offset:4"]),
+            ("joint-fault 2 offset", &["offset"]),
+            ("joint-fault 2 high-current:-5", &["-5", "mA"]),
+            ("joint-fault 2 reversed:1", &["reversed:1"]),
+            ("joint-fault 2", &[]),
+            ("bumper", &[]),
+        ]);
     }
 
     #[test]

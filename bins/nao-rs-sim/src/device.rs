@@ -13,16 +13,11 @@
 //! Unplug makes every open connection stale: all its calls fail with no
 //! device, also after replug, until it opens again.
 
-use nao_wire::link::codec::{
-    status as error_status, OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CLOSE, OP_CONTROL_IN,
-    OP_CONTROL_OUT, OP_OPEN, OP_SET_CONFIGURATION, ST_OK, ST_OTHER,
-};
-use nao_wire::link::{LinkError, PRODUCT_ID, VENDOR_ID};
+use nao_wire::link::codec;
+use nao_wire::link::{Call, LinkError, PRODUCT_ID, VENDOR_ID};
 use nao_wire::protocol::frame::{Frame, MAX_FRAME_LEN};
 use nao_wire::protocol::tables::{
-    prefs_chunk_len, BOOT_IDS, BOOT_ID_LEN, CONFIGURATION, EP_IN, EP_OUT, INTERFACE, PREFS_LEN,
-    REQUEST_TYPE_IN, REQUEST_TYPE_OUT, REQ_BOOT_ID, REQ_CLIENT_STATE, REQ_PREFS, REQ_START,
-    REQ_VERSION, SYNC_FRAME,
+    prefs_chunk_len, VendorRequest, CONFIGURATION, EP_IN, EP_OUT, INTERFACE, PREFS_LEN, SYNC_FRAME,
 };
 
 use crate::body::{BodyConfig, JointFault, Posture, StiffnessSummary, VirtualBody};
@@ -35,7 +30,7 @@ pub const BULK_TIMEOUT_MS: u64 = 20;
 /// The chest board's firmware version (VERSION answer).
 pub const CHEST_VERSION: [u8; 4] = [2, 17, 7, 0];
 /// The bootloader ids (BOOT_ID answers, wValue 0, 1, 2).
-pub const BOOT_ID: [[u8; BOOT_ID_LEN]; BOOT_IDS] = [*b"BLCH2.1a", *b"BLMA1.07", *b"BLMB1.07"];
+pub const BOOT_ID: [[u8; 8]; 3] = [*b"BLCH2.1a", *b"BLMA1.07", *b"BLMB1.07"];
 
 /// One connection's device handle.
 #[derive(Debug)]
@@ -171,11 +166,18 @@ pub struct DeviceStats {
     pub last_seq: Option<u16>,
 }
 
+/// What a USB call returned, as [`nao_wire::Link::call`]: the length an OUT
+/// call transferred or an IN call read, or the error and its message (empty
+/// for most kinds).
+pub type Reply = Result<usize, (LinkError, String)>;
+
 /// The virtual chest board: the USB device, its boards and its faults.
 pub struct Device {
     /// The boards.
     pub body: VirtualBody,
     prefs: Box<[u8; PREFS_LEN]>,
+    /// The bytes an IN call read, kept between [`Device::request`]s.
+    answer: Vec<u8>,
     plugged: bool,
     generation: u64,
     holder: Option<(u64, i32)>,
@@ -187,33 +189,13 @@ pub struct Device {
     pub stats: DeviceStats,
 }
 
-fn put_err(out: &mut Vec<u8>, e: &LinkError) {
-    out.clear();
-    out.push(error_status(*e));
-}
-
-fn put_other(out: &mut Vec<u8>, message: &str) {
-    out.clear();
-    out.push(ST_OTHER);
-    out.extend_from_slice(message.as_bytes());
-}
-
-fn put_ok(out: &mut Vec<u8>) {
-    out.clear();
-    out.push(ST_OK);
-}
-
-fn put_len(out: &mut Vec<u8>, n: usize) {
-    put_ok(out);
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-}
-
 impl Device {
     /// A plugged-in board with `config` and preference block `prefs`.
     pub fn new(config: BodyConfig, prefs: Box<[u8; PREFS_LEN]>) -> Self {
         Device {
             body: VirtualBody::new(config),
             prefs,
+            answer: Vec::with_capacity(MAX_FRAME_LEN),
             plugged: true,
             generation: 0,
             holder: None,
@@ -292,12 +274,16 @@ impl Device {
     /// (bmRequestType, bRequest); any other is stalled. The FunctionFS
     /// front end asks before it acknowledges the data stage.
     pub fn knows_control_out(request_type: u8, request: u8) -> bool {
-        request_type == REQUEST_TYPE_OUT && matches!(request, REQ_START | REQ_CLIENT_STATE)
+        matches!(
+            VendorRequest::try_from(request),
+            Ok(r @ (VendorRequest::Start | VendorRequest::ClientState)) if r.request_type() == request_type
+        )
     }
 
-    /// Handles one request body (op and fields) from `conn` at `now_ns` and
-    /// writes the reply body (status and data) to `out`. Never panics on
-    /// any bytes.
+    /// Handles one request body (op and fields, the socket's wire
+    /// encoding) from `conn` at `now_ns` and appends the reply body (status
+    /// and data) to `out`. Never panics on any bytes; a malformed request is
+    /// answered `Other` with why.
     pub fn request(
         &mut self,
         conn: &mut Conn,
@@ -305,136 +291,140 @@ impl Device {
         now_ns: u64,
         out: &mut Vec<u8>,
     ) -> Outcome {
-        let mut outcome = Outcome::default();
-        let Some((&op, args)) = req.split_first() else {
-            put_other(out, "empty request");
-            return outcome;
-        };
-        if op == OP_CLOSE {
-            self.close(conn);
-            put_ok(out);
-            return outcome;
-        }
-        if op == OP_OPEN {
-            let (vendor, product) = match args {
-                [a, b, c, d, ..] => (u16::from_le_bytes([*a, *b]), u16::from_le_bytes([*c, *d])),
-                _ => {
-                    put_other(out, "open: needs vendor and product");
-                    return outcome;
-                }
-            };
-            self.close(conn);
-            if !self.plugged || vendor != VENDOR_ID || product != PRODUCT_ID {
-                put_err(out, &LinkError::NoDevice);
-            } else {
-                conn.open_gen = Some(self.generation);
-                put_ok(out);
+        let call = match codec::decode_request(req) {
+            Ok(call) => call,
+            Err(why) => {
+                codec::encode_reply(&Call::Close, Err((LinkError::Other, &why)), &[], out);
+                return Outcome::default();
             }
-            return outcome;
-        }
-        if !self.is_open(conn) {
-            put_err(out, &LinkError::NoDevice);
-            return outcome;
-        }
-        match (op, args) {
-            (OP_SET_CONFIGURATION, [config, ..]) => {
+        };
+        let mut answer = std::mem::take(&mut self.answer);
+        let (reply, outcome) = self.call(conn, &call, now_ns, &mut answer);
+        let reply = reply
+            .as_ref()
+            .map(|&n| n)
+            .map_err(|(e, why)| (*e, why.as_str()));
+        codec::encode_reply(&call, reply, &answer, out);
+        self.answer = answer;
+        outcome
+    }
+
+    /// Performs one USB call from `conn` at `now_ns`, as [`nao_wire::Link`]
+    /// does: `Ok(n)` is the length an OUT call transferred, or the `n`
+    /// bytes an IN call read (put in `answer`); an error comes with its
+    /// message (empty for most kinds).
+    pub fn call(
+        &mut self,
+        conn: &mut Conn,
+        call: &Call<'_>,
+        now_ns: u64,
+        answer: &mut Vec<u8>,
+    ) -> (Reply, Outcome) {
+        let mut outcome = Outcome::default();
+        answer.clear();
+        let fail = |e: LinkError| Err((e, String::new()));
+        let reply = match *call {
+            Call::Close => {
+                self.close(conn);
+                Ok(0)
+            }
+            Call::Open { vendor, product } => {
+                self.close(conn);
+                if !self.plugged || vendor != VENDOR_ID || product != PRODUCT_ID {
+                    fail(LinkError::NoDevice)
+                } else {
+                    conn.open_gen = Some(self.generation);
+                    Ok(0)
+                }
+            }
+            _ if !self.is_open(conn) => fail(LinkError::NoDevice),
+            Call::SetConfiguration(config) => {
                 if self.holder.is_some_and(|(id, _)| id != conn.id) {
                     self.stats.busy += 1;
-                    put_err(out, &LinkError::Busy);
-                } else if *config != CONFIGURATION {
-                    put_other(out, &format!(
-                            "set_configuration {config}: the chest board has only configuration {CONFIGURATION}"
-                        ));
+                    fail(LinkError::Busy)
+                } else if config != CONFIGURATION {
+                    Err((LinkError::Other, format!(
+                        "set_configuration {config}: the chest board has only configuration {CONFIGURATION}"
+                    )))
                 } else {
-                    put_ok(out);
+                    Ok(0)
                 }
             }
-            (OP_CLAIM_INTERFACE, [iface, ..]) => {
-                if *iface != INTERFACE {
-                    put_other(out, &format!(
-                            "claim_interface {iface}: the chest board has only interface {INTERFACE}"
-                        ));
-                } else {
-                    match self.claim(conn) {
-                        Ok(()) => put_ok(out),
-                        Err(e) => put_err(out, &e),
-                    }
-                }
-            }
-            (OP_CONTROL_OUT, [rt, rq, v0, v1, _i0, _i1, data @ ..]) => {
-                let value = u16::from_le_bytes([*v0, *v1]);
-                match (*rt, *rq) {
-                    _ if !Self::knows_control_out(*rt, *rq) => put_err(out, &LinkError::Pipe),
-                    (_, REQ_CLIENT_STATE) => {
-                        self.body.set_client_state(value as u8);
-                        put_len(out, data.len());
-                    }
-                    _ => put_len(out, data.len()),
-                }
-            }
-            (OP_CONTROL_IN, [rt, rq, v0, v1, i0, i1, l0, l1, ..]) => {
-                let value = u16::from_le_bytes([*v0, *v1]);
-                let index = usize::from(u16::from_le_bytes([*i0, *i1]));
-                let wlength = usize::from(u16::from_le_bytes([*l0, *l1]));
-                let data: &[u8] = match (*rt, *rq) {
-                    (REQUEST_TYPE_IN, REQ_VERSION) => &CHEST_VERSION,
-                    (REQUEST_TYPE_IN, REQ_PREFS) => {
-                        let n = prefs_chunk_len(index);
-                        if n == 0 {
-                            &[]
-                        } else {
-                            &self.prefs[index..index + n]
-                        }
-                    }
-                    (REQUEST_TYPE_IN, REQ_BOOT_ID) if usize::from(value) < BOOT_IDS => {
-                        &BOOT_ID[usize::from(value)]
-                    }
-                    _ => {
-                        put_err(out, &LinkError::Pipe);
-                        return outcome;
-                    }
-                };
-                let n = data.len().min(wlength);
-                put_ok(out);
-                out.extend_from_slice(&data[..n]);
-            }
-            (OP_BULK_OUT, [ep, data @ ..]) => {
-                if let Err(e) = self.bulk(conn, *ep, EP_OUT) {
-                    put_err(out, &e);
-                    return outcome;
-                }
-                outcome.frame = self.frame(conn, data, now_ns);
-                put_len(out, data.len());
-            }
-            (OP_BULK_IN, [ep, l0, l1, ..]) => {
-                if let Err(e) = self.bulk(conn, *ep, EP_IN) {
-                    put_err(out, &e);
-                    return outcome;
-                }
-                let len = usize::from(u16::from_le_bytes([*l0, *l1]));
-                match conn.pending.take() {
-                    Some(n) if n > len => put_other(
-                        out,
-                        &format!("bulk_in overflow: the answer has {n} bytes, the buffer {len}"),
+            Call::ClaimInterface(iface) => {
+                if iface != INTERFACE {
+                    Err((
+                        LinkError::Other,
+                        format!(
+                        "claim_interface {iface}: the chest board has only interface {INTERFACE}"
                     ),
+                    ))
+                } else {
+                    self.claim(conn).map(|()| 0).or_else(fail)
+                }
+            }
+            Call::ControlOut { setup, data } => {
+                if !Self::knows_control_out(setup.request_type, setup.request) {
+                    fail(LinkError::Pipe)
+                } else {
+                    if setup.request == u8::from(VendorRequest::ClientState) {
+                        self.body.set_client_state(setup.value as u8);
+                    }
+                    Ok(data.len())
+                }
+            }
+            Call::ControlIn { setup, length } => {
+                let index = usize::from(setup.index);
+                let value = usize::from(setup.value);
+                let request = VendorRequest::try_from(setup.request)
+                    .ok()
+                    .filter(|r| r.request_type() == setup.request_type);
+                let data: Option<&[u8]> = match request {
+                    Some(VendorRequest::Version) => Some(&CHEST_VERSION),
+                    Some(VendorRequest::Prefs) => Some(
+                        self.prefs
+                            .get(index..index + prefs_chunk_len(index))
+                            .unwrap_or(&[]),
+                    ),
+                    Some(VendorRequest::BootId) => BOOT_ID.get(value).map(|id| &id[..]),
+                    _ => None,
+                };
+                match data {
+                    Some(data) => {
+                        let n = data.len().min(usize::from(length));
+                        answer.extend_from_slice(&data[..n]);
+                        Ok(n)
+                    }
+                    None => fail(LinkError::Pipe),
+                }
+            }
+            Call::BulkOut { endpoint, data } => match self.bulk(conn, endpoint, EP_OUT) {
+                Err(e) => fail(e),
+                Ok(()) => {
+                    outcome.frame = self.frame(conn, data, now_ns);
+                    Ok(data.len())
+                }
+            },
+            Call::BulkIn { endpoint, length } => match self.bulk(conn, endpoint, EP_IN) {
+                Err(e) => fail(e),
+                Ok(()) => match conn.pending.take() {
+                    Some(n) if n > length => Err((
+                        LinkError::Other,
+                        format!("bulk_in overflow: the answer has {n} bytes, the buffer {length}"),
+                    )),
                     Some(n) => {
                         self.stats.answers_read += 1;
-                        put_ok(out);
-                        out.extend_from_slice(&conn.answer[..n]);
+                        answer.extend_from_slice(&conn.answer[..n]);
+                        Ok(n)
                     }
                     None => {
                         self.stats.bulk_in_timeouts += 1;
                         outcome.delay_ms = BULK_TIMEOUT_MS;
-                        put_err(out, &LinkError::Timeout);
+                        fail(LinkError::Timeout)
                     }
-                }
-            }
-            _ => put_other(
-                out,
-                &format!("unknown or short request: op {op}, {} bytes", args.len()),
-            ),
-        }
-        outcome
+                },
+            },
+        };
+        (reply, outcome)
     }
 
     /// A bulk write: parse, step the body, apply the transport faults.
@@ -606,7 +596,7 @@ pub fn joint_faults_json(faults: &[JointFault; nao_wire::JOINTS]) -> serde_json:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nao_wire::link::codec::{ST_BUSY, ST_NO_DEVICE, ST_TIMEOUT};
+    use nao_wire::link::Setup;
     use nao_wire::protocol::frame::FrameWriter;
     use nao_wire::protocol::tables::SYNC_ANSWER;
 
@@ -620,81 +610,99 @@ mod tests {
     fn opened() -> (Device, Conn) {
         let mut d = dev();
         let mut a = Conn::new(1, 100);
-        open(&mut d, &mut a);
+        open(&mut d, &mut a).unwrap();
         (d, a)
     }
 
-    fn call(d: &mut Device, c: &mut Conn, req: &[u8]) -> (Vec<u8>, Outcome) {
-        let mut out = Vec::new();
-        let o = d.request(c, req, 1_000, &mut out);
-        (out, o)
+    /// The call's result at t = 1000 ns: the bytes an IN call read (none
+    /// for an OUT call), or the error kind.
+    fn call(d: &mut Device, c: &mut Conn, call: Call<'_>) -> (Result<Vec<u8>, LinkError>, Outcome) {
+        let mut answer = Vec::new();
+        let (reply, o) = d.call(c, &call, 1_000, &mut answer);
+        (reply.map(|_| answer).map_err(|(e, _)| e), o)
     }
 
-    fn open(d: &mut Device, c: &mut Conn) -> u8 {
-        call(d, c, &[OP_OPEN, 0xff, 0xff, 0x06, 0x00]).0[0]
+    fn open(d: &mut Device, c: &mut Conn) -> Result<Vec<u8>, LinkError> {
+        let open = Call::Open {
+            vendor: 0xffff,
+            product: 0x0006,
+        };
+        call(d, c, open).0
     }
+
+    const OK: Result<Vec<u8>, LinkError> = Ok(Vec::new());
+    const CLAIM: Call<'static> = Call::ClaimInterface(0);
 
     fn frame(seq: u16) -> Vec<u8> {
         let mut buf = [0u8; 64];
         let mut w = FrameWriter::frame(&mut buf, seq).unwrap();
         w.push(0x04, 0x01, &[]).unwrap();
         let n = w.finish();
-        let mut req = vec![OP_BULK_OUT, EP_OUT];
-        req.extend_from_slice(&buf[..n]);
-        req
+        buf[..n].to_vec()
     }
 
-    const BULK_IN: [u8; 4] = [OP_BULK_IN, EP_IN, 0x00, 0x02];
+    fn bulk_out(data: &[u8]) -> Call<'_> {
+        Call::BulkOut {
+            endpoint: EP_OUT,
+            data,
+        }
+    }
+
+    const BULK_IN: Call<'static> = Call::BulkIn {
+        endpoint: EP_IN,
+        length: 512,
+    };
 
     #[test]
     fn claim_is_exclusive_and_released_when_the_holder_disconnects() {
         let mut d = dev();
         let (mut a, mut b) = (Conn::new(1, 100), Conn::new(2, 200));
-        assert_eq!(open(&mut d, &mut a), ST_OK);
-        assert_eq!(open(&mut d, &mut b), ST_OK);
-        assert_eq!(call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]).0, [ST_OK]);
-        assert_eq!(call(&mut d, &mut b, &[OP_CLAIM_INTERFACE, 0]).0, [ST_BUSY]);
+        assert_eq!(open(&mut d, &mut a), OK);
+        assert_eq!(open(&mut d, &mut b), OK);
+        assert_eq!(call(&mut d, &mut a, CLAIM).0, OK);
+        assert_eq!(call(&mut d, &mut b, CLAIM).0, Err(LinkError::Busy));
         assert_eq!(
-            call(&mut d, &mut b, &[OP_SET_CONFIGURATION, 1]).0,
-            [ST_BUSY]
+            call(&mut d, &mut b, Call::SetConfiguration(1)).0,
+            Err(LinkError::Busy)
         );
         assert_eq!(
-            call(&mut d, &mut b, &frame(2)).0[0],
-            ST_BUSY,
+            call(&mut d, &mut b, bulk_out(&frame(2))).0,
+            Err(LinkError::Busy),
             "bulk needs the claim"
         );
         assert_eq!(d.holder_pid(), Some(100));
         d.disconnected(&mut a);
         assert_eq!(d.holder_pid(), None);
-        assert_eq!(call(&mut d, &mut b, &[OP_CLAIM_INTERFACE, 0]).0, [ST_OK]);
+        assert_eq!(call(&mut d, &mut b, CLAIM).0, OK);
     }
 
     #[test]
     fn bulk_transfer_claims_the_interface_implicitly_like_usbfs() {
         let mut d = dev();
         let (mut a, mut b) = (Conn::new(1, 100), Conn::new(2, 200));
-        open(&mut d, &mut a);
-        open(&mut d, &mut b);
-        assert_eq!(call(&mut d, &mut a, &frame(2)).0[0], ST_OK);
+        open(&mut d, &mut a).unwrap();
+        open(&mut d, &mut b).unwrap();
+        assert_eq!(call(&mut d, &mut a, bulk_out(&frame(2))).0, OK);
         assert_eq!(d.holder_pid(), Some(100));
-        assert_eq!(call(&mut d, &mut b, &[OP_CLAIM_INTERFACE, 0]).0, [ST_BUSY]);
+        assert_eq!(call(&mut d, &mut b, CLAIM).0, Err(LinkError::Busy));
     }
 
     #[test]
     fn bulk_in_returns_the_answer_to_the_last_frame_else_times_out_after_20_ms() {
         let (mut d, mut a) = opened();
-        let (out, o) = call(&mut d, &mut a, &BULK_IN);
-        assert_eq!((out[0], o.delay_ms), (ST_TIMEOUT, 20));
-        call(&mut d, &mut a, &frame(7));
-        let (_, o) = call(&mut d, &mut a, &frame(8));
+        let (out, o) = call(&mut d, &mut a, BULK_IN);
+        assert_eq!((out, o.delay_ms), (Err(LinkError::Timeout), 20));
+        call(&mut d, &mut a, bulk_out(&frame(7))).0.unwrap();
+        let (_, o) = call(&mut d, &mut a, bulk_out(&frame(8)));
         assert_eq!(o.frame.unwrap().seq, 8);
-        let (out, o) = call(&mut d, &mut a, &BULK_IN);
-        assert_eq!((out[0], o.delay_ms), (ST_OK, 0));
-        let ans = Frame::parse_answer(&out[1..], 8).unwrap();
+        let (out, o) = call(&mut d, &mut a, BULK_IN);
+        assert_eq!(o.delay_ms, 0);
+        let out = out.unwrap();
+        let ans = Frame::parse_answer(&out, 8).unwrap();
         assert_eq!(ans.sync, SYNC_ANSWER);
         assert_eq!(
-            call(&mut d, &mut a, &BULK_IN).0[0],
-            ST_TIMEOUT,
+            call(&mut d, &mut a, BULK_IN).0,
+            Err(LinkError::Timeout),
             "an answer is read once"
         );
     }
@@ -704,22 +712,22 @@ mod tests {
         let (mut d, mut a) = opened();
         d.control(CtlCommand::Drop(2), 0);
         for seq in 0..2 {
-            call(&mut d, &mut a, &frame(seq));
-            assert_eq!(call(&mut d, &mut a, &BULK_IN).0[0], ST_TIMEOUT);
+            call(&mut d, &mut a, bulk_out(&frame(seq))).0.unwrap();
+            assert_eq!(call(&mut d, &mut a, BULK_IN).0, Err(LinkError::Timeout));
         }
         d.control(CtlCommand::Corrupt(1), 0);
-        call(&mut d, &mut a, &frame(5));
-        let out = call(&mut d, &mut a, &BULK_IN).0;
+        call(&mut d, &mut a, bulk_out(&frame(5))).0.unwrap();
+        let out = call(&mut d, &mut a, BULK_IN).0.unwrap();
         assert!(matches!(
-            Frame::parse_answer(&out[1..], 5),
+            Frame::parse_answer(&out, 5),
             Err(nao_wire::protocol::frame::FrameError::BadCrc { .. })
         ));
-        call(&mut d, &mut a, &frame(6));
-        assert!(Frame::parse_answer(&call(&mut d, &mut a, &BULK_IN).0[1..], 6).is_ok());
+        call(&mut d, &mut a, bulk_out(&frame(6))).0.unwrap();
+        assert!(Frame::parse_answer(&call(&mut d, &mut a, BULK_IN).0.unwrap(), 6).is_ok());
         // Stall: the requests run at t = 1000 ns, the stall lasts 1 ms from 0.
         d.control(CtlCommand::Stall(1), 0);
-        call(&mut d, &mut a, &frame(7));
-        assert_eq!(call(&mut d, &mut a, &BULK_IN).0[0], ST_TIMEOUT);
+        call(&mut d, &mut a, bulk_out(&frame(7))).0.unwrap();
+        assert_eq!(call(&mut d, &mut a, BULK_IN).0, Err(LinkError::Timeout));
         assert_eq!(
             (d.stats.dropped, d.stats.corrupted, d.stats.stalled),
             (2, 1, 1)
@@ -729,52 +737,76 @@ mod tests {
     #[test]
     fn unplug_fails_every_call_with_no_device_until_replug_and_reopen() {
         let (mut d, mut a) = opened();
-        call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]);
+        call(&mut d, &mut a, CLAIM).0.unwrap();
         d.control(CtlCommand::Unplug, 0);
-        assert_eq!(call(&mut d, &mut a, &frame(2)).0, [ST_NO_DEVICE]);
-        assert_eq!(open(&mut d, &mut a), ST_NO_DEVICE);
+        let f = frame(2);
+        assert_eq!(
+            call(&mut d, &mut a, bulk_out(&f)).0,
+            Err(LinkError::NoDevice)
+        );
+        assert_eq!(open(&mut d, &mut a), Err(LinkError::NoDevice));
         d.control(CtlCommand::Replug, 0);
         assert_eq!(
-            call(&mut d, &mut a, &frame(2)).0,
-            [ST_NO_DEVICE],
+            call(&mut d, &mut a, bulk_out(&f)).0,
+            Err(LinkError::NoDevice),
             "the old handle is stale"
         );
-        assert_eq!(open(&mut d, &mut a), ST_OK);
-        assert_eq!(call(&mut d, &mut a, &[OP_CLAIM_INTERFACE, 0]).0, [ST_OK]);
+        assert_eq!(open(&mut d, &mut a), OK);
+        assert_eq!(call(&mut d, &mut a, CLAIM).0, OK);
     }
 
     #[test]
     fn control_requests_answer_version_prefs_in_chunks_and_boot_ids() {
         let (mut d, mut a) = opened();
-        let ci = |d: &mut Device, a: &mut Conn, rq: u8, v: u16, i: u16, l: u16| {
-            let mut r = vec![OP_CONTROL_IN, 0xc0, rq];
-            r.extend_from_slice(&v.to_le_bytes());
-            r.extend_from_slice(&i.to_le_bytes());
-            r.extend_from_slice(&l.to_le_bytes());
-            call(d, a, &r).0
+        let setup = |request_type: u8, request: u8, value: u16, index: u16| Setup {
+            request_type,
+            request,
+            value,
+            index,
         };
-        assert_eq!(ci(&mut d, &mut a, 0x02, 0, 0, 4), [0, 2, 17, 7, 0]);
+        let ci = |d: &mut Device, a: &mut Conn, rq: u8, v: u16, i: u16, l: u16| {
+            let setup = setup(0xc0, rq, v, i);
+            call(d, a, Call::ControlIn { setup, length: l }).0
+        };
+        assert_eq!(ci(&mut d, &mut a, 0x02, 0, 0, 4), Ok(vec![2, 17, 7, 0]));
         let mut block = Vec::new();
         for off in [0u16, 1024, 2048, 3072, 4096] {
-            let out = ci(&mut d, &mut a, 0x03, 0, off, 1024);
-            assert_eq!(out[0], ST_OK);
-            block.extend_from_slice(&out[1..]);
+            block.extend_from_slice(&ci(&mut d, &mut a, 0x03, 0, off, 1024).unwrap());
         }
         assert_eq!(block.len(), 4635);
         assert!(nao_wire::protocol::prefs::Prefs::parse(&block).is_ok());
-        assert_eq!(&ci(&mut d, &mut a, 0x04, 2, 0, 8)[1..], b"BLMB1.07");
-        assert_eq!(
-            ci(&mut d, &mut a, 0x04, 3, 0, 8),
-            [nao_wire::link::codec::ST_PIPE]
-        );
-        let mut r = vec![OP_CONTROL_OUT, 0x40, 0x05, 0x24, 0, 0, 0];
-        assert_eq!(call(&mut d, &mut a, &r).0[0], ST_OK);
+        assert_eq!(ci(&mut d, &mut a, 0x03, 0, 5000, 1024), OK, "past the end");
+        assert_eq!(ci(&mut d, &mut a, 0x04, 2, 0, 8), Ok(b"BLMB1.07".to_vec()));
+        assert_eq!(ci(&mut d, &mut a, 0x04, 3, 0, 8), Err(LinkError::Pipe));
+        let co = |d: &mut Device, a: &mut Conn, rq: u8| {
+            let setup = setup(0x40, rq, 0x24, 0);
+            call(d, a, Call::ControlOut { setup, data: &[] }).0
+        };
+        assert_eq!(co(&mut d, &mut a, 0x05), OK);
         assert_eq!(d.body.client_state(), 0x24);
-        r[2] = 0x09;
-        assert_eq!(
-            call(&mut d, &mut a, &r).0[0],
-            nao_wire::link::codec::ST_PIPE
-        );
+        assert_eq!(co(&mut d, &mut a, 0x09), Err(LinkError::Pipe));
+    }
+
+    #[test]
+    fn request_bytes_are_the_socket_encoding_of_the_calls() {
+        let (mut d, mut a) = opened();
+        let mut out = Vec::new();
+        // claim_interface 0: ok, no data.
+        d.request(&mut a, &[3, 0], 1_000, &mut out);
+        assert_eq!(out, [0]);
+        // control_in VERSION: ok and the 4 bytes.
+        out.clear();
+        d.request(&mut a, &[6, 0xc0, 0x02, 0, 0, 0, 0, 4, 0], 1_000, &mut out);
+        assert_eq!(out, [0, 2, 17, 7, 0]);
+        // bulk_in with nothing pending: timeout, after 20 ms.
+        out.clear();
+        let o = d.request(&mut a, &[8, 0x81, 0x00, 0x02], 1_000, &mut out);
+        assert_eq!((&out[..], o.delay_ms), (&[1][..], 20));
+        // A malformed request: other, and why.
+        out.clear();
+        d.request(&mut a, &[9], 1_000, &mut out);
+        assert_eq!(out[0], 5);
+        assert_eq!(&out[1..], b"unknown op 9 (expected 1..=8)");
     }
 
     #[test]
@@ -786,7 +818,7 @@ mod tests {
         d.control(CtlCommand::ImuShake(250, None), 0);
         d.control(CtlCommand::JointFault(2, JointFaultKind::Reversed), 0);
         d.control(CtlCommand::JointFault(2, JointFaultKind::Offset(65)), 0);
-        let (_, o) = call(&mut d, &mut a, &frame(4));
+        let (_, o) = call(&mut d, &mut a, bulk_out(&frame(4)));
         let st = o.frame.unwrap().state;
         assert_eq!(
             (st.posture, st.bumpers, st.imu_shake_mrad_s),
@@ -803,7 +835,7 @@ mod tests {
         assert_eq!(v["currents"].as_array().unwrap().len(), 25);
         // clear ends the joint faults; posture, bumpers and shaking stay.
         d.control(CtlCommand::Clear, 0);
-        let (_, o) = call(&mut d, &mut a, &frame(5));
+        let (_, o) = call(&mut d, &mut a, bulk_out(&frame(5)));
         let st = o.frame.unwrap().state;
         assert_eq!(
             (st.posture, st.bumpers, st.imu_shake_mrad_s),
@@ -830,15 +862,14 @@ mod tests {
         ) {
             let mut d = dev();
             let mut a = Conn::new(1, 1);
-            open(&mut d, &mut a);
+            open(&mut d, &mut a).unwrap();
             for r in &reqs {
                 let mut out = Vec::new();
                 d.request(&mut a, r, 5, &mut out);
                 proptest::prop_assert!(!out.is_empty());
                 // The same bytes as a frame.
-                let mut f = vec![OP_BULK_OUT, EP_OUT];
-                f.extend_from_slice(r);
-                d.request(&mut a, &f, 6, &mut out);
+                let mut answer = Vec::new();
+                let _ = d.call(&mut a, &bulk_out(r), 6, &mut answer);
             }
         }
     }

@@ -4,9 +4,9 @@
 //! sees USB `ffff:0006` and talks to it with `--link usb` (libusb), exactly
 //! as to the chest board.
 //!
-//! Every request is translated to the Unix socket's wire encoding
-//! (`nao_wire::link::sim`) and handled by the same [`Device`] through
-//! [`Shared::request`], so the body, the faults, the trace and the control
+//! Every request is translated to the USB call it is (`nao_wire::Call`,
+//! as the Unix socket's requests decode) and handled by the same [`Device`]
+//! through [`Shared::call`], so the body, the faults, the trace and the control
 //! socket are the ones of the socket front end:
 //!
 //! - the function enabled (the host's `set_configuration`) opens one
@@ -31,10 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use nao_wire::link::codec::{
-    OP_BULK_IN, OP_BULK_OUT, OP_CLAIM_INTERFACE, OP_CONTROL_IN, OP_CONTROL_OUT, OP_OPEN, ST_OK,
-};
-use nao_wire::link::{PRODUCT_ID, VENDOR_ID};
+use nao_wire::link::{Call, Setup, PRODUCT_ID, VENDOR_ID};
 use nao_wire::protocol::frame::MAX_FRAME_LEN;
 use nao_wire::protocol::tables::{BULK_IN_LEN, EP_IN, EP_OUT, INTERFACE};
 use usb_gadget::function::custom::{
@@ -43,7 +40,7 @@ use usb_gadget::function::custom::{
 };
 use usb_gadget::Class;
 
-use crate::device::{Conn, Device};
+use crate::device::{Conn, Device, Reply};
 use crate::server::{self, Shared};
 
 /// Where the FunctionFS front end serves and writes.
@@ -223,18 +220,19 @@ fn note(quiet: bool, what: &str) {
 /// Opens the connection and claims interface 0 (the host configured the
 /// device): a new session of the body.
 fn enable(shared: &Shared, link: &mut HostCable) {
-    let mut out = Vec::with_capacity(64);
+    let mut none = Vec::new();
     if link.open {
         disable(shared, link);
     }
     link.answer.withdraw(shared);
     link.control_requests = 0;
     shared.device().connected();
-    let mut open = [OP_OPEN, 0, 0, 0, 0];
-    open[1..3].copy_from_slice(&VENDOR_ID.to_le_bytes());
-    open[3..5].copy_from_slice(&PRODUCT_ID.to_le_bytes());
-    shared.request(&mut link.conn, &open, &mut out);
-    shared.request(&mut link.conn, &[OP_CLAIM_INTERFACE, INTERFACE], &mut out);
+    let open = Call::Open {
+        vendor: VENDOR_ID,
+        product: PRODUCT_ID,
+    };
+    let _ = shared.call(&mut link.conn, &open, &mut none);
+    let _ = shared.call(&mut link.conn, &Call::ClaimInterface(INTERFACE), &mut none);
     link.open = true;
 }
 
@@ -247,13 +245,14 @@ fn disable(shared: &Shared, link: &mut HostCable) {
     }
 }
 
-/// The control request in the socket's encoding (without data).
-fn control_request(op: u8, r: &CtrlReq) -> Vec<u8> {
-    let mut req = Vec::with_capacity(16);
-    req.extend_from_slice(&[op, r.request_type, r.request]);
-    req.extend_from_slice(&r.value.to_le_bytes());
-    req.extend_from_slice(&r.index.to_le_bytes());
-    req
+/// The setup packet of a control request.
+fn setup(r: &CtrlReq) -> Setup {
+    Setup {
+        request_type: r.request_type,
+        request: r.request,
+        value: r.value,
+        index: r.index,
+    }
 }
 
 /// How many abandoned-setup errors in a row ep0 survives (at [`RETRY`]
@@ -285,7 +284,7 @@ fn serve_ep0(
     dir: &Path,
     quiet: bool,
 ) -> Result<(), String> {
-    let mut out = Vec::with_capacity(MAX_FRAME_LEN + 8);
+    let mut answer = Vec::with_capacity(MAX_FRAME_LEN);
     let mut data = vec![0u8; usize::from(u16::MAX)];
     let mut failures = 0u32;
     loop {
@@ -331,12 +330,14 @@ fn serve_ep0(
             }
             Event::Bind => note(quiet, "bound to the UDC (plugged in)"),
             Event::SetupDeviceToHost(sender) => {
-                let mut req = control_request(OP_CONTROL_IN, sender.ctrl_req());
-                req.extend_from_slice(&sender.ctrl_req().length.to_le_bytes());
-                serve_control(shared, &mut lock(link), &req, &mut out);
-                let r = match out.split_first() {
-                    Some((&ST_OK, answer)) => sender.send(answer).map(|_| ()),
-                    _ => sender.halt(),
+                let r = sender.ctrl_req();
+                let call = Call::ControlIn {
+                    setup: setup(r),
+                    length: r.length,
+                };
+                let r = match serve_control(shared, &mut lock(link), &call, &mut answer) {
+                    Ok(n) => sender.send(&answer[..n]).map(|_| ()),
+                    Err(_) => sender.halt(),
                 };
                 if let Err(e) = r {
                     eprintln!("nao-rs-sim: control IN on {}: {e}", dir.display());
@@ -351,9 +352,11 @@ fn serve_ep0(
                 let n = usize::from(r.length).min(data.len());
                 match receiver.recv(&mut data[..n]) {
                     Ok(got) => {
-                        let mut req = control_request(OP_CONTROL_OUT, &r);
-                        req.extend_from_slice(&data[..got]);
-                        serve_control(shared, &mut lock(link), &req, &mut out);
+                        let call = Call::ControlOut {
+                            setup: setup(&r),
+                            data: &data[..got],
+                        };
+                        let _ = serve_control(shared, &mut lock(link), &call, &mut answer);
                     }
                     Err(e) => eprintln!("nao-rs-sim: control OUT on {}: {e}", dir.display()),
                 }
@@ -364,9 +367,14 @@ fn serve_ep0(
 }
 
 /// A control request of this session's host, answered by the device.
-fn serve_control(shared: &Shared, link: &mut HostCable, req: &[u8], out: &mut Vec<u8>) {
+fn serve_control(
+    shared: &Shared,
+    link: &mut HostCable,
+    call: &Call<'_>,
+    answer: &mut Vec<u8>,
+) -> Reply {
     link.control_requests += 1;
-    shared.request(&mut link.conn, req, out);
+    shared.call(&mut link.conn, call, answer)
 }
 
 /// Keeps bulk OUT's reads queued (`OUT_QUEUE`): the kernel completes the
@@ -386,10 +394,11 @@ fn refill(rx: &mut EndpointReceiver) {
 /// [`QueuedAnswer`]). Reads are always queued on bulk OUT (the host's next
 /// write never waits for us).
 fn serve_bulk(mut rx: EndpointReceiver, shared: &Shared, link: &Mutex<HostCable>) {
-    let mut req = Vec::with_capacity(MAX_FRAME_LEN + 2);
-    let mut out = Vec::with_capacity(MAX_FRAME_LEN + 8);
-    let mut bulk_in = [OP_BULK_IN, EP_IN, 0, 0];
-    bulk_in[2..4].copy_from_slice(&(BULK_IN_LEN as u16).to_le_bytes());
+    let mut answer = Vec::with_capacity(MAX_FRAME_LEN);
+    let bulk_in = Call::BulkIn {
+        endpoint: EP_IN,
+        length: BULK_IN_LEN,
+    };
     loop {
         refill(&mut rx);
         if rx.is_empty() {
@@ -411,16 +420,15 @@ fn serve_bulk(mut rx: EndpointReceiver, shared: &Shared, link: &Mutex<HostCable>
         if !l.open {
             continue;
         }
-        req.clear();
-        req.extend_from_slice(&[OP_BULK_OUT, EP_OUT]);
-        req.extend_from_slice(&data);
-        shared.request(&mut l.conn, &req, &mut out);
-        shared.request(&mut l.conn, &bulk_in, &mut out);
+        let frame = Call::BulkOut {
+            endpoint: EP_OUT,
+            data: &data,
+        };
+        let _ = shared.call(&mut l.conn, &frame, &mut answer);
+        let read = shared.call(&mut l.conn, &bulk_in, &mut answer);
         l.answer.withdraw(shared);
-        match out.split_first() {
-            Some((&ST_OK, answer)) if l.control_requests > 0 => {
-                l.answer.queue(Bytes::copy_from_slice(answer))
-            }
+        match read {
+            Ok(n) if l.control_requests > 0 => l.answer.queue(Bytes::copy_from_slice(&answer[..n])),
             _ => {}
         }
     }
@@ -434,9 +442,8 @@ mod tests {
     use crate::body::BodyConfig;
     use crate::device::CHEST_VERSION;
     use nao_wire::protocol::frame::FrameWriter;
-    use nao_wire::protocol::tables::{
-        REQUEST_TYPE_IN, REQUEST_TYPE_OUT, REQ_CLIENT_STATE, REQ_START, REQ_VERSION, SYNC_ANSWER,
-    };
+    use nao_wire::protocol::tables::{VendorRequest, SYNC_ANSWER};
+    use nao_wire::LinkError;
 
     fn enabled() -> (Arc<Shared>, HostCable) {
         let cfg = BodyConfig::default();
@@ -455,19 +462,26 @@ mod tests {
         (shared, link)
     }
 
-    fn control_in(shared: &Shared, link: &mut HostCable, request: u8, length: u16) -> Vec<u8> {
+    fn control_in(
+        shared: &Shared,
+        link: &mut HostCable,
+        request: u8,
+        length: u16,
+    ) -> Result<Vec<u8>, LinkError> {
         let r = CtrlReq {
-            request_type: REQUEST_TYPE_IN,
+            request_type: 0xc0,
             request,
             value: 0,
             index: 0,
             length,
         };
-        let mut req = control_request(OP_CONTROL_IN, &r);
-        req.extend_from_slice(&r.length.to_le_bytes());
-        let mut out = Vec::new();
-        shared.request(&mut link.conn, &req, &mut out);
-        out
+        let call = Call::ControlIn {
+            setup: setup(&r),
+            length: r.length,
+        };
+        let mut answer = Vec::new();
+        let n = serve_control(shared, link, &call, &mut answer).map_err(|(e, _)| e)?;
+        Ok(answer[..n].to_vec())
     }
 
     #[test]
@@ -478,11 +492,10 @@ mod tests {
             Some(0),
             "enable claims interface 0"
         );
-        let out = control_in(&shared, &mut link, REQ_VERSION, 4);
-        assert_eq!(out[0], ST_OK);
-        assert_eq!(out[1..], CHEST_VERSION);
+        let out = control_in(&shared, &mut link, VendorRequest::Version.into(), 4);
+        assert_eq!(out, Ok(CHEST_VERSION.to_vec()));
         // An unknown request is not answered (the front end stalls it).
-        assert_ne!(control_in(&shared, &mut link, 0x7f, 4)[0], ST_OK);
+        assert!(control_in(&shared, &mut link, 0x7f, 4).is_err());
     }
 
     #[test]
@@ -506,13 +519,12 @@ mod tests {
 
     #[test]
     fn only_the_boards_control_out_requests_are_acknowledged() {
-        assert!(Device::knows_control_out(REQUEST_TYPE_OUT, REQ_START));
-        assert!(Device::knows_control_out(
-            REQUEST_TYPE_OUT,
-            REQ_CLIENT_STATE
-        ));
-        assert!(!Device::knows_control_out(REQUEST_TYPE_OUT, 0x7f));
-        assert!(!Device::knows_control_out(REQUEST_TYPE_IN, REQ_START));
+        let (start, client_state) = (VendorRequest::Start, VendorRequest::ClientState);
+        // bmRequestType 0x40: vendor, host to device; 0xc0: device to host.
+        assert!(Device::knows_control_out(0x40, start.into()));
+        assert!(Device::knows_control_out(0x40, client_state.into()));
+        assert!(!Device::knows_control_out(0x40, 0x7f));
+        assert!(!Device::knows_control_out(0xc0, start.into()));
     }
 
     #[test]
@@ -522,16 +534,23 @@ mod tests {
         let mut w = FrameWriter::frame(&mut buf, 7).unwrap();
         w.push(0x04, 0x01, &[]).unwrap();
         let n = w.finish();
-        let mut req = vec![OP_BULK_OUT, EP_OUT];
-        req.extend_from_slice(&buf[..n]);
-        let mut out = Vec::new();
-        let outcome = shared.request(&mut link.conn, &req, &mut out);
+        let frame = Call::BulkOut {
+            endpoint: EP_OUT,
+            data: &buf[..n],
+        };
+        let mut answer = Vec::new();
+        let outcome = shared
+            .device()
+            .call(&mut link.conn, &frame, 0, &mut answer)
+            .1;
         assert_eq!(outcome.frame.map(|f| f.seq), Some(7));
-        let bulk_in = [OP_BULK_IN, EP_IN, 0x00, 0x02];
-        shared.request(&mut link.conn, &bulk_in, &mut out);
-        assert_eq!(out[0], ST_OK);
+        let bulk_in = Call::BulkIn {
+            endpoint: EP_IN,
+            length: 512,
+        };
+        assert!(shared.call(&mut link.conn, &bulk_in, &mut answer).is_ok());
         assert_eq!(
-            out[1], SYNC_ANSWER,
+            answer[0], SYNC_ANSWER,
             "the answer starts with the answer sync"
         );
         disable(&shared, &mut link);
@@ -540,7 +559,9 @@ mod tests {
             None,
             "disable releases the claim"
         );
-        shared.request(&mut link.conn, &req, &mut out);
-        assert_ne!(out[0], ST_OK, "a closed connection is served nothing");
+        assert!(
+            shared.call(&mut link.conn, &frame, &mut answer).is_err(),
+            "a closed connection is served nothing"
+        );
     }
 }

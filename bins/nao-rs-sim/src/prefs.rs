@@ -7,14 +7,12 @@
 //! the simulator looks like the worked examples.
 //!
 //! The protocol core (`nao_wire::protocol::prefs`) owns the layout, the
-//! CRC and the checks; this module only builds a block (the simulator is
-//! the only writer in the project).
+//! CRC and the checks, both ways ([`Prefs::encode`], [`Prefs::parse`]);
+//! this module only holds the recordings' values (the simulator is the only
+//! writer in the project).
 
 pub use nao_wire::protocol::prefs::BODY_ID_LEN;
-use nao_wire::protocol::prefs::{
-    crc32, Prefs, PressureCalibration, OFFSET_BODY_ID, OFFSET_CRC, OFFSET_FOOT_PRESSURE,
-    OFFSET_IMU, OFFSET_SERIALS, OFFSET_ZEROS, PREFS_LAYOUT_VERSION, PREFS_MAGIC, SERIAL_LEN,
-};
+use nao_wire::protocol::prefs::{Prefs, PressureCalibration};
 use nao_wire::protocol::tables::PREFS_LEN;
 use nao_wire::JOINTS;
 
@@ -55,35 +53,22 @@ const FOOT_CAL: [f32; 16] = [
 ];
 const IMU_OFFSETS: [f32; 6] = [12.5, -8.25, 30.0, 0.0012, -0.0008, 0.0004];
 
+/// The fields of the recordings' block with `body_id` and the joint zero
+/// positions `zeros`.
+pub fn fields(body_id: &str, zeros: &[u16; JOINTS]) -> Prefs {
+    Prefs {
+        body_id: body_id.to_string(),
+        serials: DEFAULT_SERIALS.map(String::from),
+        zero: *zeros,
+        foot_pressure: default_foot_calibration(),
+        imu_offsets: IMU_OFFSETS,
+    }
+}
+
 /// Builds a valid preference block with `body_id` (ASCII, at most 20 bytes;
 /// longer is cut) and the joint zero positions `zeros`.
 pub fn build(body_id: &str, zeros: &[u16; JOINTS]) -> Box<[u8; PREFS_LEN]> {
-    let mut b = Box::new([0u8; PREFS_LEN]);
-    b[0..4].copy_from_slice(&PREFS_MAGIC);
-    b[4..6].copy_from_slice(&PREFS_LAYOUT_VERSION.to_le_bytes());
-    let id = body_id.as_bytes();
-    let n = id.len().min(BODY_ID_LEN);
-    b[OFFSET_BODY_ID..OFFSET_BODY_ID + n].copy_from_slice(&id[..n]);
-    for (i, s) in DEFAULT_SERIALS.iter().enumerate() {
-        let at = OFFSET_SERIALS + SERIAL_LEN * i;
-        let s = s.as_bytes();
-        let n = s.len().min(SERIAL_LEN);
-        b[at..at + n].copy_from_slice(&s[..n]);
-    }
-    for (j, z) in zeros.iter().enumerate() {
-        let at = OFFSET_ZEROS + 2 * j;
-        b[at..at + 2].copy_from_slice(&z.to_le_bytes());
-    }
-    for (i, v) in FOOT_CAL.iter().enumerate() {
-        let at = OFFSET_FOOT_PRESSURE + 4 * i;
-        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    }
-    for (i, v) in IMU_OFFSETS.iter().enumerate() {
-        let at = OFFSET_IMU + 4 * i;
-        b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    }
-    seal(&mut b);
-    b
+    fields(body_id, zeros).encode()
 }
 
 /// The foot pressure calibration of the default block, `[left,
@@ -107,20 +92,10 @@ pub fn foot_calibration(block: &[u8; PREFS_LEN]) -> [[PressureCalibration; 4]; 2
     }
 }
 
-/// Writes the CRC-32 of bytes `0..4631` at offset 4631.
-pub fn seal(block: &mut [u8; PREFS_LEN]) {
-    let crc = crc32(&block[..OFFSET_CRC]);
-    block[OFFSET_CRC..].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// The zero positions stored in `block`.
+/// The zero positions stored in `block` (also in a block the protocol
+/// core refuses).
 pub fn zeros(block: &[u8; PREFS_LEN]) -> [u16; JOINTS] {
-    let mut out = [0u16; JOINTS];
-    for (j, z) in out.iter_mut().enumerate() {
-        let at = OFFSET_ZEROS + 2 * j;
-        *z = u16::from_le_bytes([block[at], block[at + 1]]);
-    }
-    out
+    Prefs::read(block).zero
 }
 
 /// Why a preference block is invalid (magic, layout or CRC, as the
@@ -134,6 +109,7 @@ pub fn check(block: &[u8; PREFS_LEN]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nao_wire::protocol::prefs::crc32;
 
     #[test]
     fn preference_block_is_4635_bytes_with_magic_layout_and_crc32() {

@@ -1,19 +1,19 @@
 //! The thin I/O around [`Device`]: the USB socket (one thread per
 //! connection), the control socket and the trace file.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use nao_wire::link::codec::MAX_BODY;
+use nao_wire::link::{codec, Call};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use nix::time::{clock_gettime, ClockId};
 
 use crate::ctl::CtlCommand;
-use crate::device::{Conn, Device, Outcome};
+use crate::device::{Conn, Device, Outcome, Reply};
 use crate::trace::TraceWriter;
 
 /// Where the simulator listens and writes.
@@ -62,11 +62,23 @@ impl Shared {
         lock(&self.device)
     }
 
-    /// One request of the socket's wire encoding from `conn`, answered
-    /// into `out`; a valid frame is written to the trace.
+    /// One request of the socket's wire encoding from `conn`, its reply
+    /// appended to `out`; a valid frame is written to the trace.
     pub(crate) fn request(&self, conn: &mut Conn, req: &[u8], out: &mut Vec<u8>) -> Outcome {
-        let mut dev = lock(&self.device);
-        let outcome = dev.request(conn, req, now_ns(), out);
+        let outcome = lock(&self.device).request(conn, req, now_ns(), out);
+        self.trace(outcome);
+        outcome
+    }
+
+    /// One USB call from `conn` (the FunctionFS front end's), the bytes an
+    /// IN call read put in `answer`; a valid frame is written to the trace.
+    pub(crate) fn call(&self, conn: &mut Conn, call: &Call<'_>, answer: &mut Vec<u8>) -> Reply {
+        let (reply, outcome) = lock(&self.device).call(conn, call, now_ns(), answer);
+        self.trace(outcome);
+        reply
+    }
+
+    fn trace(&self, outcome: Outcome) {
         if let Some(f) = outcome.frame {
             if let Some(t) = lock(&self.trace).as_mut() {
                 if let Err(e) = t.write(&f) {
@@ -74,7 +86,6 @@ impl Shared {
                 }
             }
         }
-        outcome
     }
 }
 
@@ -163,31 +174,19 @@ fn serve_conn(mut stream: UnixStream, id: u64, shared: &Shared) {
     let mut req = Vec::with_capacity(2048);
     let mut out = Vec::with_capacity(2048);
     loop {
-        let mut len = [0u8; 4];
-        if stream.read_exact(&mut len).is_err() {
+        if let Err(e) = codec::read_message(&mut stream, &mut req, "request") {
+            if e.kind() == io::ErrorKind::InvalidData {
+                eprintln!("nao-rs-sim: connection {id} (pid {pid}) sent a {e}; closing it");
+            }
             break;
         }
-        let len = u32::from_le_bytes(len) as usize;
-        if len == 0 || len > MAX_BODY {
-            eprintln!(
-                "nao-rs-sim: connection {id} (pid {pid}) sent a {len}-byte request; closing it"
-            );
-            break;
-        }
-        req.resize(len, 0);
-        if stream.read_exact(&mut req).is_err() {
-            break;
-        }
-        let outcome = shared.request(&mut conn, &req, &mut out);
+        out.clear();
+        let mut outcome = Outcome::default();
+        codec::message(&mut out, |b| outcome = shared.request(&mut conn, &req, b));
         if outcome.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(outcome.delay_ms));
         }
-        let n = (out.len() as u32).to_le_bytes();
-        if stream
-            .write_all(&n)
-            .and_then(|()| stream.write_all(&out))
-            .is_err()
-        {
+        if stream.write_all(&out).is_err() {
             break;
         }
     }

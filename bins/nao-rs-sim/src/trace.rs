@@ -51,7 +51,7 @@ use crate::device::FrameSeen;
 use nao_wire::protocol::tables::{decode_position, JOINT_NAMES};
 
 /// One line of the trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceLine {
     /// CLOCK_MONOTONIC ns when the frame was received.
     pub t_ns: u64,
@@ -96,36 +96,30 @@ pub struct TraceJointFault {
 
 /// One whole line of the trace: the frame's [`TraceLine`] and the body's
 /// state its answer reported. Lines of an older simulator (no state) read
-/// as standing, nothing held, no fault, no joints.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// as standing, nothing held, no fault, no joints (every field but the
+/// frame's has its default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TraceRecord {
     /// The frame's facts.
     #[serde(flatten)]
     pub frame: TraceLine,
     /// The posture.
-    #[serde(default)]
     pub posture: Posture,
     /// The toe bumpers held, `[left foot, right foot]`.
-    #[serde(default)]
     pub bumpers: [u8; 2],
     /// The gyroscope's shake amplitude, mrad/s.
-    #[serde(default)]
     pub imu_shake_mrad_s: u16,
     /// The faulted joints.
-    #[serde(default)]
     pub joint_faults: Vec<TraceJointFault>,
     /// Per joint (`nao_wire::Joint` order): the stiffness in effect after
     /// the frame, per mille.
-    #[serde(default)]
     pub stiffness: Vec<u16>,
     /// Per joint: the commanded position after the frame, rad.
-    #[serde(default)]
     pub target: Vec<f32>,
     /// Per joint: the position the answer reports, rad.
-    #[serde(default)]
     pub position: Vec<f32>,
     /// Per joint: the current the answer reports, mA.
-    #[serde(default)]
     pub current_ma: Vec<u16>,
 }
 

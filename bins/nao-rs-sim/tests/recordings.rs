@@ -8,10 +8,9 @@ use std::path::PathBuf;
 
 use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::BoardSettings;
-use nao_wire::link::codec::{encode_request, ST_OK};
 use nao_wire::link::Call;
 use nao_wire::protocol::frame::Frame;
-use nao_wire::protocol::tables::{ANS_CONFIG, ANS_EEPROM_READ, ANS_STATUS, SYNC_ANSWER};
+use nao_wire::protocol::tables::{AnswerKind, SYNC_ANSWER};
 use nao_wire::recording::{self, Item, Recorded};
 
 fn recording(name: &str) -> PathBuf {
@@ -32,7 +31,10 @@ fn messages(answer: &[u8]) -> (u16, Vec<Msg>) {
 
 /// Payloads compared byte for byte; the rest by length only.
 fn exact(cmd: u8) -> bool {
-    matches!(cmd, ANS_STATUS | ANS_CONFIG | ANS_EEPROM_READ)
+    matches!(
+        AnswerKind::try_from(cmd),
+        Ok(AnswerKind::Status | AnswerKind::Config | AnswerKind::EepromRead)
+    )
 }
 
 fn check(name: &str, settings: BoardSettings) {
@@ -43,20 +45,15 @@ fn check(name: &str, settings: BoardSettings) {
     let mut out = Vec::new();
     let mut now = 0u64;
     let mut frames = 0;
-    // Each call as the sim link sends it (the one request codec).
     let mut request = |call: Call<'_>, now: u64, out: &mut Vec<u8>| {
-        let mut r = Vec::new();
-        encode_request(&call, &mut r);
-        dev.request(&mut conn, &r, now, out);
+        let (reply, _) = dev.call(&mut conn, &call, now, out);
+        reply.map_err(|(e, why)| format!("{e}: {why}"))
     };
-    request(
-        Call::Open {
-            vendor: 0xffff,
-            product: 0x0006,
-        },
-        0,
-        &mut out,
-    );
+    let open = Call::Open {
+        vendor: 0xffff,
+        product: 0x0006,
+    };
+    request(open, 0, &mut out).expect("the simulator opens");
     for line in &lines {
         let at = format!("{name} line {}", line.number);
         let call = match &line.item {
@@ -72,18 +69,18 @@ fn check(name: &str, settings: BoardSettings) {
             ) => c,
             _ => continue,
         };
-        request(call.call(), now, &mut out);
-        assert_eq!(out[0], ST_OK, "{at}: the simulator answers");
+        let reply = request(call.call(), now, &mut out);
+        assert!(reply.is_ok(), "{at}: the simulator answers: {reply:?}");
         match call {
             Recorded::ControlIn { answer, .. } => {
-                assert_eq!(&out[1..], &answer[..], "{at}: control_in answer");
+                assert_eq!(&out[..], &answer[..], "{at}: control_in answer");
             }
             Recorded::BulkOut { .. } => frames += 1,
             Recorded::BulkIn {
                 answer: Ok(recorded),
                 ..
             } => {
-                let (seq, ours) = messages(&out[1..]);
+                let (seq, ours) = messages(&out);
                 let (rseq, theirs) = messages(recorded);
                 assert_eq!(seq, rseq, "{at}: seq");
                 let shape = |m: &[Msg]| -> Vec<(u8, u8, usize)> {

@@ -21,7 +21,6 @@ use deathswitch::{MemorySwitch, Switch as _};
 use nao_rs_sim::ctl::CtlCommand;
 use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::BoardSettings;
-use nao_wire::link::codec::{decode_reply, encode_request};
 use nao_wire::link::{Call, Link, LinkError};
 use nao_wire::protocol::cycle::Reconnect;
 use nao_wire::protocol::gate::WakeLatch;
@@ -38,15 +37,13 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 /// Random sessions per run (fixed, see the module doc).
 const SESSIONS: u32 = 300;
 
-/// The virtual robot in this process, as a [`Link`]: each call is encoded
-/// as the simulator's socket protocol encodes it and handed to the device
-/// at the session's time. The last frame's stiffness as the robot saw it is
-/// kept.
+/// The virtual robot in this process, as a [`Link`]: each call is handed
+/// to the device at the session's time. The last frame's stiffness as the
+/// robot saw it is kept.
 struct RobotLink {
     device: Device,
     conn: Conn,
     now_ns: u64,
-    req: Vec<u8>,
     reply: Vec<u8>,
     /// Whether the last valid frame the robot received was all-off.
     last_frame_all_off: Option<bool>,
@@ -59,7 +56,6 @@ impl RobotLink {
             device: Device::new(cfg, prefs),
             conn: Conn::new(1, 1),
             now_ns: 0,
-            req: Vec::with_capacity(600),
             reply: Vec::with_capacity(5000),
             last_frame_all_off: None,
         }
@@ -68,15 +64,16 @@ impl RobotLink {
 
 impl Link for RobotLink {
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
-        self.req.clear();
-        encode_request(&call, &mut self.req);
-        let outcome = self
-            .device
-            .request(&mut self.conn, &self.req, self.now_ns, &mut self.reply);
+        let (reply, outcome) =
+            self.device
+                .call(&mut self.conn, &call, self.now_ns, &mut self.reply);
         if let Some(f) = outcome.frame {
             self.last_frame_all_off = Some(f.stiffness.all_off());
         }
-        decode_reply(&call, &self.reply, answer).map_err(|(e, _)| e)
+        let n = reply.map_err(|(e, _)| e)?;
+        let to = answer.get_mut(..self.reply.len()).ok_or(LinkError::Other)?;
+        to.copy_from_slice(&self.reply);
+        Ok(n)
     }
 }
 
@@ -113,14 +110,17 @@ struct Step {
     fault: Fault,
 }
 
+/// One of NaN, the infinities and `values`.
+fn special(values: &[f32]) -> impl Strategy<Value = f32> {
+    let non_finite = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+    prop::sample::select([&non_finite[..], values].concat())
+}
+
 /// Stiffness values: non-finite, negative, above 1, around each per-mille
 /// step's rounding boundary, and plain ones.
 fn stiffness() -> impl Strategy<Value = f32> {
     prop_oneof![
-        prop::sample::select(vec![
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
+        special(&[
             -1.0,
             -0.0005,
             -0.0,
@@ -144,19 +144,7 @@ fn stiffness() -> impl Strategy<Value = f32> {
 }
 
 fn position() -> impl Strategy<Value = f32> {
-    prop_oneof![
-        prop::sample::select(vec![
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            0.0,
-            -0.0,
-            3.2,
-            -3.2,
-            100.0,
-        ]),
-        -4.0f32..4.0,
-    ]
+    prop_oneof![special(&[0.0, -0.0, 3.2, -3.2, 100.0]), -4.0f32..4.0,]
 }
 
 fn command() -> impl Strategy<Value = Command> {

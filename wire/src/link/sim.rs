@@ -21,12 +21,12 @@
 //! through buffers allocated in [`SimLink::new`] (grown only by a control
 //! transfer larger than 2 KiB).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::codec::{self, MAX_BODY};
+use super::codec;
 use super::{Call, Link, LinkError};
 
 /// How long the link waits for any reply before it reports a timeout. The
@@ -99,7 +99,10 @@ impl SimLink {
             self.stream = None;
             return Err(match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => LinkError::Timeout,
-                io::ErrorKind::InvalidData => self.fail(LinkError::Other, e),
+                io::ErrorKind::InvalidData => self.fail(
+                    LinkError::Other,
+                    format_args!("{e}; is this a nao-rs-sim socket?"),
+                ),
                 _ => LinkError::NoDevice,
             });
         }
@@ -148,19 +151,7 @@ impl SimLink {
 /// Writes one request and reads one reply body into `reply`.
 fn exchange(stream: &mut UnixStream, req: &[u8], reply: &mut Vec<u8>) -> io::Result<()> {
     stream.write_all(req)?;
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len)?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len == 0 || len > MAX_BODY {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "reply body of {len} bytes (expected 1..={MAX_BODY}); is this a nao-rs-sim socket?"
-            ),
-        ));
-    }
-    reply.resize(len, 0);
-    stream.read_exact(reply)
+    codec::read_message(stream, reply, "reply")
 }
 
 impl Link for SimLink {

@@ -307,8 +307,9 @@ impl Cycle {
     pub fn run(&mut self, link: &mut dyn Link, input: &CycleInput<'_>, now_ns: u64) -> CycleOutput {
         let len = self.build(input, now_ns).len();
         if let Some(state) = self.client_state_request() {
+            let request = VendorRequest::ClientState;
             let ok = link
-                .control_out(REQUEST_TYPE_OUT, REQ_CLIENT_STATE, state as u16, 0, &[])
+                .control_out(request.request_type(), request.into(), state as u16, 0, &[])
                 .is_ok();
             self.client_state_result(ok);
         }
@@ -353,44 +354,54 @@ fn build_frame(c: &Core, buf: &mut [u8; MAX_FRAME_LEN]) -> usize {
     let Ok(mut w) = FrameWriter::frame(buf, c.seq) else {
         return 0;
     };
-    let push = |w: &mut FrameWriter<'_>, a: u8, cmd: u8, p: &[u8]| {
-        let _ = w.push(a, cmd, p);
+    let push = |w: &mut FrameWriter<'_>, a: u8, cmd: BoardCommand, p: &[u8]| {
+        let _ = w.push(a, cmd.into(), p);
     };
     for a in DEVICES {
-        push(&mut w, a, CMD_READ, &[]);
+        push(&mut w, a, BoardCommand::Read, &[]);
     }
     for bus in [Bus::A, Bus::B] {
         let slots = bus.slots();
         let _ = w.push_u16s(
             bus.address(),
-            CMD_POSITIONS,
+            BoardCommand::Positions.into(),
             slots.iter().map(|&j| c.position[j]),
         );
         let _ = w.push_u16s(
             bus.address(),
-            CMD_STIFFNESS,
+            BoardCommand::Stiffness.into(),
             slots.iter().map(|&j| c.stiffness[j]),
         );
     }
     if c.client_request.is_none() {
-        push(&mut w, ADDR_CHEST, CMD_CHEST_LED, &c.command.chest_led);
+        push(
+            &mut w,
+            ADDR_CHEST,
+            BoardCommand::ChestLed,
+            &c.command.chest_led,
+        );
     }
     push(
         &mut w,
         ADDR_LEFT_FOOT,
-        CMD_FOOT_LED,
+        BoardCommand::FootLed,
         &c.command.left_foot_led,
     );
     push(
         &mut w,
         ADDR_RIGHT_FOOT,
-        CMD_FOOT_LED,
+        BoardCommand::FootLed,
         &c.command.right_foot_led,
     );
-    push(&mut w, ADDR_SONAR, CMD_SONAR_MODE, &[c.command.sonar_mode]);
+    push(
+        &mut w,
+        ADDR_SONAR,
+        BoardCommand::SonarMode,
+        &[c.command.sonar_mode],
+    );
     for (i, &a) in HANDSHAKE_BOARDS.iter().enumerate() {
         if c.handshake.asks(i, c.k) {
-            push(&mut w, a, CMD_CONFIG_REQUEST, &[]);
+            push(&mut w, a, BoardCommand::ConfigRequest, &[]);
         }
     }
     w.finish()

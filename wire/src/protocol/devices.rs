@@ -145,8 +145,8 @@ pub fn hand_answer(
     let mut trips = Trips::default();
     for m in answer.messages() {
         let p = m.payload;
-        let ok = match (m.command, device_kind(m.address)) {
-            (ANS_READ, Some(kind)) if Some(p.len()) == read_answer_len(m.address) => {
+        let ok = match (AnswerKind::try_from(m.command), device_kind(m.address)) {
+            (Ok(AnswerKind::Read), Some(kind)) if Some(p.len()) == read_answer_len(m.address) => {
                 match kind {
                     DeviceKind::Imu => {
                         let imu = &mut sensors.imu;
@@ -201,14 +201,15 @@ pub fn hand_answer(
                 }
                 true
             }
-            (ANS_CONFIG, Some(DeviceKind::JointBoard(_) | DeviceKind::FootBoard(_)))
-                if p.len() == CONFIG_LEN =>
-            {
+            (
+                Ok(AnswerKind::Config),
+                Some(DeviceKind::JointBoard(_) | DeviceKind::FootBoard(_)),
+            ) if p.len() == CONFIG_LEN => {
                 handshake.on_config(m.address, p[0]);
                 true
             }
             // Late start-up answers carry nothing for the cycle.
-            (ANS_STATUS | ANS_EEPROM_READ, Some(_)) => true,
+            (Ok(AnswerKind::Status | AnswerKind::EepromRead), Some(_)) => true,
             _ => false,
         };
         if !ok {
@@ -251,7 +252,11 @@ mod tests {
 
     /// An answer with one READ answer from `address`, handed over.
     fn read(address: u8, data: &[u8], s: &mut Sensors, h: &mut Handshake) -> Trips {
-        hand(&answer(|w| w.push(address, ANS_READ, data).unwrap()), s, h)
+        hand(
+            &answer(|w| w.push(address, AnswerKind::Read.into(), data).unwrap()),
+            s,
+            h,
+        )
     }
 
     #[test]
@@ -306,9 +311,9 @@ mod tests {
         let (mut s, mut h) = fresh();
         let t = hand(
             &answer(|w| {
-                w.push(ADDR_CHEST, ANS_READ, &[1]).unwrap();
-                w.push(0x77, ANS_READ, &[1, 2]).unwrap();
-                w.push(0x10, ANS_CONFIG, &[10]).unwrap();
+                w.push(ADDR_CHEST, AnswerKind::Read.into(), &[1]).unwrap();
+                w.push(0x77, AnswerKind::Read.into(), &[1, 2]).unwrap();
+                w.push(0x10, AnswerKind::Config.into(), &[10]).unwrap();
             }),
             &mut s,
             &mut h,

@@ -9,27 +9,30 @@ use super::tables::PREFS_LEN;
 use crate::command::JOINTS;
 
 /// The magic at offset 0.
-pub const PREFS_MAGIC: [u8; 4] = *b"NPRF";
+const PREFS_MAGIC: [u8; 4] = *b"NPRF";
 /// The layout version at offset 4.
-pub const PREFS_LAYOUT_VERSION: u16 = 1;
-/// Offset of the body id (20 bytes).
-pub const OFFSET_BODY_ID: usize = 6;
-/// Offset of the 17 stored serial numbers (16 bytes each).
-pub const OFFSET_SERIALS: usize = 26;
-/// Offset of the 25 joint zero positions (u16 counts).
-pub const OFFSET_ZEROS: usize = 298;
-/// Offset of the foot pressure gains and offsets.
-pub const OFFSET_FOOT_PRESSURE: usize = 348;
-/// Offset of the IMU offsets.
-pub const OFFSET_IMU: usize = 412;
-/// Offset of the CRC-32.
-pub const OFFSET_CRC: usize = 4631;
+const PREFS_LAYOUT_VERSION: u16 = 1;
+/// Bytes of the body id.
+pub const BODY_ID_LEN: usize = 20;
 /// Number of stored serial numbers: IMU, battery, sonar, chest, 13 joint boards.
 pub(crate) const SERIAL_COUNT: usize = 17;
 /// Bytes of one serial number.
-pub const SERIAL_LEN: usize = 16;
-/// Bytes of the body id.
-pub const BODY_ID_LEN: usize = 20;
+const SERIAL_LEN: usize = 16;
+
+// The fields follow each other: each starts where the one before ends.
+/// Offset of the body id, after the magic and the layout version: 6.
+const OFFSET_BODY_ID: usize = 4 + 2;
+/// Offset of the 17 stored serial numbers: 26.
+const OFFSET_SERIALS: usize = OFFSET_BODY_ID + BODY_ID_LEN;
+/// Offset of the 25 joint zero positions (u16 counts): 298.
+const OFFSET_ZEROS: usize = OFFSET_SERIALS + SERIAL_COUNT * SERIAL_LEN;
+/// Offset of the foot pressure gain and offset (f32 each) of 2 x 4 sensors: 348.
+const OFFSET_FOOT_PRESSURE: usize = OFFSET_ZEROS + 2 * JOINTS;
+/// Offset of the 6 IMU offsets (f32): 412.
+const OFFSET_IMU: usize = OFFSET_FOOT_PRESSURE + 2 * 4 * 8;
+/// Offset of the CRC-32, the block's last 4 bytes: 4631.
+const OFFSET_CRC: usize = PREFS_LEN - 4;
+const _: () = assert!(OFFSET_ZEROS == 298 && OFFSET_IMU == 412 && OFFSET_CRC == 4631);
 
 const CRC32: Crc<u32> = Crc::<u32>::new(&CRC_32_ISO_HDLC);
 
@@ -81,20 +84,23 @@ impl PressureCalibration {
     }
 }
 
-/// The checked preference block.
+/// The fields of the preference block: [`Prefs::parse`] reads and checks
+/// a block, [`Prefs::encode`] writes one (the virtual robot serves it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prefs {
-    /// The body id (ASCII, NULs stripped).
-    pub(crate) body_id: String,
+    /// The body id (ASCII, NULs stripped; at most [`BODY_ID_LEN`] bytes are
+    /// stored).
+    pub body_id: String,
     /// Stored serial numbers in device order: IMU, battery, sonar, chest, the
-    /// 13 joint boards in address order (ASCII, NULs stripped).
-    pub(crate) serials: [String; SERIAL_COUNT],
+    /// 13 joint boards in address order (ASCII, NULs stripped; at most 16
+    /// bytes each are stored).
+    pub serials: [String; SERIAL_COUNT],
     /// Joint zero positions in counts, joint index order.
-    pub(crate) zero: [u16; JOINTS],
+    pub zero: [u16; JOINTS],
     /// Foot pressure calibration: `[left, right][sensor]`.
     pub foot_pressure: [[PressureCalibration; 4]; 2],
     /// IMU offsets: accelerometer x, y, z then gyroscope x, y, z.
-    pub(crate) imu_offsets: [f32; 6],
+    pub imu_offsets: [f32; 6],
 }
 
 fn ascii(bytes: &[u8]) -> String {
@@ -115,13 +121,13 @@ impl Prefs {
     /// A [`PrefsError`] naming the first of those checks that fails, with
     /// what it expected and what it found.
     pub fn parse(block: &[u8]) -> Result<Prefs, PrefsError> {
-        if block.len() != PREFS_LEN {
+        let Ok(block) = <&[u8; PREFS_LEN]>::try_from(block) else {
             return Err(PrefsError {
                 field: "length",
                 expected: format!("{PREFS_LEN} bytes"),
                 found: format!("{} bytes", block.len()),
             });
-        }
+        };
         if block[0..4] != PREFS_MAGIC {
             return Err(PrefsError {
                 field: "magic",
@@ -151,6 +157,13 @@ impl Prefs {
                 found: format!("{stored:08x}"),
             });
         }
+        Ok(Prefs::read(block))
+    }
+
+    /// The fields of a block at their offsets, without the checks of
+    /// [`Prefs::parse`] (a simulator serving a damaged block still reads
+    /// its zero positions).
+    pub fn read(block: &[u8; PREFS_LEN]) -> Prefs {
         let body_id = ascii(&block[OFFSET_BODY_ID..OFFSET_BODY_ID + BODY_ID_LEN]);
         let serials = std::array::from_fn(|i| {
             let at = OFFSET_SERIALS + i * SERIAL_LEN;
@@ -170,13 +183,52 @@ impl Prefs {
             })
         });
         let imu_offsets = std::array::from_fn(|i| f32_at(block, OFFSET_IMU + 4 * i));
-        Ok(Prefs {
+        Prefs {
             body_id,
             serials,
             zero,
             foot_pressure,
             imu_offsets,
-        })
+        }
+    }
+
+    /// The valid block of these fields: magic, layout version, the fields
+    /// at their offsets (a body id or serial number longer than its field
+    /// is cut), CRC-32. [`Prefs::parse`] reads it back.
+    pub fn encode(&self) -> Box<[u8; PREFS_LEN]> {
+        let mut b = Box::new([0u8; PREFS_LEN]);
+        b[0..4].copy_from_slice(&PREFS_MAGIC);
+        b[4..6].copy_from_slice(&PREFS_LAYOUT_VERSION.to_le_bytes());
+        put_ascii(
+            &mut b[OFFSET_BODY_ID..OFFSET_BODY_ID + BODY_ID_LEN],
+            &self.body_id,
+        );
+        for (i, s) in self.serials.iter().enumerate() {
+            let at = OFFSET_SERIALS + SERIAL_LEN * i;
+            put_ascii(&mut b[at..at + SERIAL_LEN], s);
+        }
+        let zeros = self.zero.iter().map(|z| z.to_le_bytes());
+        put_all(&mut b[OFFSET_ZEROS..], zeros);
+        let feet = self.foot_pressure.iter().flatten();
+        let cal = feet.flat_map(|c| [c.gain, c.offset]).map(f32::to_le_bytes);
+        put_all(&mut b[OFFSET_FOOT_PRESSURE..], cal);
+        put_all(&mut b[OFFSET_IMU..], self.imu_offsets.map(f32::to_le_bytes));
+        let crc = crc32(&b[..OFFSET_CRC]);
+        b[OFFSET_CRC..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+}
+
+/// Writes `s` at the start of `field`, cut to its length.
+fn put_ascii(field: &mut [u8], s: &str) {
+    let n = s.len().min(field.len());
+    field[..n].copy_from_slice(&s.as_bytes()[..n]);
+}
+
+/// Writes the little-endian values one after the other from the start of `to`.
+fn put_all<const N: usize>(to: &mut [u8], values: impl IntoIterator<Item = [u8; N]>) {
+    for (dst, v) in to.chunks_exact_mut(N).zip(values) {
+        dst.copy_from_slice(&v);
     }
 }
 
@@ -210,6 +262,35 @@ pub(crate) mod tests {
         assert_eq!(p.zero[0], 2000);
         assert_eq!(p.zero[24], 2024);
         assert_eq!(p.imu_offsets[0], 1.5);
+    }
+
+    #[test]
+    fn encoded_prefs_parse_back_and_long_texts_are_cut() {
+        let mut p = Prefs::parse(&block()).unwrap();
+        p.foot_pressure[1][3] = PressureCalibration {
+            gain: 0.0123,
+            offset: -3.75,
+        };
+        p.imu_offsets[5] = 0.0004;
+        let b = p.encode();
+        assert_eq!(
+            &b[..],
+            &{
+                let mut want = block();
+                want[OFFSET_FOOT_PRESSURE + 7 * 8..][..8]
+                    .copy_from_slice(&[0.0123f32.to_le_bytes(), (-3.75f32).to_le_bytes()].concat());
+                want[OFFSET_IMU + 20..][..4].copy_from_slice(&0.0004f32.to_le_bytes());
+                let crc = crc32(&want[..OFFSET_CRC]);
+                want[OFFSET_CRC..].copy_from_slice(&crc.to_le_bytes());
+                want
+            }[..]
+        );
+        assert_eq!(Prefs::parse(&b[..]), Ok(p.clone()));
+        p.body_id = "B".repeat(25);
+        p.serials[16] = "S".repeat(17);
+        let back = Prefs::parse(&p.encode()[..]).unwrap();
+        assert_eq!(back.body_id, "B".repeat(BODY_ID_LEN));
+        assert_eq!(back.serials[16], "S".repeat(SERIAL_LEN));
     }
 
     #[test]

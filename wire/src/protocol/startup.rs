@@ -153,14 +153,14 @@ fn step<T>(r: Result<T, LinkError>, what: &str, link: &dyn Link) -> Result<T, St
 
 fn control_in_exact(
     link: &mut dyn Link,
-    request: u8,
+    request: VendorRequest,
     value: u16,
     index: u16,
     buf: &mut [u8],
     what: &str,
 ) -> Result<(), StartupError> {
     let n = step(
-        link.control_in(REQUEST_TYPE_IN, request, value, index, buf),
+        link.control_in(request.request_type(), request.into(), value, index, buf),
         what,
         &*link,
     )?;
@@ -189,14 +189,22 @@ pub fn link_up(link: &mut dyn Link) -> Result<ChestVersion, StartupError> {
         "set_configuration 1",
         &*link,
     )?;
+    let start = VendorRequest::Start;
     step(
-        link.control_out(REQUEST_TYPE_OUT, REQ_START, 0, 0, &[]),
+        link.control_out(start.request_type(), start.into(), 0, 0, &[]),
         "START request",
         &*link,
     )?;
     step(link.claim_interface(INTERFACE), "claim_interface 0", &*link)?;
     let mut v = [0u8; VERSION_LEN];
-    control_in_exact(link, REQ_VERSION, 0, 0, &mut v, "VERSION request")?;
+    control_in_exact(
+        link,
+        VendorRequest::Version,
+        0,
+        0,
+        &mut v,
+        "VERSION request",
+    )?;
     Ok(ChestVersion {
         major: v[0],
         minor: v[1],
@@ -214,7 +222,7 @@ pub(crate) fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
         let what = format!("PREFS request at offset {offset}");
         control_in_exact(
             link,
-            REQ_PREFS,
+            VendorRequest::Prefs,
             0,
             offset as u16,
             &mut block[offset..offset + len],
@@ -234,10 +242,10 @@ pub(crate) fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
 pub fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
     let mut w = FrameWriter::frame(buf, 0)?;
     for a in [ADDR_SONAR, ADDR_CHEST, ADDR_EEPROM_A, ADDR_EEPROM_B] {
-        w.push(a, CMD_START, &[])?;
+        w.push(a, BoardCommand::Start.into(), &[])?;
     }
     for a in [ADDR_EEPROM_A, ADDR_EEPROM_B] {
-        w.push(a, CMD_EEPROM_READ, &[0, 0, EEPROM_READ_LEN])?;
+        w.push(a, BoardCommand::EepromRead.into(), &[0, 0, EEPROM_READ_LEN])?;
     }
     Ok(w.finish())
 }
@@ -250,21 +258,21 @@ pub fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
 /// [`FrameError::Overflow`] when `buf` cannot hold the frame.
 pub fn build_startup_frame_1(buf: &mut [u8]) -> Result<usize, FrameError> {
     let mut w = FrameWriter::frame(buf, 1)?;
-    w.push(ADDR_BUS_A, CMD_TEMP_TRACKING, &[])?;
-    w.push(ADDR_BUS_B, CMD_TEMP_TRACKING, &[])?;
-    w.push(ADDR_IMU, CMD_START, &[])?;
+    w.push(ADDR_BUS_A, BoardCommand::TempTracking.into(), &[])?;
+    w.push(ADDR_BUS_B, BoardCommand::TempTracking.into(), &[])?;
+    w.push(ADDR_IMU, BoardCommand::Start.into(), &[])?;
     Ok(w.finish())
 }
 
-fn find<'a>(frame: &Frame<'a>, address: u8, command: u8) -> Option<&'a [u8]> {
+fn find<'a>(frame: &Frame<'a>, address: u8, kind: AnswerKind) -> Option<&'a [u8]> {
     frame
         .messages()
-        .find(|m| m.address == address && m.command == command)
+        .find(|m| m.address == address && m.command == u8::from(kind))
         .map(|m| m.payload)
 }
 
 fn check_status(frame: &Frame<'_>, seq: u16, address: u8) -> Result<(), StartupError> {
-    match find(frame, address, ANS_STATUS) {
+    match find(frame, address, AnswerKind::Status) {
         None => Err(StartupError::Device {
             seq,
             address,
@@ -293,7 +301,7 @@ pub(crate) fn check_startup_answer_0(answer: &[u8]) -> Result<[Vec<u8>; 2], Star
     }
     let mut out: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     for (i, a) in [ADDR_EEPROM_A, ADDR_EEPROM_B].into_iter().enumerate() {
-        match find(&f, a, ANS_EEPROM_READ) {
+        match find(&f, a, AnswerKind::EepromRead) {
             Some(p) if p.len() == EEPROM_READ_LEN as usize => out[i] = p.to_vec(),
             Some(p) => {
                 return Err(StartupError::Device {
@@ -363,7 +371,7 @@ impl Startup {
         for (n, id) in boot_ids.iter_mut().enumerate() {
             control_in_exact(
                 link,
-                REQ_BOOT_ID,
+                VendorRequest::BootId,
                 n as u16,
                 0,
                 id,
@@ -413,7 +421,8 @@ mod tests {
         let mut b = [0u8; 64];
         let mut w = FrameWriter::answer(&mut b, 1).unwrap();
         for &(address, status) in statuses {
-            w.push(address, ANS_STATUS, &[status]).unwrap();
+            w.push(address, AnswerKind::Status.into(), &[status])
+                .unwrap();
         }
         let n = w.finish();
         check_startup_answer_1(&b[..n])

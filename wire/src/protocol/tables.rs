@@ -9,6 +9,39 @@
 use crate::command::{Joint, JOINTS};
 use Joint as J;
 
+/// A `#[repr(u8)]` enum of the bytes of one field of the protocol, with
+/// `u8::from` and `TryFrom<u8>` (an unknown byte comes back as the error:
+/// outside input never panics).
+macro_rules! byte_enum {
+    ($(#[$doc:meta])* $vis:vis enum $name:ident {
+        $($(#[$vdoc:meta])* $variant:ident = $byte:literal,)+
+    }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u8)]
+        $vis enum $name {
+            $($(#[$vdoc])* $variant = $byte,)+
+        }
+
+        impl From<$name> for u8 {
+            fn from(v: $name) -> u8 {
+                v as u8
+            }
+        }
+
+        impl TryFrom<u8> for $name {
+            type Error = u8;
+            fn try_from(byte: u8) -> Result<Self, u8> {
+                match byte {
+                    $($byte => Ok($name::$variant),)+
+                    other => Err(other),
+                }
+            }
+        }
+    };
+}
+pub(crate) use byte_enum;
+
 // ---------------------------------------------------------------- section 1
 
 /// The chest board's USB configuration.
@@ -22,26 +55,38 @@ pub const EP_IN: u8 = 0x81;
 /// The buffer length of every bulk IN read.
 pub const BULK_IN_LEN: usize = 512;
 
-/// bmRequestType of a vendor request host to device (recipient device).
-pub const REQUEST_TYPE_OUT: u8 = 0x40;
-/// bmRequestType of a vendor request device to host (recipient device).
-pub const REQUEST_TYPE_IN: u8 = 0xc0;
-/// Vendor request START (out, no data).
-pub const REQ_START: u8 = 0x01;
-/// Vendor request VERSION (in, 4 bytes: major, minor, patch, 0).
-pub const REQ_VERSION: u8 = 0x02;
-/// Vendor request PREFS (in, wIndex = byte offset).
-pub const REQ_PREFS: u8 = 0x03;
-/// Vendor request BOOT_ID (in, wValue = n, 8 bytes).
-pub const REQ_BOOT_ID: u8 = 0x04;
-/// Vendor request CLIENT_STATE (out, wValue = state).
-pub const REQ_CLIENT_STATE: u8 = 0x05;
+byte_enum! {
+    /// A vendor control request of the chest board (bRequest).
+    pub enum VendorRequest {
+        /// START (out, no data).
+        Start = 0x01,
+        /// VERSION (in, 4 bytes: major, minor, patch, 0).
+        Version = 0x02,
+        /// PREFS (in, wIndex = byte offset).
+        Prefs = 0x03,
+        /// BOOT_ID (in, wValue = n, 8 bytes).
+        BootId = 0x04,
+        /// CLIENT_STATE (out, wValue = state).
+        ClientState = 0x05,
+    }
+}
+
+impl VendorRequest {
+    /// Its bmRequestType (vendor, recipient device): `0x40` host to device
+    /// for START and CLIENT_STATE, `0xc0` device to host for the others.
+    pub const fn request_type(self) -> u8 {
+        match self {
+            VendorRequest::Start | VendorRequest::ClientState => 0x40,
+            VendorRequest::Version | VendorRequest::Prefs | VendorRequest::BootId => 0xc0,
+        }
+    }
+}
 /// Length of the VERSION answer.
 pub(crate) const VERSION_LEN: usize = 4;
 /// Length of one BOOT_ID answer.
-pub const BOOT_ID_LEN: usize = 8;
+pub(crate) const BOOT_ID_LEN: usize = 8;
 /// Number of bootloader ids (wValue 0, 1, 2).
-pub const BOOT_IDS: usize = 3;
+pub(crate) const BOOT_IDS: usize = 3;
 
 /// Client state after power-on and after every reconnect.
 pub const CLIENT_DISCONNECTED: u8 = 0x00;
@@ -76,7 +121,7 @@ pub(crate) const ADDR_BATTERY: u8 = 0x02;
 /// Sonar board.
 pub(crate) const ADDR_SONAR: u8 = 0x03;
 /// Chest board.
-pub const ADDR_CHEST: u8 = 0x04;
+pub(crate) const ADDR_CHEST: u8 = 0x04;
 /// Left foot board.
 pub(crate) const ADDR_LEFT_FOOT: u8 = 0x1d;
 /// Right foot board.
@@ -387,37 +432,47 @@ pub const SYNC_FRAME: u8 = 0xa5;
 /// Sync byte of an answer (device to host).
 pub const SYNC_ANSWER: u8 = 0x5a;
 
-/// READ: any device, no payload.
-pub const CMD_READ: u8 = 0x01;
-/// START: sonar, chest, IMU, EEPROMs, no payload.
-pub const CMD_START: u8 = 0x02;
-/// EEPROM_READ: offset u16, length u8.
-pub const CMD_EEPROM_READ: u8 = 0x03;
-/// EEPROM_WRITE: never sent by this project.
-pub const CMD_EEPROM_WRITE: u8 = 0x04;
-/// POSITIONS: one u16 count per bus slot.
-pub const CMD_POSITIONS: u8 = 0x10;
-/// STIFFNESS: one u16 per mille per bus slot.
-pub const CMD_STIFFNESS: u8 = 0x11;
-/// TEMP_TRACKING: no payload.
-pub const CMD_TEMP_TRACKING: u8 = 0x12;
-/// CONFIG_REQUEST: joint and foot boards, no payload.
-pub const CMD_CONFIG_REQUEST: u8 = 0x20;
-/// CHEST_LED: r, g, b.
-pub const CMD_CHEST_LED: u8 = 0x30;
-/// FOOT_LED: r, g, b.
-pub const CMD_FOOT_LED: u8 = 0x31;
-/// SONAR_MODE: mode u8.
-pub const CMD_SONAR_MODE: u8 = 0x32;
+byte_enum! {
+    /// The command byte of a frame's message (host to device).
+    pub enum BoardCommand {
+        /// READ: any device, no payload.
+        Read = 0x01,
+        /// START: sonar, chest, IMU, EEPROMs, no payload.
+        Start = 0x02,
+        /// EEPROM_READ: offset u16, length u8.
+        EepromRead = 0x03,
+        /// EEPROM_WRITE: never sent by this project.
+        EepromWrite = 0x04,
+        /// POSITIONS: one u16 count per bus slot.
+        Positions = 0x10,
+        /// STIFFNESS: one u16 per mille per bus slot.
+        Stiffness = 0x11,
+        /// TEMP_TRACKING: no payload.
+        TempTracking = 0x12,
+        /// CONFIG_REQUEST: joint and foot boards, no payload.
+        ConfigRequest = 0x20,
+        /// CHEST_LED: r, g, b.
+        ChestLed = 0x30,
+        /// FOOT_LED: r, g, b.
+        FootLed = 0x31,
+        /// SONAR_MODE: mode u8.
+        SonarMode = 0x32,
+    }
+}
 
-/// Answer to READ.
-pub const ANS_READ: u8 = 0x81;
-/// Answer to START and TEMP_TRACKING: status u8, 0 = ok.
-pub const ANS_STATUS: u8 = 0x82;
-/// Answer to EEPROM_READ: the bytes read.
-pub const ANS_EEPROM_READ: u8 = 0x83;
-/// Answer to CONFIG_REQUEST: version u8, then 8 bytes.
-pub const ANS_CONFIG: u8 = 0xa0;
+byte_enum! {
+    /// The command byte of an answer's message (device to host).
+    pub enum AnswerKind {
+        /// Answer to READ.
+        Read = 0x81,
+        /// Answer to START and TEMP_TRACKING: status u8, 0 = ok.
+        Status = 0x82,
+        /// Answer to EEPROM_READ: the bytes read.
+        EepromRead = 0x83,
+        /// Answer to CONFIG_REQUEST: version u8, then 8 bytes.
+        Config = 0xa0,
+    }
+}
 
 /// READ answer payload length of the IMU.
 pub(crate) const READ_LEN_IMU: usize = 16;
@@ -454,13 +509,37 @@ pub fn read_answer_len(address: u8) -> Option<usize> {
 pub(crate) const EEPROM_READ_LEN: u8 = 64;
 
 /// Temperature (degC) at or above which a joint trips the switch (heat).
-pub const HEAT_TRIP_DEG_C: i8 = 90;
+pub(crate) const HEAT_TRIP_DEG_C: i8 = 90;
 /// Joint status bit of a fault.
-pub const JOINT_STATUS_FAULT: u8 = 0x01;
+pub(crate) const JOINT_STATUS_FAULT: u8 = 0x01;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_enums_convert_both_ways_and_hand_back_an_unknown_byte() {
+        let mut known = 0;
+        for b in 0..=u8::MAX {
+            for back in [
+                BoardCommand::try_from(b).map(u8::from),
+                AnswerKind::try_from(b).map(u8::from),
+                VendorRequest::try_from(b).map(u8::from),
+            ] {
+                assert!(back == Ok(b) || back == Err(b), "{b:#04x}");
+                known += usize::from(back.is_ok());
+            }
+        }
+        assert_eq!(known, 11 + 4 + 5);
+        assert_eq!(
+            BoardCommand::try_from(0x20),
+            Ok(BoardCommand::ConfigRequest)
+        );
+        assert_eq!(AnswerKind::try_from(0x82), Ok(AnswerKind::Status));
+        assert_eq!(VendorRequest::try_from(0x06), Err(0x06));
+        assert_eq!(VendorRequest::ClientState.request_type(), 0x40);
+        assert_eq!(VendorRequest::BootId.request_type(), 0xc0);
+    }
 
     #[test]
     fn devices_are_in_hal_order() {

@@ -122,10 +122,10 @@ impl FakeBoard {
         let mut w = FrameWriter::answer(&mut self.answer, seq).unwrap();
         for m in frame.messages() {
             let a = m.address;
-            match m.command {
-                CMD_READ => {
+            match BoardCommand::try_from(m.command) {
+                Ok(BoardCommand::Read) => {
                     let len = read_answer_len(a).unwrap();
-                    let p = w.reserve(a, ANS_READ, len).unwrap();
+                    let p = w.reserve(a, u8::from(AnswerKind::Read), len).unwrap();
                     match device_kind(a).unwrap() {
                         DeviceKind::Battery => {
                             p[2..4].copy_from_slice(&self.battery_ma.to_le_bytes())
@@ -144,17 +144,21 @@ impl FakeBoard {
                         _ => {}
                     }
                 }
-                CMD_CONFIG_REQUEST => {
+                Ok(BoardCommand::ConfigRequest) => {
                     let i = HANDSHAKE_BOARDS.iter().position(|&x| x == a).unwrap();
                     if self.config_silent & (1 << i) == 0 {
-                        let p = w.reserve(a, ANS_CONFIG, CONFIG_LEN).unwrap();
+                        let p = w
+                            .reserve(a, u8::from(AnswerKind::Config), CONFIG_LEN)
+                            .unwrap();
                         p[0] = self.config_version[i];
                     }
                 }
-                CMD_START | CMD_TEMP_TRACKING => w.push(a, ANS_STATUS, &[0]).unwrap(),
-                CMD_EEPROM_READ => {
+                Ok(BoardCommand::Start | BoardCommand::TempTracking) => {
+                    w.push(a, u8::from(AnswerKind::Status), &[0]).unwrap()
+                }
+                Ok(BoardCommand::EepromRead) => {
                     let _ = w
-                        .reserve(a, ANS_EEPROM_READ, m.payload[2] as usize)
+                        .reserve(a, u8::from(AnswerKind::EepromRead), m.payload[2] as usize)
                         .unwrap();
                 }
                 _ => {}
@@ -182,14 +186,14 @@ impl Link for FakeBoard {
             Call::ControlIn { setup, .. } => {
                 let (r, v, i) = (setup.request, setup.value, setup.index);
                 self.note(Kind::ControlIn(r));
-                match r {
-                    REQ_VERSION => buf[..4].copy_from_slice(&[2, 17, 7, 0]),
-                    REQ_PREFS => {
+                match VendorRequest::try_from(r) {
+                    Ok(VendorRequest::Version) => buf[..4].copy_from_slice(&[2, 17, 7, 0]),
+                    Ok(VendorRequest::Prefs) => {
                         let at = i as usize;
                         let n = buf.len().min(PREFS_LEN.saturating_sub(at));
                         buf[..n].copy_from_slice(&self.prefs[at..at + n]);
                     }
-                    REQ_BOOT_ID => buf.fill(b'0' + v as u8),
+                    Ok(VendorRequest::BootId) => buf.fill(b'0' + v as u8),
                     _ => {}
                 }
                 return Ok(buf.len());

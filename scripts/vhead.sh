@@ -38,14 +38,8 @@ for k in $KERNELS; do
     case "$k" in std|rt|systemd) ;; *) echo "vhead: --kernel takes std, rt, systemd or all, not $k" >&2; exit 2 ;; esac
 done
 
-T0=$(date +%s)
-log() { echo "vhead: $*" >&2; }
-# A failure of the rig itself (no QEMU, no kernel): one failed check, loudly.
-die() {
-    echo "FAIL rig: $*"
-    echo "0 passed, 1 failed"
-    exit 1
-}
+RIG=vhead
+. "$ROOT"/scripts/lib/rig.sh
 mkdir -p "$CACHE"/debs
 
 export DEBIAN_FRONTEND=noninteractive

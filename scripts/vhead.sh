@@ -206,6 +206,7 @@ build_initramfs() {
     grep -q dummy_hcd "$root"/modules.list || die "no dummy_hcd module in $kdir"
     cp "$ROOT"/vhead/init "$root"/init
     chmod +x "$root"/init
+    install -D -m 0644 "$ROOT"/vhead/lib.sh "$root"/vhead/lib.sh
     echo "root:x:0:0:root:/:/bin/sh" >"$root"/etc/passwd
     echo "root:x:0:" >"$root"/etc/group
     (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1 >"$out")
@@ -301,6 +302,7 @@ GR
         "$root"/etc/systemd/system/
     install -m 0755 "$ROOT"/vhead/systemd/board-up.sh "$ROOT"/vhead/systemd/board-bind.sh \
         "$ROOT"/vhead/systemd/checks.sh "$root"/vhead/
+    install -m 0644 "$ROOT"/vhead/lib.sh "$root"/vhead/lib.sh
     mkdir -p "$root"/etc/systemd/system/multi-user.target.wants
     for u in nao-rs-guard nao-rs vhead-board vhead-checks; do
         ln -sf ../$u.service "$root"/etc/systemd/system/multi-user.target.wants/$u.service

@@ -345,9 +345,12 @@ run_vm() { # VARIANT OUT
     img=$out/out.img
     truncate -s 64M "$img"
     log "booting $kver under QEMU (TCG: 1-3 minutes)"
+    # The guest's watchdog counts 360 s from the checks' start, and on a
+    # loaded host the boot before them has taken 180 s: 600 s leaves its
+    # outputs time to come out.
     start=$(date +%s)
     set +e
-    timeout "${VHEAD_TIMEOUT:-480}" "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m $mem \
+    timeout "${VHEAD_TIMEOUT:-600}" "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m $mem \
         -nic none -display none -no-reboot -monitor none \
         -serial "file:$out/console.log" \
         -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$CACHE/initramfs-$variant.cpio.gz" \

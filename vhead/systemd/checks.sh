@@ -30,6 +30,10 @@ stop_inodes() { awk '$2 ~ /:1E15$/ {print $10}' /proc/net/udp /proc/net/udp6 2>/
 # True when process $1 holds socket inode $2.
 holds() { for f in /proc/"$1"/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = "socket:[$2]" ] && return 0; done; return 1; }
 finish() {
+    # Under load the simulator has ended on a control request it could not
+    # answer (journal): every check after that has no board.
+    systemctl -q is-active vhead-board ||
+        info "vhead-board.service (nao-rs-sim, the chest board) ended during the checks: $(journalctl -b -u vhead-board --no-pager -o cat 2>/dev/null | tail -n 2 | tr '\n' ' ')"
     info "kernel $(uname -r); uptime $(cut -d' ' -f1 /proc/uptime) s; systemd $(systemctl --version | head -n 1)"
     systemctl --no-pager status nao-rs nao-rs-guard vhead-board >$OUT/systemctl-status.txt 2>&1
     journalctl -b --no-pager >$OUT/journal.txt 2>&1

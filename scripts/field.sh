@@ -27,26 +27,17 @@ VENV=$CACHE/venv
 BIN_DIR=""
 WITHOUT_APP=0
 PREFIX=nrsf-
+RIG=field
+. "$ROOT"/scripts/lib/rig.sh
 while [ $# -gt 0 ]; do
     case "$1" in
-        --bin-dir) BIN_DIR=$(cd "${2:-}" 2>/dev/null && pwd) ||
-            { echo "FAIL rig: --bin-dir ${2:-} is not a directory"; echo "0 passed, 1 failed"; exit 1; }
+        --bin-dir) BIN_DIR=$(cd "${2:-}" 2>/dev/null && pwd) || die "--bin-dir ${2:-} is not a directory"
             shift 2 ;;
         --without-app) WITHOUT_APP=1; shift ;;
         -h|--help) sed -n 2,20p "$0"; exit 0 ;;
         *) echo "field: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-
-T0=$(date +%s)
-log() { echo "field: $*" >&2; }
-# A failure of the rig itself (no root, no browser, no build): one failed
-# check, loudly; never a silent pass.
-die() {
-    echo "FAIL rig: $*"
-    echo "0 passed, 1 failed"
-    exit 1
-}
 
 # ---- what the rig needs ------------------------------------------------------
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, SCHED_FIFO for the simulators); this is uid $(id -u): run it with sudo"

@@ -10,6 +10,14 @@
 #                                             # systemd: the units of config/ booted; a list: std,rt)
 #   bash scripts/vhead.sh --check 2           # one check (the run of check 1 comes with it)
 #   bash scripts/vhead.sh --fetch             # only fetch and build what the rig needs
+#   bash scripts/vhead.sh --judge rt DIR [FIRST_DIR]
+#                                             # only judge saved boots (an out-* folder, the
+#                                             # second boot's first): no build, no VM, no check 4
+#
+# A machine that stalls (its checks' watchdog ended them, or a check it was
+# asked for gave no result) is booted once more, the first boot's evidence
+# kept in out-<machine>.1/; a check with no result in any boot fails
+# (VHEAD_RETRY=0: no second boot).
 #
 # Downloads come from Debian's package archive (apt-get) only, cached with the
 # builds under target/vhead/. Needs root for apt-get (as CI and the
@@ -22,12 +30,15 @@ CACHE=$ROOT/target/vhead
 KERNELS="std rt systemd"
 CHECKS="1 2 3 4 5"
 FETCH_ONLY=0
+JUDGE=()
+JUDGING=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --kernel) KERNELS=${2//,/ }; KERNELS=${KERNELS/all/std rt systemd}; shift 2 ;;
         --check) CHECKS=${2//,/ }; shift 2 ;;
         --fetch) FETCH_ONLY=1; shift ;;
-        -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+        --judge) shift; JUDGING=1; JUDGE=("$@"); KERNELS=${1:-}; break ;;
+        -h|--help) sed -n 2,25p "$0"; exit 0 ;;
         *) echo "vhead: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -38,15 +49,8 @@ for k in $KERNELS; do
     case "$k" in std|rt|systemd) ;; *) echo "vhead: --kernel takes std, rt, systemd or all, not $k" >&2; exit 2 ;; esac
 done
 
-T0=$(date +%s)
-log() { echo "vhead: $*" >&2; }
-# A failure of the rig itself (no QEMU, no kernel): one failed check, loudly.
-die() {
-    echo "FAIL rig: $*"
-    echo "0 passed, 1 failed"
-    exit 1
-}
-mkdir -p "$CACHE"/debs
+RIG=vhead
+. "$ROOT"/scripts/lib/rig.sh
 
 export DEBIAN_FRONTEND=noninteractive
 APT_UPDATED=0
@@ -212,6 +216,7 @@ build_initramfs() {
     grep -q dummy_hcd "$root"/modules.list || die "no dummy_hcd module in $kdir"
     cp "$ROOT"/vhead/init "$root"/init
     chmod +x "$root"/init
+    install -D -m 0644 "$ROOT"/vhead/lib.sh "$root"/vhead/lib.sh
     echo "root:x:0:0:root:/:/bin/sh" >"$root"/etc/passwd
     echo "root:x:0:" >"$root"/etc/group
     (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1 >"$out")
@@ -307,6 +312,7 @@ GR
         "$root"/etc/systemd/system/
     install -m 0755 "$ROOT"/vhead/systemd/board-up.sh "$ROOT"/vhead/systemd/board-bind.sh \
         "$ROOT"/vhead/systemd/checks.sh "$root"/vhead/
+    install -m 0644 "$ROOT"/vhead/lib.sh "$root"/vhead/lib.sh
     mkdir -p "$root"/etc/systemd/system/multi-user.target.wants
     for u in nao-rs-guard nao-rs vhead-board vhead-checks; do
         ln -sf ../$u.service "$root"/etc/systemd/system/multi-user.target.wants/$u.service
@@ -326,23 +332,25 @@ GR
 }
 
 # ---- one boot --------------------------------------------------------------
-PASS=0
-FAIL=0
-boot() {
-    local variant=$1 kdir kver out img t start kv=$1 mem=1024 append
+# Boots a machine into OUT: console.log, qemu.log, qemu.exit and, under
+# files/, what the VM wrote out.
+run_vm() { # VARIANT OUT
+    local variant=$1 out=$2 kdir kver img t start kv=$1 mem=1024 append
     [ "$variant" = systemd ] && kv=std && mem=2048
     eval "kdir=\$KDIR_$kv; kver=\$KVER_$kv"
     append="console=ttyS0 panic=-1 quiet loglevel=3 vhead.checks=${CHECKS// /,} vhead.kernel=$variant"
     [ "$variant" = systemd ] && append="console=ttyS0 panic=-1 loglevel=4 systemd.show_status=1 rdinit=/init"
     append="$append ${VHEAD_APPEND:-}"
-    out=$CACHE/out-$variant
     rm -rf "$out" && mkdir -p "$out"/files
     img=$out/out.img
     truncate -s 64M "$img"
     log "booting $kver under QEMU (TCG: 1-3 minutes)"
+    # The guest's watchdog counts 360 s from the checks' start, and on a
+    # loaded host the boot before them has taken 180 s: 600 s leaves its
+    # outputs time to come out.
     start=$(date +%s)
     set +e
-    timeout "${VHEAD_TIMEOUT:-480}" "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m $mem \
+    timeout "${VHEAD_TIMEOUT:-600}" "$QEMU" "${QEMU_ARGS[@]}" -machine q35 -accel tcg -smp 2 -m $mem \
         -nic none -display none -no-reboot -monitor none \
         -serial "file:$out/console.log" \
         -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$CACHE/initramfs-$variant.cpio.gz" \
@@ -351,33 +359,123 @@ boot() {
         >"$out/qemu.log" 2>&1
     t=$?
     set -e
+    echo "$t" >"$out/qemu.exit"
     log "$variant: the VM ran $(($(date +%s) - start)) s (qemu exit $t)"
     tar -xf "$img" -C "$out/files" 2>/dev/null || true
-    if ! grep -q '^VHEAD-END' "$out/console.log" 2>/dev/null; then
-        echo "FAIL $variant rig: the VM did not finish its checks (qemu exit $t; see $out/console.log, $out/qemu.log)"
-        tail -n 20 "$out/console.log" 2>/dev/null | sed 's/^/    /'
-        tail -n 5 "$out/qemu.log" 2>/dev/null | sed 's/^/    /'
+}
+
+# Boots a machine and judges it; a boot that stalled is booted once more,
+# the first one's folder kept as out-<machine>.1 (as .ci/run does for the
+# field).
+boot() { # VARIANT
+    local variant=$1 out=$CACHE/out-$1 expected why
+    expected=$(expected_checks "$variant")
+    rm -rf "$out.1"
+    run_vm "$variant" "$out"
+    why=$(stall_of "$out" $expected)
+    if [ -z "$why" ] || [ "${VHEAD_RETRY:-1}" = 0 ]; then
+        judge "$variant" "$expected" "$out"
+        return
+    fi
+    mv "$out" "$out.1"
+    echo "  retry $variant: the first boot stalled ($why); booting it once more, its evidence kept in $out.1/ (console.log, files/); the last lines of its console:"
+    console_tail "$out.1"
+    log "$variant: the first boot stalled; booting it once more"
+    run_vm "$variant" "$out"
+    judge "$variant" "$expected" "$out" "$out.1"
+}
+
+# ---- judging the boots -----------------------------------------------------
+PASS=0
+FAIL=0
+# The checks a machine is asked to run, each of which must come out with a
+# result line: on std and rt check 1 and those of --check but 4 (its half in
+# the VM is check 1's capture; it is judged here); on systemd the S-checks
+# of vhead/systemd/checks.sh, in the order it runs them.
+expected_checks() { # VARIANT
+    if [ "$1" = systemd ]; then
+        grep -o 'result \(ok\|FAIL\) S[0-9]*' "$ROOT"/vhead/systemd/checks.sh | awk '!seen[$3]++ {print $3}'
+    else
+        printf '%s\n' 1 $CHECKS | grep -vx 4 | awk '!seen[$0]++'
+    fi | tr '\n' ' '
+}
+# A boot's result lines, "ok|FAIL ID detail": from files/results.txt where
+# the VM wrote one out, else from its console.
+results_of() { # OUT
+    local f=$1/console.log
+    [ -f "$1/files/results.txt" ] && f=$1/files/results.txt
+    tr -d '\r' 2>/dev/null <"$f" | sed -n 's/^VHEAD-RESULT //p' || true
+}
+ran() { results_of "$1" | awk -v c="$2" '$2 == c {f = 1} END {exit !f}'; } # OUT ID
+# The console's last lines, up to the watchdog's line where it has one.
+console_tail() { # OUT
+    tr -d '\r' 2>/dev/null <"$1/console.log" | sed 's/\x1b\[[0-9;]*m//g' |
+        awk '{print} /^vhead: watchdog:/ {exit}' | tail -n 12 | sed 's/^/    /' || true
+}
+# Why a boot stalled, empty if it did not: the watchdog ended its checks,
+# QEMU ended before the VM said VHEAD-END, or a check it was asked for gave
+# no result line.
+stall_of() { # OUT EXPECTED...
+    local out=$1 c w why="" missing=""
+    shift
+    w=$(tr -d '\r' 2>/dev/null <"$out/console.log" | grep -m1 '^vhead: watchdog:' || true)
+    [ -z "$w" ] || why=${w#vhead: }
+    grep -q '^VHEAD-END' "$out/console.log" 2>/dev/null ||
+        why="${why:+$why; }no VHEAD-END: QEMU ended first (exit $(cat "$out/qemu.exit" 2>/dev/null || echo unknown))"
+    for c; do ran "$out" "$c" || missing="$missing $c"; done
+    [ -z "$missing" ] || why="${why:+$why; }no result for check(s)$missing"
+    echo "$why"
+}
+# The verdict on a machine from its boots: a check's lines come from the
+# last boot in which it ran (a check counts as passed only where it passed
+# in a boot in which it ran); a check asked for with no result line in any
+# boot fails, naming the boots' evidence.
+judge() { # VARIANT "EXPECTED" OUT [FIRST_OUT]
+    local variant=$1 expected=$2 last=$3 first=${4:-} c src ids missing="" note verdict id rest where why
+    # What ended the last boot early (the missing checks are named one a line).
+    # shellcheck disable=SC2086
+    why=$(stall_of "$last" $expected)
+    why=${why%no result for check(s)*}
+    why=${why%; }
+    where="$last/console.log"
+    [ -z "$first" ] || where="$first/console.log and $last/console.log"
+    ids=$({ printf '%s\n' $expected; results_of "$last" | awk '{print $2}'
+        [ -z "$first" ] || results_of "$first" | awk '{print $2}'; } | awk 'NF && !seen[$0]++')
+    for c in $ids; do
+        src=""
+        if ran "$last" "$c"; then
+            src=$last
+        elif [ -n "$first" ] && ran "$first" "$c"; then
+            src=$first
+        fi
+        if [ -z "$src" ]; then
+            echo "FAIL $variant $c not run: no result line for it in ${first:+either of }the $variant VM's boot${first:+s} (${why:-it ended its checks without it}; evidence: $where, the last lines below)"
+            FAIL=$((FAIL + 1))
+            missing="$missing $c"
+            continue
+        fi
+        note=""
+        [ "$src" = "$last" ] || note=" (first boot: the second gave no result for it)"
+        while read -r verdict id rest; do
+            echo "$verdict $variant $id $rest$note"
+            if [ "$verdict" = ok ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
+        done < <(results_of "$src" | awk -v c="$c" '$2 == c')
+    done
+    if [ -n "$missing" ]; then
+        echo "  evidence $variant: the last lines of $last/console.log:"
+        console_tail "$last"
+    elif ! grep -q '^VHEAD-END' "$last/console.log" 2>/dev/null; then
+        # Every check came out, but the VM did not: what it wrote out may be missing.
+        echo "FAIL $variant rig: the VM did not finish (qemu exit $(cat "$last/qemu.exit" 2>/dev/null); see $last/console.log, $last/qemu.log)"
+        tail -n 5 "$last/qemu.log" 2>/dev/null | sed 's/^/    /'
         FAIL=$((FAIL + 1))
     fi
-    # Lines "VHEAD-RESULT ok|FAIL N name: detail" and "VHEAD-INFO ...".
-    local results=$out/console.log
-    [ -f "$out/files/results.txt" ] && results=$out/files/results.txt
-    # A machine that reports no check at all (its checks' watchdog ended
-    # it first) failed, whatever else it says.
-    if ! tr -d '\r' <"$results" 2>/dev/null | grep -q '^VHEAD-RESULT '; then
-        echo "FAIL $variant rig: the VM reported no check (see $out/console.log and $out/files/journal.txt)"
-        FAIL=$((FAIL + 1))
-    fi
-    while IFS= read -r line; do
-        set -- $line
-        local verdict=$2
-        shift 2
-        echo "$verdict $variant $*"
-        if [ "$verdict" = ok ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
-    done < <(tr -d '\r' <"$results" | grep '^VHEAD-RESULT ' || true)
-    tr -d '\r' <"$results" | grep '^VHEAD-INFO ' | sed "s/^VHEAD-INFO /  info $variant: /" || true
-    if [ "$variant" != systemd ] && echo " $CHECKS " | grep -q ' 4 '; then
-        check_usbmon "$variant" "$out"
+    { tr -d '\r' 2>/dev/null <"$last/files/results.txt" || tr -d '\r' 2>/dev/null <"$last/console.log"; } |
+        grep '^VHEAD-INFO ' | sed "s/^VHEAD-INFO /  info $variant: /" || true
+    if [ "$variant" != systemd ] && [ "$JUDGING" = 0 ] && echo " $CHECKS " | grep -q ' 4 '; then
+        src=$last
+        ran "$last" 1 || { [ -z "$first" ] || ! ran "$first" 1 || src=$first; }
+        check_usbmon "$variant" "$src"
     fi
 }
 
@@ -413,6 +511,17 @@ check_usbmon() {
 }
 
 # ---- main ------------------------------------------------------------------
+if [ "$JUDGING" = 1 ]; then
+    [ "${#JUDGE[@]}" -ge 2 ] && [ -d "${JUDGE[1]}" ] && [ -z "${JUDGE[2]:-}" -o -d "${JUDGE[2]:-.}" ] ||
+        { echo "vhead: --judge takes std, rt or systemd, a boot's folder and, after a retry, the first boot's folder" >&2; exit 2; }
+    why=$(stall_of "${JUDGE[1]}" $(expected_checks "${JUDGE[0]}"))
+    [ -z "$why" ] || echo "  stalled ${JUDGE[0]}: $why"
+    judge "${JUDGE[0]}" "$(expected_checks "${JUDGE[0]}")" "${JUDGE[1]}" "${JUDGE[2]:-}"
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" = 0 ]
+    exit
+fi
+mkdir -p "$CACHE"/debs
 host_tool cpio cpio
 host_tool depmod kmod
 host_tool tcpdump tcpdump

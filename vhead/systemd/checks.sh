@@ -9,46 +9,31 @@
 export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin:/vhead/bin
 OUT=/vhead/out
 TRACE=$OUT/trace.jsonl
+RESULTS=$OUT/results.txt
 mkdir -p $OUT
-: >$OUT/results.txt
-result() {
-    echo "VHEAD-RESULT $*"
-    echo "VHEAD-RESULT $*" >>$OUT/results.txt
-}
-info() { echo "VHEAD-INFO $*"; echo "VHEAD-INFO $*" >>$OUT/results.txt; }
-now_ms() { awk '{printf "%d\n", $1 * 1000}' /proc/uptime; }
-frames() { if [ -f "$TRACE" ]; then wc -l <"$TRACE"; else echo 0; fi; }
-after() { tail -n +$(($1 + 1)) "$TRACE" 2>/dev/null; }
-stiff_after() { after "$1" | grep -c '"all_off":false'; }
-frames_past() { [ "$(frames)" -ge "$1" ]; }
-stiff_seen_after() { [ "$(stiff_after "$1")" -gt 0 ]; }
-wait_for() {
-    n=$(($1 * 5))
-    shift
-    while [ "$n" -gt 0 ]; do
-        "$@" && return 0
-        sleep 0.2
-        n=$((n - 1))
-    done
-    return 1
-}
-status_json() { naoctl status --json 2>/dev/null; }
-holding() { status_json | grep -q '"holding_board":true'; }
-not_holding() { status_json | grep -q '"holding_board":false'; }
-tripped() { status_json | grep -q '"state":"tripped"'; }
-driver_is() { status_json | grep -q "\"driver_pid\":$1[,}]"; }
+: >$RESULTS
+. /vhead/lib.sh
 main_pid() { systemctl show -p MainPID --value "$1" 2>/dev/null; }
-alive() { [ -n "$1" ] && [ "$1" != 0 ] && [ -d "/proc/$1" ]; }
 prop() { systemctl show -p "$2" --value "$1" 2>/dev/null; }
 new_main() { p=$(main_pid nao-rs); alive "$p" && [ "$p" != "$1" ]; }
 board_up() { grep -l ffff /sys/bus/usb/devices/*/idVendor >/dev/null 2>&1; }
-runtime_up() { alive "$(main_pid nao-rs)" && driver_is "$(main_pid nao-rs)" && frames_past 30; }
+# The runtime is up: the page's driver, and the trace has its first 30 frames.
+runtime_up() { alive "$(main_pid nao-rs)" && driver_is "$(main_pid nao-rs)" && [ "$(head -n 30 "$TRACE" 2>/dev/null | wc -l)" -ge 30 ]; }
+# systemctl start, stop or restart waits for its job: the units bound that
+# (TimeoutStopSec=5, Type=simple), and so does this, with a message.
+sctl() { # VERB UNIT
+    timeout 60 systemctl "$1" "$2" || info "systemctl $1 $2 failed or did not return within 60 s (exit $?)"
+}
 reason_is() { status_json | grep -q "\"reason\":\"$1\""; }
 # The inode of the UDP socket(s) bound to port 7701 (hex 1E15), from /proc/net.
 stop_inodes() { awk '$2 ~ /:1E15$/ {print $10}' /proc/net/udp /proc/net/udp6 2>/dev/null; }
 # True when process $1 holds socket inode $2.
 holds() { for f in /proc/"$1"/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = "socket:[$2]" ] && return 0; done; return 1; }
 finish() {
+    # Under load the simulator has ended on a control request it could not
+    # answer (journal): every check after that has no board.
+    systemctl -q is-active vhead-board ||
+        info "vhead-board.service (nao-rs-sim, the chest board) ended during the checks: $(journalctl -b -u vhead-board --no-pager -o cat 2>/dev/null | tail -n 2 | tr '\n' ' ')"
     info "kernel $(uname -r); uptime $(cut -d' ' -f1 /proc/uptime) s; systemd $(systemctl --version | head -n 1)"
     systemctl --no-pager status nao-rs nao-rs-guard vhead-board >$OUT/systemctl-status.txt 2>&1
     journalctl -b --no-pager >$OUT/journal.txt 2>&1
@@ -58,11 +43,7 @@ finish() {
     echo "VHEAD-END"
     systemctl poweroff --force --force
 }
-(
-    sleep 360
-    echo "vhead: watchdog: the systemd checks did not finish in 360 s"
-    finish
-) &
+watchdog 360
 
 wait_for 60 board_up || info "the chest board did not appear within 60 s"
 wait_for 90 runtime_up || info "the runtime was not cycling within 90 s of the checks' start"
@@ -144,7 +125,7 @@ for pair in nao-rs-guard:40 nao-rs:30; do
     p=$(main_pid "$u")
     s=$(sched "$p" | tr '\n' ' ')
     det="$det $u: $s;"
-    main=$(sched "$p" | head -n 1)
+    main=${s%% *}
     [ "${main#*:}" = "1/$want" ] || ok6=
 done
 if [ -n "$ok6" ]; then
@@ -186,26 +167,21 @@ info "stop socket: $(grep -h ':1E15 ' /proc/net/udp /proc/net/udp6 2>/dev/null |
 # answers came too late): that runtime keeps them limp for good, so after
 # 30 s without stiffness the runtime is restarted once (systemctl restart).
 stand_once() {
-    m=$(frames)
-    naoctl rearm --yes >/dev/null 2>&1 || return 1
-    i=0
-    while [ $i -lt 50 ]; do
-        nao-rs wake >/dev/null 2>&1 && break
-        sleep 0.2
-        i=$((i + 1))
-    done
+    m=$(mark)
+    rearm_and_wake || return 1
     wait_for 30 stiff_seen_after "$m"
 }
 stand_up() {
     stand_once && return 0
     info "no stiff frames 30 s after re-arm and wake ($(status_json | grep -o '"safety_flags":\[[^]]*\]')): restarting the runtime"
-    systemctl restart nao-rs
-    wait_for 60 runtime_up
+    sctl restart nao-rs
+    wait_for 60 runtime_up || info "the restarted runtime was not up within 60 s"
     stand_once
 }
 
 # S7 systemctl kill -s SIGKILL nao-rs: the guard takes over, systemd restarts
 # the runtime 1 s later, it gets the board back, still tripped.
+begin S7
 if stand_up; then
     old=$(main_pid nao-rs)
     takeovers=$(journalctl -b -u nao-rs-guard --no-pager -o cat 2>/dev/null | grep -c 'TAKE-OVER')
@@ -213,15 +189,15 @@ if stand_up; then
     systemctl kill -s SIGKILL nao-rs
     # Frames sent before the signal landed are not "after the kill":
     # count from when systemctl returned (the frame in flight excepted).
-    m=$(frames)
+    m=$(mark)
     if wait_for 30 new_main "$old" && new=$(main_pid nao-rs) && wait_for 60 driver_is "$new" &&
-        wait_for 60 not_holding && wait_for 30 frames_past $((m + 100)); then
+        wait_for 60 not_holding && wait_for 30 frames_past "$m" 100; then
         t1=$(now_ms)
         took=$(journalctl -b -u nao-rs-guard --no-pager -o cat 2>/dev/null | grep -c 'TAKE-OVER')
-        s=$(after $((m + 1)) | grep -c '"all_off":false')
+        s=$(stiff_after "$m" 1)
         restart=$(prop nao-rs NRestarts)
         if [ "$took" -gt "$takeovers" ] && [ "$s" = 0 ] && tripped; then
-            result ok S7 "systemctl kill -s SIGKILL nao-rs: the guard took over, systemd restarted the runtime (pid $old -> $new, NRestarts $restart), which got the board back $((t1 - t0)) ms after the kill; $(after "$m" | wc -l) frames since, none stiff, still tripped"
+            result ok S7 "systemctl kill -s SIGKILL nao-rs: the guard took over, systemd restarted the runtime (pid $old -> $new, NRestarts $restart), which got the board back $((t1 - t0)) ms after the kill; $(count_after "$m") frames since, none stiff, still tripped"
         else
             result FAIL S7 "systemctl kill: take-overs in the guard's journal $takeovers -> $took, $s stiff frames after the kill, tripped: $(tripped && echo yes || echo no)"
         fi
@@ -233,8 +209,9 @@ else
 fi
 
 # S8 systemctl stop nao-rs: the last frame is all-off.
+begin S8
 if stand_up; then
-    systemctl stop nao-rs
+    sctl stop nao-rs
     sleep 3
     last=$(tail -n 1 "$TRACE")
     if echo "$last" | grep -q '"all_off":true'; then
@@ -248,7 +225,8 @@ fi
 # S11 a stop sent while the guard is SIGSTOPped and the runtime restarting
 # (killed; systemd restarts it 1 s later) is not lost: it queues in
 # systemd's socket and trips the switch as soon as the new runtime reads.
-systemctl start nao-rs
+begin S11
+sctl start nao-rs
 if wait_for 60 runtime_up && naoctl rearm --yes >/dev/null 2>&1 && ! tripped; then
     gp=$(main_pid nao-rs-guard)
     old=$(main_pid nao-rs)
@@ -275,4 +253,5 @@ if wait_for 60 runtime_up && naoctl rearm --yes >/dev/null 2>&1 && ! tripped; th
 else
     result FAIL S11 "stop while the guard is stopped: the restarted runtime did not come up armed ($(status_json))"
 fi
+begin ""
 finish

@@ -1,6 +1,8 @@
-//! The one clock of the kit: `CLOCK_MONOTONIC` in nanoseconds
-//! ([`monotonic_ns`]), behind a small [`Clock`] trait so code that reads
-//! time can be handed a [`MockClock`] in tests.
+//! The one clock reader of the house: `CLOCK_MONOTONIC` in nanoseconds
+//! ([`monotonic_ns`], async-signal-safe; the death switch's `now_ns` is
+//! this function) and the wall clock for display ([`unix_ns`]); the first
+//! behind a small [`Clock`] trait so code that reads time can be handed a
+//! [`MockClock`] in tests.
 //!
 //! The rules of the kit take time passed in ([`crate::Schedule`], the log's
 //! coalescer); the I/O around them (the ticker's sleeps, the log's stamps)
@@ -10,18 +12,37 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::time::{clock_gettime, ClockId};
-
-/// `CLOCK_MONOTONIC` in nanoseconds (0 if the clock could not be read,
-/// which Linux never does).
-pub fn monotonic_ns() -> u64 {
-    match clock_gettime(ClockId::CLOCK_MONOTONIC) {
-        Ok(ts) => (ts.tv_sec() as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec() as u64),
-        // CLOCK_MONOTONIC cannot fail on Linux; 0 keeps the caller going.
-        Err(_) => 0,
+/// `clock_gettime(id)` in nanoseconds (0 if the clock could not be read,
+/// which Linux never does for the two clocks read here).
+fn read(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
+    if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
+        return 0;
     }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock of every rule, heartbeat
+/// and tick in the house (0 if the clock could not be read, which Linux
+/// never does).
+///
+/// Async-signal-safe: one `clock_gettime` system call on the stack, no
+/// lock and no allocation, so the page's SIGBUS handler may call it.
+pub fn monotonic_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_REALTIME` in nanoseconds since the Unix epoch, for showing when
+/// something happened only (never for a rule). Async-signal-safe as
+/// [`monotonic_ns`].
+pub fn unix_ns() -> u64 {
+    read(libc::CLOCK_REALTIME)
 }
 
 /// A source of monotonic nanoseconds.

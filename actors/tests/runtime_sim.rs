@@ -33,7 +33,7 @@ fn awake() -> (Rig, Arc<MemorySwitch>, Runtime<SimLink>, ProgramIo) {
 
 /// The simulator's trace so far.
 fn trace(rig: &Rig) -> Vec<TraceLine> {
-    nao_rs_sim::trace::read(&rig.trace_path()).expect("read the simulator's trace")
+    nao_rs_sim::trace::read(rig.trace_path()).expect("read the simulator's trace")
 }
 
 fn stiff() -> Command {

@@ -63,6 +63,20 @@ pub use page::{default_path, fix, inspect, Inspection, Integrity, Opening, Page,
 pub use reason::Reason;
 pub use switch::{Beat, Switch};
 
+/// The page's named codes are shown by their names (`name()`: the words
+/// of `naoctl`, the beacon and the logs).
+macro_rules! display_by_name {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    )*};
+}
+
+display_by_name!(Reason, Motion);
+
 /// Every field of the page at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Snapshot {

@@ -104,7 +104,7 @@ impl Robot {
 
     /// Stiff cycle frames received at or after `t_ns`.
     fn stiff_since(&self, t_ns: u64) -> usize {
-        nao_rs_sim::trace::read(&self.rig.trace_path())
+        nao_rs_sim::trace::read(self.rig.trace_path())
             .unwrap()
             .iter()
             .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns && l.max_stiffness > 0)

@@ -120,14 +120,14 @@ const SERVE_CHECK_NS: u64 = 200_000_000;
 /// within one look at the hand-over file (every 200 ms) of a holder's
 /// start, and a free port binds at once, so 1 s is five times what a live
 /// holder needs.
-pub const UNREAD_DEADLINE_NS: u64 = 1_000_000_000;
+pub(crate) const UNREAD_DEADLINE_NS: u64 = 1_000_000_000;
 /// The first back-off after an error, ns.
 const BACKOFF_MIN_NS: u64 = 10_000_000;
 /// The longest back-off, ns.
 const BACKOFF_MAX_NS: u64 = 1_000_000_000;
 /// The name systemd gives the stop socket (`FileDescriptorName=` of
 /// `config/systemd/nao-rs-stop.socket`).
-pub const SYSTEMD_FD_NAME: &str = "nao-rs-stop";
+pub(crate) const SYSTEMD_FD_NAME: &str = "nao-rs-stop";
 
 /// The hand-over socket file for a page at `page` and `port`:
 /// `stop-PORT.sock` in the page's directory.

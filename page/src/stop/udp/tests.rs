@@ -114,6 +114,15 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
         f(&mut x);
         x
     };
+    let of_kind = |sock_type, domain, protocol| {
+        with(&|x| {
+            x.kind = Ok(SockKind {
+                sock_type,
+                domain,
+                protocol,
+            })
+        })
+    };
     let rows: Vec<(&str, SocketFacts, Result<(), SocketFault>)> = vec![
         ("systemd's [::] dual-stack", v6, Ok(())),
         ("our own 0.0.0.0", good_v4(p), Ok(())),
@@ -124,35 +133,17 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
         ),
         (
             "TCP",
-            with(&|x| {
-                x.kind = Ok(SockKind {
-                    sock_type: libc::SOCK_STREAM,
-                    domain: libc::AF_INET,
-                    protocol: libc::IPPROTO_TCP,
-                })
-            }),
+            of_kind(libc::SOCK_STREAM, libc::AF_INET, libc::IPPROTO_TCP),
             Err(SocketFault::NotDatagram(libc::SOCK_STREAM)),
         ),
         (
             "a unix datagram socket",
-            with(&|x| {
-                x.kind = Ok(SockKind {
-                    sock_type: libc::SOCK_DGRAM,
-                    domain: libc::AF_UNIX,
-                    protocol: 0,
-                })
-            }),
+            of_kind(libc::SOCK_DGRAM, libc::AF_UNIX, 0),
             Err(SocketFault::NotInternet(libc::AF_UNIX)),
         ),
         (
             "ICMP datagram",
-            with(&|x| {
-                x.kind = Ok(SockKind {
-                    sock_type: libc::SOCK_DGRAM,
-                    domain: libc::AF_INET,
-                    protocol: libc::IPPROTO_ICMP,
-                })
-            }),
+            of_kind(libc::SOCK_DGRAM, libc::AF_INET, libc::IPPROTO_ICMP),
             Err(SocketFault::NotUdp(libc::IPPROTO_ICMP)),
         ),
         (

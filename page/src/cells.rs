@@ -722,7 +722,6 @@ mod tests {
         assert_eq!(c.reason(), Some(Reason::PageLost));
     }
 
-
     #[test]
     fn the_wake_generation_is_the_trip_count_while_armed_and_none_while_tripped() {
         let c = armed();

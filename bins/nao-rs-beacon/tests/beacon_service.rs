@@ -46,6 +46,7 @@ impl Robot {
         let mut cmd = rig.command("nao-rs-beacon");
         cmd.arg("--page")
             .arg(rig.page_path())
+            .env("NAO_RS_WAKE_SOCKET", rig.wake_socket("rt"))
             .env("NAO_RS_BEACON", "unicast")
             .env(
                 "NAO_RS_BEACON_TARGETS",

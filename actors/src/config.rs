@@ -14,12 +14,7 @@ pub const PERIOD_NS: u64 = deathswitch::rules::FRAME_PERIOD_NS;
 /// The cycle actor's SCHED_FIFO priority.
 pub const CYCLE_PRIORITY: u8 = 30;
 /// The UDP listener's SCHED_FIFO priority (below the cycle's).
-pub const UDP_PRIORITY: u8 = 20;
-/// A busy chest board is retried this often (50 ms): the runtime's side of
-/// its contract with the guard (`deathswitch::rules::RUNTIME_OPEN_RETRY_NS`).
-pub const OPEN_RETRY_NS: u64 = deathswitch::rules::RUNTIME_OPEN_RETRY_NS;
-/// ... for this long (5 s; `deathswitch::rules::RUNTIME_OPEN_TIMEOUT_NS`).
-pub const OPEN_TIMEOUT_NS: u64 = deathswitch::rules::RUNTIME_OPEN_TIMEOUT_NS;
+const UDP_PRIORITY: u8 = 20;
 /// The status file is rewritten this often (10 Hz).
 pub(crate) const STATUS_PERIOD_NS: u64 = 100_000_000;
 /// The guard named in the page is checked this often.
@@ -76,8 +71,10 @@ impl Default for Config {
             udp_priority: Some(UDP_PRIORITY),
             udp_handover: None,
             accepted: DEFAULT_ACCEPTED.to_vec(),
-            open_retry_ns: OPEN_RETRY_NS,
-            open_timeout_ns: OPEN_TIMEOUT_NS,
+            // The runtime's side of its contract with the guard: a busy
+            // chest board retried every 50 ms for 5 s.
+            open_retry_ns: deathswitch::rules::RUNTIME_OPEN_RETRY_NS,
+            open_timeout_ns: deathswitch::rules::RUNTIME_OPEN_TIMEOUT_NS,
             command_capacity: 4,
             max_cycles: None,
             logger: None,

@@ -86,63 +86,48 @@ pub(crate) fn crash_if_asked(fault: Option<Fault>) {
 /// The switch as the runtime with `fault` sees it.
 pub(crate) fn switch(inner: Arc<dyn Switch>, fault: Option<Fault>) -> Arc<dyn Switch> {
     match fault {
-        Some(Fault::NeverConfirm) => Arc::new(IgnoringSwitch {
-            first: std::sync::OnceLock::new(),
-            inner,
-        }),
-        Some(Fault::CrashOnUsr2) => {
-            catch_usr2();
-            Arc::new(CrashingSwitch { inner })
+        Some(f @ (Fault::NeverConfirm | Fault::CrashOnUsr2)) => {
+            if f == Fault::CrashOnUsr2 {
+                catch_usr2();
+            }
+            Arc::new(FaultySwitch {
+                fault: f,
+                first: std::sync::OnceLock::new(),
+                inner,
+            })
         }
         _ => inner,
     }
 }
 
-/// The cycle's switch with [`Fault::CrashOnUsr2`]: after SIGUSR2 the cycle
-/// thread segfaults at its next use of the switch, before it can trip.
-/// SIGUSR2 is also one of `nao-rs run`'s stop signals: without this the
-/// stop it asks for would trip `shutdown` first (at the top of the next
-/// cycle) and the crash would come after a clean trip.
-struct CrashingSwitch {
-    inner: Arc<dyn Switch>,
-}
-
-impl Switch for CrashingSwitch {
-    fn read(&self) -> Snapshot {
-        crash_on_usr2();
-        self.inner.read()
-    }
-    fn trip(&self, reason: Reason) -> bool {
-        crash_on_usr2();
-        self.inner.trip(reason)
-    }
-    fn beat(&self, beat: &Beat) {
-        crash_on_usr2();
-        self.inner.beat(beat)
-    }
-    fn register(&self, pid: u32) {
-        self.inner.register(pid)
-    }
-    fn now_ns(&self) -> u64 {
-        self.inner.now_ns()
-    }
-    fn path(&self) -> Option<&std::path::Path> {
-        self.inner.path()
-    }
-    fn peek(&self) -> Snapshot {
-        self.inner.peek()
-    }
-}
-
-/// A switch whose reads ignore every trip (armed, the count first read)
-/// and whose beats never confirm all-off.
-struct IgnoringSwitch {
+/// The cycle's switch with a fault; every call not named here goes to the
+/// inner switch.
+///
+/// - [`Fault::NeverConfirm`]: its reads ignore every trip (armed, the
+///   count first read) and its beats never confirm all-off.
+/// - [`Fault::CrashOnUsr2`]: after SIGUSR2 the cycle thread segfaults at
+///   its next read, trip or beat, before it can trip. SIGUSR2 is also one
+///   of `nao-rs run`'s stop signals: without this the stop it asks for
+///   would trip `shutdown` first (at the top of the next cycle) and the
+///   crash would come after a clean trip.
+struct FaultySwitch {
+    fault: Fault,
     first: std::sync::OnceLock<Snapshot>,
     inner: Arc<dyn Switch>,
 }
 
-impl Switch for IgnoringSwitch {
+impl FaultySwitch {
+    fn crashing(&self) -> bool {
+        self.fault == Fault::CrashOnUsr2
+    }
+}
+
+impl Switch for FaultySwitch {
     fn read(&self) -> Snapshot {
+        if self.crashing() {
+            crash_on_usr2();
+            return self.inner.read();
+        }
         let now = self.inner.read();
         let first = *self.first.get_or_init(|| now);
         Snapshot {
@@ -154,9 +139,16 @@ impl Switch for IgnoringSwitch {
         }
     }
     fn trip(&self, reason: Reason) -> bool {
+        if self.crashing() {
+            crash_on_usr2();
+        }
         self.inner.trip(reason)
     }
     fn beat(&self, beat: &Beat) {
+        if self.crashing() {
+            crash_on_usr2();
+            return self.inner.beat(beat);
+        }
         self.inner.beat(&Beat {
             all_off: false,
             ..*beat

@@ -128,7 +128,7 @@ impl Handle {
     }
 
     /// The death switch.
-    pub fn death_switch(&self) -> &Arc<dyn Switch> {
+    pub(crate) fn death_switch(&self) -> &Arc<dyn Switch> {
         &self.switch
     }
 }

@@ -30,8 +30,7 @@
 //! Its public face:
 //! - starting and stopping: [`Runtime`] (with a [`CycleHook`], [`NoHook`]),
 //!   [`Config`] (with [`BringUpSetup`]), [`StartError`], [`RunSummary`];
-//!   the constants [`PERIOD_NS`], [`CYCLE_PRIORITY`], [`UDP_PRIORITY`],
-//!   [`OPEN_RETRY_NS`], [`OPEN_TIMEOUT_NS`];
+//!   the constants [`PERIOD_NS`], [`CYCLE_PRIORITY`];
 //! - the program's side: [`ProgramIo`], [`SensorFrame`], [`SwitchState`],
 //!   [`SafetyFlags`]; from any thread: [`Handle`] (trip, wake, jog, stop),
 //!   [`Status`], [`WakeRefused`]; the death switch's [`Switch`],
@@ -61,9 +60,7 @@ pub mod status_file;
 pub mod wake;
 
 pub use bringup::BringUpSetup;
-pub use config::{
-    Config, StartError, CYCLE_PRIORITY, OPEN_RETRY_NS, OPEN_TIMEOUT_NS, PERIOD_NS, UDP_PRIORITY,
-};
+pub use config::{Config, StartError, CYCLE_PRIORITY, PERIOD_NS};
 pub use deathswitch::{Motion, Reason, Switch};
 pub use flags::SafetyFlags;
 pub use handle::{Handle, Status};

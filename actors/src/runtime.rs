@@ -5,11 +5,9 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use deathswitch::stop::udp::{
-    describe, handover_path, ListenConfig, Severity, UdpEvent, UdpListener,
-};
+use deathswitch::stop::udp::{describe, handover_path, ListenConfig, UdpEvent, UdpListener};
 use deathswitch::{Reason, Switch};
-use nao_kit::log::{EventSink, Level, LogActor, Logbook};
+use nao_kit::log::{EventSink, LogActor, Logbook};
 use nao_kit::{monotonic_ns, ActorSpec};
 use nao_wire::link::{Link, LinkError};
 use nao_wire::protocol::bringup::BringUp;
@@ -328,21 +326,11 @@ impl<L: Link + 'static> Drop for Runtime<L> {
     }
 }
 
-/// The kit's log level of a UDP listener's [`Severity`]: the one mapping
-/// in the runtime.
-fn level(s: Severity) -> Level {
-    match s {
-        Severity::Info => Level::Info,
-        Severity::Warning => Level::Warning,
-        Severity::Error => Level::Error,
-    }
-}
-
 /// Queues the log line of the UDP listener's event `e` on `sink`
 /// (`deathswitch::stop::udp::describe`).
 fn log_udp_event(sink: &mut EventSink, e: UdpEvent, port: u16) {
-    let (severity, what, value) = describe(e, port);
-    sink.emit(level(severity), what, value);
+    let (level, what, value) = describe(e, port);
+    sink.emit(level, what, value);
 }
 
 /// Runs the start-up, retrying a busy board every `open_retry_ns` for up to

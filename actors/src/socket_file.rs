@@ -44,9 +44,10 @@ pub(crate) enum Existing {
     NotASocket,
 }
 
-/// What to do about what is at the path.
+/// Whether this process may claim the socket path, and how (the ruling on
+/// what is at it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum PathClaim {
     /// The path is free.
     Free,
     /// A stale socket file of this user: remove it, then bind.
@@ -65,13 +66,13 @@ pub(crate) enum Verdict {
 /// The rule (pure): a path is taken over only when it is free or holds a
 /// stale socket file of this user (`me`, the effective uid); a socket file
 /// of another user is never touched, served or not.
-pub(crate) fn judge(existing: Existing, me: u32) -> Verdict {
+pub(crate) fn judge(existing: Existing, me: u32) -> PathClaim {
     match existing {
-        Existing::Nothing => Verdict::Free,
-        Existing::Socket { owner, .. } if owner != me => Verdict::OtherUser { owner },
-        Existing::Socket { answers: true, .. } => Verdict::Served,
-        Existing::Socket { .. } => Verdict::ReplaceStale,
-        Existing::NotASocket => Verdict::NotASocket,
+        Existing::Nothing => PathClaim::Free,
+        Existing::Socket { owner, .. } if owner != me => PathClaim::OtherUser { owner },
+        Existing::Socket { answers: true, .. } => PathClaim::Served,
+        Existing::Socket { .. } => PathClaim::ReplaceStale,
+        Existing::NotASocket => PathClaim::NotASocket,
     }
 }
 
@@ -112,21 +113,21 @@ pub(crate) fn look(path: &Path, kind: Kind) -> io::Result<Existing> {
 }
 
 /// The error for a path that is not free, naming the path and the fix.
-pub(crate) fn held_error(what: &str, path: &Path, v: Verdict, fix: &str) -> io::Error {
+pub(crate) fn held_error(what: &str, path: &Path, v: PathClaim, fix: &str) -> io::Error {
     let p = path.display();
     let why = match v {
-        Verdict::Served => format!(
+        PathClaim::Served => format!(
             "{what} {p} is held: another program serves it. Stop that program first, or {fix}"
         ),
-        Verdict::OtherUser { owner } => format!(
+        PathClaim::OtherUser { owner } => format!(
             "{what} {p} is held: a socket file of user {owner} (not this user). Stop the \
              program serving it, or remove the file (`rm {p}`, as that user or root) if it is \
              stale, or {fix}"
         ),
-        Verdict::NotASocket => {
+        PathClaim::NotASocket => {
             format!("{what} {p} exists and is not a socket. Remove it, or {fix}")
         }
-        Verdict::Free | Verdict::ReplaceStale => format!("{what} {p}: free"),
+        PathClaim::Free | PathClaim::ReplaceStale => format!("{what} {p}: free"),
     };
     io::Error::new(io::ErrorKind::AddrInUse, why)
 }
@@ -152,8 +153,8 @@ pub(crate) fn bind_with_mode<S>(
         look(path, kind).map_err(|e| named(e, "cannot look at it"))?,
         me,
     ) {
-        Verdict::Free => {}
-        Verdict::ReplaceStale => match std::fs::remove_file(path) {
+        PathClaim::Free => {}
+        PathClaim::ReplaceStale => match std::fs::remove_file(path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(named(e, "a stale socket file cannot be removed")),
@@ -169,10 +170,10 @@ pub(crate) fn bind_with_mode<S>(
         Err((BindStep::Rename, e)) if e.raw_os_error() == Some(libc::EEXIST) => {
             let v = match look(path, kind) {
                 Ok(x) => judge(x, me),
-                Err(_) => Verdict::NotASocket,
+                Err(_) => PathClaim::NotASocket,
             };
-            let v = if matches!(v, Verdict::Free | Verdict::ReplaceStale) {
-                Verdict::Served
+            let v = if matches!(v, PathClaim::Free | PathClaim::ReplaceStale) {
+                PathClaim::Served
             } else {
                 v
             };
@@ -190,40 +191,47 @@ mod tests {
     fn a_socket_path_is_taken_only_when_free_or_a_stale_socket_of_this_user() {
         let me = 1000;
         let rows = [
-            (Existing::Nothing, Verdict::Free),
+            (Existing::Nothing, PathClaim::Free),
             (
                 Existing::Socket {
                     owner: me,
                     answers: false,
                 },
-                Verdict::ReplaceStale,
+                PathClaim::ReplaceStale,
             ),
             (
                 Existing::Socket {
                     owner: me,
                     answers: true,
                 },
-                Verdict::Served,
+                PathClaim::Served,
             ),
             (
                 Existing::Socket {
                     owner: 0,
                     answers: true,
                 },
-                Verdict::OtherUser { owner: 0 },
+                PathClaim::OtherUser { owner: 0 },
             ),
             (
                 Existing::Socket {
                     owner: 0,
                     answers: false,
                 },
-                Verdict::OtherUser { owner: 0 },
+                PathClaim::OtherUser { owner: 0 },
             ),
-            (Existing::NotASocket, Verdict::NotASocket),
+            (Existing::NotASocket, PathClaim::NotASocket),
         ];
         for (i, (e, v)) in rows.into_iter().enumerate() {
             assert_eq!(judge(e, me), v, "row {i}: {e:?}");
         }
+    }
+
+    /// A stream socket bound at `path` with its mode.
+    fn stream(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
+        bind_with_mode(path, Kind::Stream, "test socket", "x", |p| {
+            std::os::unix::net::UnixListener::bind(p)
+        })
     }
 
     #[test]
@@ -234,20 +242,10 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         // SAFETY: umask only sets the process's file mode mask.
         let old = unsafe { libc::umask(0) };
-        let l = bind_with_mode(
-            &path,
-            Kind::Stream,
-            "test socket",
-            "use another path",
-            |p| std::os::unix::net::UnixListener::bind(p),
-        );
-        let d = bind_with_mode(
-            &path,
-            Kind::Datagram,
-            "test socket",
-            "use another path",
-            |p| std::os::unix::net::UnixDatagram::bind(p),
-        );
+        let l = stream(&path);
+        let d = bind_with_mode(&path, Kind::Datagram, "test socket", "x", |p| {
+            std::os::unix::net::UnixDatagram::bind(p)
+        });
         // SAFETY: as above.
         unsafe { libc::umask(old) };
         let l = l.unwrap();
@@ -264,17 +262,12 @@ mod tests {
         assert_eq!(names.len(), 1, "{names:?}");
         drop(l);
         // A stale socket file of this user is replaced.
-        let l = bind_with_mode(&path, Kind::Stream, "test socket", "x", |p| {
-            std::os::unix::net::UnixListener::bind(p)
-        });
+        let l = stream(&path);
         assert!(l.is_ok(), "{l:?}");
         drop(l);
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, b"x").unwrap();
-        let e = bind_with_mode(&path, Kind::Stream, "test socket", "x", |p| {
-            std::os::unix::net::UnixListener::bind(p)
-        })
-        .unwrap_err();
+        let e = stream(&path).unwrap_err();
         assert!(e.to_string().contains("is not a socket"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -4,12 +4,14 @@
 //! buffers), through every state of the wake latch: awake, a trip, the
 //! re-arm (limp, a silent controller), a wake, awake again.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use common::{config, start, Rig};
 use deathswitch::MemorySwitch;
-use nao_runtime::{Config, CycleHook, Reason, Runtime, Switch};
-use nao_wire::link::sim::SimLink;
+use nao_runtime::{Config, CycleHook, Reason, Switch};
 use nao_wire::step::Observed;
 
 #[global_allocator]
@@ -39,27 +41,22 @@ impl<L> CycleHook<L> for Meter {
 
 #[test]
 fn cycle_loop_allocates_nothing_over_1000_cycles() {
-    let sim =
-        nao_rs_sim::Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
+    let rig = Rig::start();
     let done = Arc::new(AtomicU64::new(0));
     let config = Config {
         period_ns: 1_000_000,
-        cycle_priority: None,
-        udp_port: None,
-        logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
-        ..Config::default()
+        ..config()
     };
     let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io) = Runtime::start_with_hook(
-        SimLink::new(sim.socket()),
-        board.clone(),
+    let (rt, mut io) = start(
+        &rig,
+        &board,
         config,
         Meter {
             done: done.clone(),
             from: 0,
         },
-    )
-    .unwrap();
+    );
     // A controller commanding every cycle, so the command path is measured.
     let c = nao_wire::Command {
         stiffness: [0.3; 25],

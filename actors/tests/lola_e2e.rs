@@ -3,23 +3,19 @@
 //! is re-armed (the robot stays limp), the robot is woken, and the client
 //! goes silent (the controller-lost ramp lowers the stiffness).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{config, decode, quiet, start, Answer, Frame, Rig};
 use deathswitch::MemorySwitch;
-use nao_rs_sim::Spawned;
 use nao_runtime::lola::{serve_runtime, LolaConfig, FRAME_LEN, SENSOR_KEYS};
-use nao_runtime::{Config, Reason, Runtime, Switch};
-use nao_wire::link::sim::SimLink;
+use nao_runtime::{NoHook, Reason, Switch};
 use nao_wire::JOINTS;
-use serde::Serialize;
-
-fn quiet() -> slog::Logger {
-    slog::Logger::root(slog::Discard, slog::o!())
-}
 
 fn connect(path: &Path) -> UnixStream {
     let until = Instant::now() + Duration::from_secs(10);
@@ -38,42 +34,12 @@ fn connect(path: &Path) -> UnixStream {
     }
 }
 
-struct Frame {
-    position: Vec<f32>,
-    stiffness: Vec<f32>,
-}
-
-fn floats(map: &[(rmpv::Value, rmpv::Value)], key: &str) -> Vec<f32> {
-    map.iter()
-        .find(|(k, _)| k.as_str() == Some(key))
-        .unwrap_or_else(|| panic!("no {key}"))
-        .1
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect()
-}
-
 fn read_frame(s: &mut UnixStream) -> Frame {
     let mut buf = [0u8; FRAME_LEN];
     s.read_exact(&mut buf).expect("a frame within 2 s");
-    let v = rmpv::decode::read_value(&mut &buf[..]).unwrap();
-    let map = v.as_map().unwrap();
-    let keys: Vec<&str> = map.iter().map(|(k, _)| k.as_str().unwrap()).collect();
-    assert_eq!(keys, SENSOR_KEYS);
-    Frame {
-        position: floats(map, "Position"),
-        stiffness: floats(map, "Stiffness"),
-    }
-}
-
-#[derive(Serialize)]
-struct Answer {
-    #[serde(rename = "Position")]
-    position: [f32; JOINTS],
-    #[serde(rename = "Stiffness")]
-    stiffness: [f32; JOINTS],
+    let f = decode(&buf);
+    assert_eq!(f.keys, SENSOR_KEYS);
+    f
 }
 
 /// Reads frames and answers each, until `done` holds; panics after `max`.
@@ -89,7 +55,7 @@ fn drive(
             return f;
         }
         if let Some(a) = answer(&f) {
-            s.write_all(&rmp_serde::to_vec_named(&a).unwrap()).unwrap();
+            s.write_all(&a.encode()).unwrap();
         }
     }
     panic!("condition not met in {max} frames");
@@ -100,24 +66,14 @@ const HEAD_YAW: f32 = 0.3;
 fn head_yaw_stiff(f: &Frame) -> Option<Answer> {
     let mut position: [f32; JOINTS] = std::array::from_fn(|j| f.position[j]);
     position[0] = HEAD_YAW;
-    Some(Answer {
-        position,
-        stiffness: [0.5; JOINTS],
-    })
+    Some(Answer::new(position, [0.5; JOINTS]))
 }
 
 #[test]
 fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"])
-        .expect("start nao-rs-sim");
+    let rig = Rig::start();
     let board = Arc::new(MemorySwitch::armed());
-    let config = Config {
-        cycle_priority: None,
-        udp_port: None,
-        logger: Some(quiet()),
-        ..Config::default()
-    };
-    let (rt, io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config).unwrap();
+    let (rt, io) = start(&rig, &board, config(), NoHook);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("robocup");
     let mut lola = LolaConfig::from_identity(rt.identity(), Some("P0000073A07S8AF00019"), quiet());
@@ -148,8 +104,7 @@ fn lola_client_drives_the_virtual_robot_and_rearm_without_wake_stays_limp() {
             "re-armed, not woken: {:?}",
             f.stiffness
         );
-        s.write_all(&rmp_serde::to_vec_named(&head_yaw_stiff(&f).unwrap()).unwrap())
-            .unwrap();
+        s.write_all(&head_yaw_stiff(&f).unwrap().encode()).unwrap();
     }
 
     // Wake: the client's stiffness comes back.

@@ -4,11 +4,14 @@
 //! body, one server step per cycle (deterministic: a client's answer is in
 //! the socket before the next step reads it).
 
+mod common;
+
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::{decode, quiet, Answer};
 use nao_runtime::lola::double::FakeBody;
 use nao_runtime::lola::{LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
 use nao_runtime::SensorFrame;
@@ -16,10 +19,6 @@ use nao_wire::JOINTS;
 use serde::Serialize;
 
 const STEP: Duration = Duration::from_millis(1);
-
-fn log() -> slog::Logger {
-    slog::Logger::root(slog::Discard, slog::o!())
-}
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -31,7 +30,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("robocup");
-    let mut config = LolaConfig::new(log());
+    let mut config = LolaConfig::new(quiet());
     config.socket = path.clone();
     let server = LolaServer::bind(config).unwrap();
     Setup {
@@ -92,29 +91,8 @@ struct Client {
     s: UnixStream,
 }
 
-#[derive(Serialize)]
-struct Answer {
-    #[serde(rename = "Position")]
-    position: [f32; JOINTS],
-    #[serde(rename = "Stiffness")]
-    stiffness: [f32; JOINTS],
-    #[serde(rename = "Chest")]
-    chest: [f32; 3],
-    #[serde(rename = "LEye")]
-    left_eye: [f32; 24],
-    #[serde(rename = "Sonar")]
-    sonar: [bool; 2],
-}
-
 fn answer(position: f32, stiffness: f32) -> Vec<u8> {
-    rmp_serde::to_vec_named(&Answer {
-        position: [position; JOINTS],
-        stiffness: [stiffness; JOINTS],
-        chest: [0.0, 0.0, 1.0],
-        left_eye: [1.0; 24],
-        sonar: [true, true],
-    })
-    .unwrap()
+    Answer::new([position; JOINTS], [stiffness; JOINTS]).encode()
 }
 
 impl Client {
@@ -154,36 +132,14 @@ impl Client {
     }
 }
 
-/// The frame's keys and its Position array.
-fn parse(frame: &[u8]) -> (Vec<String>, Vec<f32>) {
-    let v = rmpv::decode::read_value(&mut &frame[..]).unwrap();
-    let map = v.as_map().unwrap();
-    let keys = map
-        .iter()
-        .map(|(k, _)| k.as_str().unwrap().to_string())
-        .collect();
-    let pos = map
-        .iter()
-        .find(|(k, _)| k.as_str() == Some("Position"))
-        .unwrap()
-        .1
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap() as f32)
-        .collect();
-    (keys, pos)
-}
-
 #[test]
 fn lola_client_reads_frames_and_answers_for_300_cycles() {
     let (mut t, mut c) = with_client();
     for k in 0..300 {
         t.cycle(k);
-        let f = c.frame();
-        let (keys, pos) = parse(&f);
-        assert_eq!(keys, SENSOR_KEYS);
-        assert_eq!(pos[..], sensors(k).position[..]);
+        let f = decode(&c.frame());
+        assert_eq!(f.keys, SENSOR_KEYS);
+        assert_eq!(f.position[..], sensors(k).position[..]);
         c.send(&answer(k as f32 * 0.001, 0.5));
     }
     // The answer to frame k is read in cycle k + 1: 299 commands.
@@ -402,10 +358,10 @@ fn slow_client_gets_whole_frames_only() {
     assert!(s.frames_skipped > 0, "{s:?}");
     let mut prev = None;
     for _ in 0..s.frames_sent.min(200) {
-        let (keys, pos) = parse(&c.frame());
-        assert_eq!(keys, SENSOR_KEYS);
+        let f = decode(&c.frame());
+        assert_eq!(f.keys, SENSOR_KEYS);
         // Positions encode the cycle: frames arrive in order.
-        let k = (pos[0] / 1e-2).round() as i64;
+        let k = (f.position[0] / 1e-2).round() as i64;
         if let Some(p) = prev {
             assert!(k > p);
         }
@@ -438,7 +394,7 @@ fn stale_socket_file_is_replaced_live_one_and_other_files_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("robocup");
     let cfg = |p: &Path| {
-        let mut c = LolaConfig::new(log());
+        let mut c = LolaConfig::new(quiet());
         c.socket = p.to_path_buf();
         c
     };

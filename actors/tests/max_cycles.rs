@@ -2,13 +2,14 @@
 //! included), the last two (or all, when fewer) with the switch tripped
 //! `shutdown`, against the virtual robot (a real `nao-rs-sim` process).
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::{config, start, Rig};
 use deathswitch::MemorySwitch;
-use nao_rs_sim::Spawned;
-use nao_runtime::{Config, CycleHook, Reason, Runtime};
-use nao_wire::link::sim::SimLink;
+use nao_runtime::{Config, CycleHook, Reason};
 use nao_wire::step::Observed;
 
 /// Counts the cycles and records which of them were built tripped.
@@ -30,24 +31,15 @@ impl<L> CycleHook<L> for Cycles {
 
 #[test]
 fn runs_exactly_max_cycles_the_last_two_tripped() {
-    let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("sim");
+    let rig = Rig::start();
     for max in [0u64, 1, 2, 3, 7] {
         let board = Arc::new(MemorySwitch::armed());
         let hook = Cycles::default();
         let config = Config {
-            cycle_priority: None,
-            udp_port: None,
             max_cycles: Some(max),
-            logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
-            ..Config::default()
+            ..config()
         };
-        let (rt, _io) = Runtime::start_with_hook(
-            SimLink::new(sim.socket()),
-            board.clone(),
-            config,
-            hook.clone(),
-        )
-        .expect("start");
+        let (rt, _io) = start(&rig, &board, config, hook.clone());
         let (_, summary) = rt.wait();
         assert_eq!(summary.cycles, max, "max_cycles {max}: cycles run");
         assert_eq!(

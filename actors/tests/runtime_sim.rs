@@ -1,26 +1,39 @@
 //! The runtime library against the virtual robot (a real `nao-rs-sim`
 //! process), with an in-process death switch (`deathswitch::MemorySwitch`).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{config, start, Rig};
 use deathswitch::MemorySwitch;
-use nao_rs_sim::{Spawned, TraceLine};
-use nao_runtime::{Config, ProgramIo, Reason, Runtime, SensorFrame};
+use nao_rs_sim::TraceLine;
+use nao_runtime::{Config, NoHook, ProgramIo, Reason, Runtime, SensorFrame};
 use nao_wire::link::sim::SimLink;
 use nao_wire::Command;
 
-fn sim() -> Spawned {
-    Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).expect("start nao-rs-sim")
+/// The virtual robot, an armed in-process switch and the runtime on them
+/// with `cfg`.
+fn started(cfg: Config) -> (Rig, Arc<MemorySwitch>, Runtime<SimLink>, ProgramIo) {
+    let rig = Rig::start();
+    let board = Arc::new(MemorySwitch::armed());
+    let (rt, io) = start(&rig, &board, cfg, NoHook);
+    (rig, board, rt, io)
 }
 
-fn config() -> Config {
-    Config {
-        cycle_priority: None,
-        udp_port: None,
-        logger: Some(slog::Logger::root(slog::Discard, slog::o!())),
-        ..Config::default()
-    }
+/// [`started`] with the tests' configuration, woken and driven until every
+/// joint is stiff (500).
+fn awake() -> (Rig, Arc<MemorySwitch>, Runtime<SimLink>, ProgramIo) {
+    let (rig, board, rt, mut io) = started(config());
+    rt.handle().wake().unwrap();
+    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    (rig, board, rt, io)
+}
+
+/// The simulator's trace so far.
+fn trace(rig: &Rig) -> Vec<TraceLine> {
+    nao_rs_sim::trace::read(rig.trace_path()).expect("read the simulator's trace")
 }
 
 fn stiff() -> Command {
@@ -81,17 +94,11 @@ impl<L> nao_runtime::CycleHook<L> for Seen {
 /// The runtime on `sim` with the hook that sees every cycle's switch,
 /// driven until every joint is stiff (500).
 fn start_stiff(
-    sim: &Spawned,
+    rig: &Rig,
     board: &Arc<MemorySwitch>,
 ) -> (Runtime<SimLink>, nao_runtime::ProgramIo, Seen) {
     let seen = Seen::new();
-    let (rt, mut io) = Runtime::start_with_hook(
-        SimLink::new(sim.socket()),
-        board.clone(),
-        config(),
-        seen.clone(),
-    )
-    .unwrap();
+    let (rt, mut io) = start(rig, board, config(), seen.clone());
     // Every start is limp: the test is the person who wakes it.
     rt.handle().wake().unwrap();
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
@@ -108,9 +115,9 @@ fn by_seq(trace: &[TraceLine], seq: u16) -> Option<TraceLine> {
 
 /// The frame of the first cycle that saw the switch tripped is all-off, and
 /// the one before was not: frame by frame in the simulator's trace.
-fn assert_first_tripped_frame_all_off(sim: &Spawned, first_tripped_cycle: u64) {
+fn assert_first_tripped_frame_all_off(rig: &Rig, first_tripped_cycle: u64) {
     std::thread::sleep(Duration::from_millis(100));
-    let trace = sim.trace().unwrap();
+    let trace = trace(rig);
     let seq = (first_tripped_cycle + 2) as u16;
     let before = by_seq(&trace, seq.wrapping_sub(1)).expect("frame before the trip in the trace");
     assert!(
@@ -129,14 +136,10 @@ fn assert_first_tripped_frame_all_off(sim: &Spawned, first_tripped_cycle: u64) {
 
 #[test]
 fn runtime_returns_identity_at_once_and_cycles() {
-    let sim = sim();
-    let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
-    rt.handle().wake().unwrap();
+    // Once the boards are accepted, the commanded stiffness reaches the frame.
+    let (_rig, board, rt, mut io) = awake();
     assert!(!rt.identity().body_id().is_empty());
     assert_eq!(board.snapshot().driver_pid, Some(std::process::id()));
-    // Once the boards are accepted, the commanded stiffness reaches the frame.
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     let f = io.next_sensors(1_000_000_000).unwrap();
     assert!(f.t_ns > 0);
     assert!(f.battery.charge > 0, "battery read: {:?}", f.battery);
@@ -151,9 +154,7 @@ fn runtime_returns_identity_at_once_and_cycles() {
 /// generation lets the commands through; a wake while tripped is refused.
 #[test]
 fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
-    let sim = sim();
-    let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
+    let (_rig, board, rt, mut io) = started(config());
     let mut n = 0;
     drive(&mut io, |f| {
         assert!(
@@ -188,17 +189,17 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
 /// latest sensors; the frame of the first cycle that saw the switch tripped
 /// is all-off.
 fn fault_gives_an_all_off_frame(
-    fault: impl FnOnce(&Spawned, &MemorySwitch, &ProgramIo),
+    fault: impl FnOnce(&Rig, &MemorySwitch, &ProgramIo),
     until: impl FnMut(&SensorFrame) -> bool,
     check: impl FnOnce(&MemorySwitch, &SensorFrame),
 ) {
-    let sim = sim();
+    let rig = Rig::start();
     let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io, seen) = start_stiff(&sim, &board);
-    fault(&sim, &board, &io);
+    let (rt, mut io, seen) = start_stiff(&rig, &board);
+    fault(&rig, &board, &io);
     drive(&mut io, until);
     check(&board, &io.latest_sensors());
-    assert_first_tripped_frame_all_off(&sim, seen.first_tripped().unwrap());
+    assert_first_tripped_frame_all_off(&rig, seen.first_tripped().unwrap());
     drop(rt);
 }
 
@@ -219,8 +220,8 @@ fn chest_button_trips_and_the_next_frame_is_all_off() {
     // The cycle that hands over the button answer trips the page; its frame
     // went out before the answer was read, so the next one is all-off.
     fault_gives_an_all_off_frame(
-        |sim, _, _| {
-            sim.ctl("button").unwrap();
+        |rig, _, _| {
+            testkit::ok(rig.sim_ctl(&["button"]), "nao-rs-sim ctl button");
         },
         |f| f.all_off,
         |board, _| assert_eq!(board.snapshot().reason, Some(Reason::ChestButton)),
@@ -238,15 +239,11 @@ fn page_lost_gives_all_off_from_that_frame_on() {
 
 #[test]
 fn stopping_trips_shutdown_and_the_last_frame_is_all_off() {
-    let sim = sim();
-    let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), config()).unwrap();
-    rt.handle().wake().unwrap();
-    drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
+    let (rig, board, rt, _io) = awake();
     let (_, summary) = rt.stop();
     assert_eq!(board.snapshot().reason, Some(Reason::Shutdown));
     std::thread::sleep(Duration::from_millis(50));
-    let trace = sim.trace().unwrap();
+    let trace = trace(&rig);
     let cycle_frames: Vec<_> = trace.iter().filter(|l| l.is_cycle_frame()).collect();
     let last = cycle_frames.last().unwrap();
     assert!(last.all_off, "last frame all-off: {last:?}");
@@ -263,13 +260,10 @@ fn stopping_trips_shutdown_and_the_last_frame_is_all_off() {
 
 #[test]
 fn full_command_ring_hands_the_command_back() {
-    let sim = sim();
-    let board = Arc::new(MemorySwitch::armed());
-    let cfg = Config {
+    let (_rig, _board, rt, mut io) = started(Config {
         period_ns: 1_000_000_000,
         ..config()
-    };
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board, cfg).unwrap();
+    });
     let mut handed_back = None;
     for i in 0..64 {
         let c = Command {
@@ -300,26 +294,12 @@ impl<L> nao_runtime::CycleHook<L> for PanicAt {
 
 #[test]
 fn panic_in_the_cycle_trips_fault() {
-    let sim = sim();
+    let rig = Rig::start();
     let board = Arc::new(MemorySwitch::armed());
-    let (rt, _io) = Runtime::start_with_hook(
-        SimLink::new(sim.socket()),
-        board.clone(),
-        config(),
-        PanicAt(5),
-    )
-    .unwrap();
+    let (rt, _io) = start(&rig, &board, config(), PanicAt(5));
     let (_, summary) = rt.wait();
     assert!(summary.panicked);
     assert_eq!(board.snapshot().reason, Some(Reason::Fault));
-}
-
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn wait_until(mut f: impl FnMut() -> bool) -> bool {
@@ -332,24 +312,21 @@ fn wait_until(mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-/// The runtime on `sim` with its UDP stop listener (normal priority) on a
-/// free port.
-fn start_with_udp(sim: &Spawned, board: &Arc<MemorySwitch>) -> (Runtime<SimLink>, ProgramIo, u16) {
-    let port = free_port();
-    let cfg = Config {
+/// [`started`] with the UDP stop listener (normal priority) on a free
+/// port; the port.
+fn started_with_udp() -> (Rig, Arc<MemorySwitch>, Runtime<SimLink>, ProgramIo, u16) {
+    let port = testkit::free_udp_port();
+    let (rig, board, rt, io) = started(Config {
         udp_port: Some(port),
         udp_priority: None,
         ..config()
-    };
-    let (rt, io) = Runtime::start(SimLink::new(sim.socket()), board.clone(), cfg).unwrap();
-    (rt, io, port)
+    });
+    (rig, board, rt, io, port)
 }
 
 #[test]
 fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
-    let sim = sim();
-    let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io, port) = start_with_udp(&sim, &board);
+    let (_rig, board, rt, mut io, port) = started_with_udp();
     let before = io.next_sensors(1_000_000_000).unwrap().cycle;
     let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..20_000u32 {
@@ -371,9 +348,7 @@ fn udp_flood_does_not_disturb_the_cycle_and_the_stop_still_trips() {
 /// trips.
 #[test]
 fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
-    let sim = sim();
-    let board = Arc::new(MemorySwitch::armed());
-    let (rt, mut io, port) = start_with_udp(&sim, &board);
+    let (_rig, board, rt, mut io, port) = started_with_udp();
     assert!(wait_until(
         || std::net::UdpSocket::bind(("0.0.0.0", port)).is_err()
     ));
@@ -394,15 +369,12 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
 #[test]
 fn the_library_runtime_writes_the_status_file_itself() {
     use nao_runtime::status_file::StatusFile;
-    let sim = sim();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("status.json");
-    let board = Arc::new(MemorySwitch::armed());
-    let cfg = Config {
+    let (_rig, _board, rt, mut io) = started(Config {
         status_file: Some(path.clone()),
         ..config()
-    };
-    let (rt, mut io) = Runtime::start(SimLink::new(sim.socket()), board, cfg).unwrap();
+    });
     assert!(wait_until(
         || StatusFile::read(&path).is_some_and(|s| s.cycle > 5)
     ));

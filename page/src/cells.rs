@@ -721,18 +721,6 @@ mod tests {
         assert!(c.is_tripped());
         assert_eq!(c.reason(), Some(Reason::PageLost));
     }
-}
-
-#[cfg(all(test, not(loom)))]
-mod layout3_tests {
-    use super::*;
-
-    fn armed() -> Cells {
-        let c = Cells::zeroed();
-        c.initialize(Reason::Boot, 10, 20, 0xfeed);
-        c.rearm(30);
-        c
-    }
 
     #[test]
     fn the_wake_generation_is_the_trip_count_while_armed_and_none_while_tripped() {

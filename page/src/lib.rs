@@ -16,7 +16,7 @@
 //!   [`inspect`] ([`Inspection`]);
 //! - the layout: [`Cells`], [`LEN`], [`MAGIC`], [`VERSION`],
 //!   [`TRIP_TIME_PENDING`];
-//! - the clocks: [`now_ns`], [`unix_now_ns`];
+//! - the clocks: [`now_ns`], [`unix_now_ns`] (the actor kit's);
 //! - modules: [`flags`] (the runtime's safety flags), [`process`] (a
 //!   process's identity, whether a pid is alive), [`rules`] (the guard's
 //!   rules and the runtime's bounds they rely on), [`stop`] (the UDP stop
@@ -40,7 +40,6 @@ pub mod rules;
 pub mod stop;
 mod switch;
 mod sync;
-mod time;
 
 #[cfg(not(loom))]
 mod memory;
@@ -56,11 +55,27 @@ pub use damage::{Damage, TimeField};
 #[cfg(not(loom))]
 pub use memory::MemorySwitch;
 pub use motion::Motion;
+/// The clocks are the actor kit's (async-signal-safe), under the names
+/// the page's holders use.
+pub use nao_kit::clock::{monotonic_ns as now_ns, unix_ns as unix_now_ns};
 #[cfg(not(loom))]
 pub use page::{default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError};
 pub use reason::Reason;
 pub use switch::{Beat, Switch};
-pub use time::{now_ns, unix_now_ns};
+
+/// The page's named codes are shown by their names (`name()`: the words
+/// of `naoctl`, the beacon and the logs).
+macro_rules! display_by_name {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    )*};
+}
+
+display_by_name!(Reason, Motion);
 
 /// Every field of the page at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

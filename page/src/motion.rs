@@ -58,12 +58,6 @@ impl Motion {
     }
 }
 
-impl std::fmt::Display for Motion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,7 +92,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// The group of the directory `path` is in, if it can be read.
-pub fn directory_group(path: &Path) -> Option<u32> {
+pub(crate) fn directory_group(path: &Path) -> Option<u32> {
     std::fs::metadata(parent(path)).ok().map(|m| m.gid())
 }
 

@@ -4,6 +4,16 @@ use std::os::unix::fs::PermissionsExt;
 
 use deathswitch::{Page, PageError, Reason, LEN, MAGIC};
 
+/// `err`'s message names the page's `path` and says each of `words` (the
+/// fix).
+fn assert_says(err: &PageError, path: &std::path::Path, words: &[&str]) {
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    for w in words {
+        assert!(msg.contains(w), "{w:?} missing: {msg}");
+    }
+}
+
 fn len(p: &std::path::Path) -> u64 {
     std::fs::metadata(p).unwrap().len()
 }
@@ -101,9 +111,7 @@ fn a_page_of_another_layout_version_is_refused_with_the_fix() {
         matches!(err, PageError::Version { found: 7, .. }),
         "{err:?}"
     );
-    let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("version 7") && msg.contains("rm "), "{msg}");
+    assert_says(&err, &path, &["version 7", "rm "]);
     // The file is left as it was: it belongs to the other version.
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
@@ -114,9 +122,7 @@ fn a_missing_directory_names_the_tmpfiles_entry() {
     let path = dir.path().join("no-such-dir").join("deathswitch");
     let err = Page::open(&path).unwrap_err();
     assert!(matches!(err, PageError::MissingDir { .. }), "{err:?}");
-    let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("tmpfiles.d") && msg.contains("2770"), "{msg}");
+    assert_says(&err, &path, &["tmpfiles.d", "2770"]);
 }
 
 #[test]
@@ -130,9 +136,7 @@ fn permission_denied_names_the_group_hal_and_the_mode() {
         Ok(_) => PageError::Permission { path: path.clone() },
     };
     assert!(matches!(err, PageError::Permission { .. }), "{err:?}");
-    let msg = err.to_string();
-    assert!(msg.contains(&path.display().to_string()), "{msg}");
-    assert!(msg.contains("`hal`") && msg.contains("0660"), "{msg}");
+    assert_says(&err, &path, &["`hal`", "0660"]);
 }
 
 #[test]

@@ -8,8 +8,8 @@
 //! - [`ticker`]: the absolute-deadline rule ([`Schedule`], pure) and the
 //!   [`Ticker`] that sleeps to it with `clock_nanosleep(TIMER_ABSTIME)`
 //!   ([`Tick`], [`TickStats`]); [`ticker::sleep_until_readable`].
-//! - [`clock`]: the one clock, [`monotonic_ns`], behind [`clock::Clock`]
-//!   with [`clock::MockClock`] for tests.
+//! - [`clock`]: the one clock reader of the house, [`monotonic_ns`]
+//!   (async-signal-safe), and [`clock::unix_ns`] for display.
 //! - [`log`]: events through a ring per actor to a logging actor, repeats
 //!   counted ([`log::Logbook`], [`log::EventSink`], [`log::Level`]).
 //! - [`notify`]: wake a waiting thread without a lock ([`notify::Notify`],

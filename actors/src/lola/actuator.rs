@@ -10,21 +10,6 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 
 use nao_wire::{Command, JOINTS};
 
-/// LoLA's actuator keys.
-pub(super) const ACTUATOR_KEYS: [&str; 11] = [
-    "Position",
-    "Stiffness",
-    "Chest",
-    "LFoot",
-    "RFoot",
-    "LEar",
-    "REar",
-    "LEye",
-    "REye",
-    "Skull",
-    "Sonar",
-];
-
 /// Sonar mode byte with both sonars on (both transmitters, both receivers,
 /// periodic): the value of the reference recordings.
 pub(super) const SONAR_BOTH: u8 = 0x0c;
@@ -140,6 +125,8 @@ fn classify(e: rmp_serde::decode::Error, at: &str) -> DecodeError {
     }
 }
 
+/// What a LoLA actuator key is to the decoder.
+#[derive(Debug, Clone, Copy)]
 enum Key {
     Position,
     Stiffness,
@@ -150,29 +137,47 @@ enum Key {
     IgnoredLed,
 }
 
+/// LoLA's 11 actuator keys, each with what it is to the decoder.
+const KEYS: [(&str, Key); 11] = [
+    ("Position", Key::Position),
+    ("Stiffness", Key::Stiffness),
+    ("Chest", Key::Chest),
+    ("LFoot", Key::LFoot),
+    ("RFoot", Key::RFoot),
+    ("LEar", Key::IgnoredLed),
+    ("REar", Key::IgnoredLed),
+    ("LEye", Key::IgnoredLed),
+    ("REye", Key::IgnoredLed),
+    ("Skull", Key::IgnoredLed),
+    ("Sonar", Key::Sonar),
+];
+
+/// The names of [`KEYS`], shown as a list in the messages.
+struct KeyNames;
+
+impl fmt::Debug for KeyNames {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_list().entries(KEYS.iter().map(|(n, _)| n)).finish()
+    }
+}
+
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl Visitor<'_> for V {
             type Value = Key;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                write!(f, "one of LoLA's actuator keys {ACTUATOR_KEYS:?}")
+                write!(f, "one of LoLA's actuator keys {KeyNames:?}")
             }
             fn visit_str<E: de::Error>(self, k: &str) -> Result<Key, E> {
-                Ok(match k {
-                    "Position" => Key::Position,
-                    "Stiffness" => Key::Stiffness,
-                    "Chest" => Key::Chest,
-                    "LFoot" => Key::LFoot,
-                    "RFoot" => Key::RFoot,
-                    "Sonar" => Key::Sonar,
-                    "LEar" | "REar" | "LEye" | "REye" | "Skull" => Key::IgnoredLed,
-                    _ => {
-                        return Err(E::custom(format_args!(
-                            "unknown actuator key {k:?}; LoLA's keys are {ACTUATOR_KEYS:?}"
-                        )))
-                    }
-                })
+                KEYS.iter()
+                    .find(|(name, _)| *name == k)
+                    .map(|&(_, key)| key)
+                    .ok_or_else(|| {
+                        E::custom(format_args!(
+                            "unknown actuator key {k:?}; LoLA's keys are {KeyNames:?}"
+                        ))
+                    })
             }
             fn visit_bytes<E: de::Error>(self, k: &[u8]) -> Result<Key, E> {
                 match std::str::from_utf8(k) {
@@ -297,10 +302,7 @@ impl<'de> de::DeserializeSeed<'de> for ActuationSeed<'_> {
         impl<'de> Visitor<'de> for V<'_> {
             type Value = Actuation;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                write!(
-                    f,
-                    "a LoLA actuator message (a map with keys {ACTUATOR_KEYS:?})"
-                )
+                write!(f, "a LoLA actuator message (a map with keys {KeyNames:?})")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Actuation, A::Error> {
                 let mut a = Actuation::default();

@@ -7,75 +7,46 @@
 use std::net::UdpSocket;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nao_rs_beacon::auth::{sign, TeamKey};
 use nao_rs_beacon::format::Motion;
 use nao_rs_beacon::format::{self, Beacon, SwitchPosition};
-use nao_rs_sim::Spawned;
-use testkit::Proc;
+use testkit::{free_udp_port, Proc, Rig, Runtime};
 
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+fn naoctl(rig: &Rig, args: &[&str]) {
+    testkit::ok(rig.naoctl(args), &format!("naoctl {args:?}"));
 }
 
-fn run_ok(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{what}: {out:?}");
-}
-
-fn naoctl(page: &Path, args: &[&str]) {
-    run_ok(
-        Command::new(testkit::bin("naoctl"))
-            .args(args)
-            .env("NAO_RS_DEATHSWITCH", page),
-        &format!("naoctl {args:?}"),
-    );
-}
-
+/// The runtime, the beacon and the operator's socket on the virtual robot
+/// (the rig, dropped last).
 struct Robot {
-    sim: Spawned,
-    page: PathBuf,
     _rt: Proc,
     beacon: Proc,
     operator: UdpSocket,
     wake_port: u16,
     log: PathBuf,
+    rig: Rig,
 }
 
 const BODY: &str = "test-body-1";
 
 impl Robot {
     fn start(key: Option<&Path>) -> Robot {
-        let sim = Spawned::start(testkit::bin("nao-rs-sim"), &["--versions", "10"]).unwrap();
-        let page = sim.dir().join("deathswitch");
-        drop(deathswitch::Page::open(&page).unwrap());
-        naoctl(&page, &["rearm", "--yes"]);
-        let rt = Proc::from(
-            Command::new(testkit::bin("nao-rs"))
-                .args(["run", "--link", &sim.link_arg(), "--controller", "stand"])
-                .args(["--priority", "0", "--udp-port", "0", "--page"])
-                .arg(&page)
-                .env("NAO_RS_DEATHSWITCH", &page)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let rig = Rig::start();
+        drop(deathswitch::Page::open(rig.page_path()).unwrap());
+        naoctl(&rig, &["rearm", "--yes"]);
+        let rt = rig.start_runtime(&Runtime::new("rt").priority(0).udp_port(0));
         let operator = UdpSocket::bind("127.0.0.1:0").unwrap();
         operator
             .set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
         let wake_port = free_udp_port();
-        let log = sim.dir().join("beacon.log");
-        let mut cmd = Command::new(testkit::bin("nao-rs-beacon"));
+        let log = rig.log_path("beacon");
+        let mut cmd = rig.command("nao-rs-beacon");
         cmd.arg("--page")
-            .arg(&page)
+            .arg(rig.page_path())
+            .env("NAO_RS_WAKE_SOCKET", rig.wake_socket("rt"))
             .env("NAO_RS_BEACON", "unicast")
             .env(
                 "NAO_RS_BEACON_TARGETS",
@@ -87,18 +58,17 @@ impl Robot {
             .env("NAO_RS_ROBOT_NAME", "nao-test")
             .env(
                 "NAO_RS_TEAM_KEY",
-                key.map_or_else(|| sim.dir().join("no.key"), Path::to_path_buf),
+                key.map_or_else(|| rig.dir().join("no.key"), Path::to_path_buf),
             )
             .stderr(std::fs::File::create(&log).unwrap());
         let beacon = Proc::spawn("nao-rs-beacon", &mut cmd);
         Robot {
-            sim,
-            page,
             _rt: rt,
             beacon,
             operator,
             wake_port,
             log,
+            rig,
         }
     }
 
@@ -135,8 +105,7 @@ impl Robot {
 
     /// Stiff cycle frames received at or after `t_ns`.
     fn stiff_since(&self, t_ns: u64) -> usize {
-        self.sim
-            .trace()
+        nao_rs_sim::trace::read(self.rig.trace_path())
             .unwrap()
             .iter()
             .filter(|l| l.is_cycle_frame() && l.t_ns >= t_ns && l.max_stiffness > 0)
@@ -203,11 +172,11 @@ fn the_network_wake_counts_only_with_the_key_in_the_armed_epoch_it_names() {
     });
     assert!(b.stiffness.is_some() && b.temperature.is_some(), "{b:#?}");
     // A trip, a person's re-arm: the recorded wake is dead.
-    naoctl(&r.page, &["stop"]);
+    naoctl(&r.rig, &["stop"]);
     r.beacon_where(Duration::from_secs(5), |b| {
         b.switch == SwitchPosition::Tripped && b.reason.as_deref() == Some("naoctl")
     });
-    naoctl(&r.page, &["rearm", "--yes"]);
+    naoctl(&r.rig, &["rearm", "--yes"]);
     let b = r.beacon_where(Duration::from_secs(5), |b| {
         b.motion == Motion::LimpWaitingForWake
     });

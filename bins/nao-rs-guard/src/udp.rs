@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use deathswitch::stop::udp::{self, ListenConfig, Severity, UdpEvent, UdpListener};
+use deathswitch::stop::udp::{self, ListenConfig, UdpEvent, UdpListener};
 use deathswitch::Reason;
 
-use nao_kit::log::{EventSink, Level};
+use nao_kit::log::EventSink;
 
 use crate::log::{emit, GuardEvent};
 
@@ -63,12 +63,7 @@ where
                 emit(&mut events, GuardEvent::UdpBindFailed { port, errno })
             }
             other => {
-                let (severity, what, value) = udp::describe(other, port);
-                let level = match severity {
-                    Severity::Info => Level::Info,
-                    Severity::Warning => Level::Warning,
-                    Severity::Error => Level::Error,
-                };
+                let (level, what, value) = udp::describe(other, port);
                 events.emit(level, what, value);
             }
         },

@@ -9,7 +9,7 @@ use super::error::{c_path, errno, Fault, PageError};
 use super::mapping::{is_regular, OPEN_FLAGS};
 use crate::cells::{Cells, LEN};
 use crate::damage::Damage;
-use crate::time::now_ns;
+use crate::now_ns;
 use crate::Snapshot;
 
 /// What [`inspect`] read at a page path.

@@ -11,7 +11,7 @@ use super::mapping::{map_page, Make, Mapping};
 use super::Page;
 use crate::cells::{Cells, LEN};
 use crate::damage::Damage;
-use crate::time::{now_ns, unix_now_ns};
+use crate::{now_ns, unix_now_ns};
 use crate::{sigbus, Reason};
 
 /// What [`Page::check`] found and did. `Repaired` and `Replaced` both mean

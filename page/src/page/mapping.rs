@@ -8,7 +8,7 @@ use super::error::{errno, Fault};
 use super::integrity::{fresh_nonce, make_whole_lost};
 use super::Opening;
 use crate::cells::{Cells, LEN, VERSION};
-use crate::time::{now_ns, unix_now_ns};
+use crate::{now_ns, unix_now_ns};
 use crate::{sigbus, Reason};
 
 /// One mapping of one page file, kept until the [`Page`] is dropped.

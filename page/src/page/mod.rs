@@ -37,7 +37,7 @@ use std::sync::Mutex;
 
 use crate::cells::Cells;
 use crate::damage::Damage;
-use crate::time::unix_now_ns;
+use crate::unix_now_ns;
 use crate::{sigbus, Reason, Snapshot};
 use error::c_path;
 use mapping::{map_page, Make, Mapping};

@@ -15,7 +15,7 @@ pub const PORT: u16 = 7701;
 pub mod udp;
 
 /// True when `payload` is a stop datagram (starts with [`PREFIX`]).
-pub fn is_stop(payload: &[u8]) -> bool {
+pub(crate) fn is_stop(payload: &[u8]) -> bool {
     payload.starts_with(PREFIX)
 }
 

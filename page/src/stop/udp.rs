@@ -70,6 +70,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nao_kit::log::Level;
+
 use crate::{now_ns, Reason};
 
 use super::is_stop;
@@ -118,14 +120,14 @@ const SERVE_CHECK_NS: u64 = 200_000_000;
 /// within one look at the hand-over file (every 200 ms) of a holder's
 /// start, and a free port binds at once, so 1 s is five times what a live
 /// holder needs.
-pub const UNREAD_DEADLINE_NS: u64 = 1_000_000_000;
+pub(crate) const UNREAD_DEADLINE_NS: u64 = 1_000_000_000;
 /// The first back-off after an error, ns.
 const BACKOFF_MIN_NS: u64 = 10_000_000;
 /// The longest back-off, ns.
 const BACKOFF_MAX_NS: u64 = 1_000_000_000;
 /// The name systemd gives the stop socket (`FileDescriptorName=` of
 /// `config/systemd/nao-rs-stop.socket`).
-pub const SYSTEMD_FD_NAME: &str = "nao-rs-stop";
+pub(crate) const SYSTEMD_FD_NAME: &str = "nao-rs-stop";
 
 /// The hand-over socket file for a page at `page` and `port`:
 /// `stop-PORT.sock` in the page's directory.
@@ -192,23 +194,13 @@ fn intern(s: String) -> &'static str {
     t
 }
 
-/// How bad a listener's event is (a caller's log maps it to its levels).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// Normal operation (the socket is held).
-    Info,
-    /// Degraded but handled (a retry, a back-off).
-    Warning,
-    /// Something failed (a socket refused, the port unread).
-    Error,
-}
-
-/// The log line of `e`: severity, a fixed text, one number (for a
-/// real-time event ring: the texts are `'static`; both processes use it).
-pub fn describe(e: UdpEvent, port: u16) -> (Severity, &'static str, i64) {
+/// The log line of `e`: the kit's log level, a fixed text, one number
+/// (for a real-time event ring: the texts are `'static`; both processes
+/// use it).
+pub fn describe(e: UdpEvent, port: u16) -> (Level, &'static str, i64) {
     match e {
         UdpEvent::Bound(s) => (
-            Severity::Info,
+            Level::Info,
             match s {
                 Source::Systemd => "UDP stop listening on systemd's socket (port)",
                 Source::Handover => "UDP stop listening on the socket handed over (port)",
@@ -217,32 +209,32 @@ pub fn describe(e: UdpEvent, port: u16) -> (Severity, &'static str, i64) {
             i64::from(port),
         ),
         UdpEvent::BindFailed(errno) => (
-            Severity::Warning,
+            Level::Warning,
             "cannot bind or share the UDP stop port, retrying every 50 ms (errno)",
             i64::from(errno),
         ),
         UdpEvent::Refused(s, f) => (
-            Severity::Error,
+            Level::Error,
             intern(format!("UDP stop: the socket from {} is refused: {f}", s.name())),
             f.value(),
         ),
         UdpEvent::ListenFds(e) => (
-            Severity::Warning,
+            Level::Warning,
             intern(format!("UDP stop: systemd's sockets not taken: {e}")),
             0,
         ),
         UdpEvent::Unread => (
-            Severity::Error,
+            Level::Error,
             "UDP stop port unread: no socket within 1 s; tripped stop-port-unread (again on every retry until a socket is held) (port)",
             i64::from(port),
         ),
         UdpEvent::ServeFailed(errno) => (
-            Severity::Warning,
+            Level::Warning,
             "cannot serve the UDP stop's hand-over socket next to the page (errno)",
             i64::from(errno),
         ),
         UdpEvent::Backoff(errno) => (
-            Severity::Warning,
+            Level::Warning,
             "UDP stop socket error: backing off, 10 ms to 1 s (errno)",
             i64::from(errno),
         ),

@@ -114,6 +114,15 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
         f(&mut x);
         x
     };
+    let of_kind = |sock_type, domain, protocol| {
+        with(&|x| {
+            x.kind = Ok(SockKind {
+                sock_type,
+                domain,
+                protocol,
+            })
+        })
+    };
     let rows: Vec<(&str, SocketFacts, Result<(), SocketFault>)> = vec![
         ("systemd's [::] dual-stack", v6, Ok(())),
         ("our own 0.0.0.0", good_v4(p), Ok(())),
@@ -124,35 +133,17 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
         ),
         (
             "TCP",
-            with(&|x| {
-                x.kind = Ok(SockKind {
-                    sock_type: libc::SOCK_STREAM,
-                    domain: libc::AF_INET,
-                    protocol: libc::IPPROTO_TCP,
-                })
-            }),
+            of_kind(libc::SOCK_STREAM, libc::AF_INET, libc::IPPROTO_TCP),
             Err(SocketFault::NotDatagram(libc::SOCK_STREAM)),
         ),
         (
             "a unix datagram socket",
-            with(&|x| {
-                x.kind = Ok(SockKind {
-                    sock_type: libc::SOCK_DGRAM,
-                    domain: libc::AF_UNIX,
-                    protocol: 0,
-                })
-            }),
+            of_kind(libc::SOCK_DGRAM, libc::AF_UNIX, 0),
             Err(SocketFault::NotInternet(libc::AF_UNIX)),
         ),
         (
             "ICMP datagram",
-            with(&|x| {
-                x.kind = Ok(SockKind {
-                    sock_type: libc::SOCK_DGRAM,
-                    domain: libc::AF_INET,
-                    protocol: libc::IPPROTO_ICMP,
-                })
-            }),
+            of_kind(libc::SOCK_DGRAM, libc::AF_INET, libc::IPPROTO_ICMP),
             Err(SocketFault::NotUdp(libc::IPPROTO_ICMP)),
         ),
         (
@@ -511,6 +502,19 @@ fn udp_port_held_by_another_program_trips_stop_port_unread() {
 /// Two holders (as the runtime and the guard) read one socket: the second
 /// gets the first's socket through the hand-over file, a stop is read by
 /// whichever lives, and the survivor serves the socket to the next one.
+/// A listener started on `port` while another serves the socket: it holds
+/// the socket handed over (within the wait named `what`).
+fn sharing(what: &str, dir: &Path, port: u16) -> Counted {
+    let x = counting(dir, port);
+    wait(what, || x.l.shared().bound.load(Ordering::Relaxed));
+    assert!(x
+        .events
+        .lock()
+        .unwrap()
+        .contains(&UdpEvent::Bound(Source::Handover)));
+    x
+}
+
 #[test]
 fn udp_both_processes_read_one_socket_and_the_survivor_serves_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -525,13 +529,7 @@ fn udp_both_processes_read_one_socket_and_the_survivor_serves_it() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o660, "the hand-over file's mode");
-    let b = counting(dir.path(), port);
-    wait("b shares", || b.l.shared().bound.load(Ordering::Relaxed));
-    assert!(b
-        .events
-        .lock()
-        .unwrap()
-        .contains(&UdpEvent::Bound(Source::Handover)));
+    let b = sharing("b shares", dir.path(), port);
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     a.l.stop();
     assert!(!b.l.shared().not_owned.load(Ordering::Relaxed));
@@ -539,13 +537,7 @@ fn udp_both_processes_read_one_socket_and_the_survivor_serves_it() {
     wait("b trips", || b.stops.load(Ordering::SeqCst) == 1);
     assert_eq!(a.stops.load(Ordering::SeqCst), 0);
     // B serves the socket now (A removed its file): C shares it.
-    let c = counting(dir.path(), port);
-    wait("c shares", || c.l.shared().bound.load(Ordering::Relaxed));
-    assert!(c
-        .events
-        .lock()
-        .unwrap()
-        .contains(&UdpEvent::Bound(Source::Handover)));
+    let c = sharing("c shares", dir.path(), port);
     b.l.stop();
     sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
     wait("c trips", || c.stops.load(Ordering::SeqCst) == 1);

@@ -60,6 +60,11 @@ fn recv_fd(conn: RawFd) -> io::Result<OwnedFd> {
 }
 
 /// Sends `fd` on `conn` (SCM_RIGHTS), without SIGPIPE.
+///
+/// # Errors
+///
+/// The `sendmsg` error (the peer gone, a full socket buffer) as an
+/// [`io::Error`].
 pub fn send_fd(conn: &UnixStream, fd: RawFd) -> io::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     let fds = [fd];

@@ -66,4 +66,3 @@ pub use flags::SafetyFlags;
 pub use handle::{Handle, Status};
 pub use program::{ProgramIo, SensorFrame, SwitchState};
 pub use runtime::{CycleHook, NoHook, RunSummary, Runtime};
-pub use wake::WakeRefused;

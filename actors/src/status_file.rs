@@ -172,7 +172,7 @@ impl StatusFile {
             limp: sw.limp,
             max_lateness_us: s.max_lateness_ns.load(Ordering::Relaxed) / 1000,
             max_stiffness: s.max_stiffness.load(Ordering::Relaxed),
-            monotonic_ns: deathswitch::now_ns(),
+            monotonic_ns: deathswitch::monotonic_ns(),
             motion: Motion::from_code(s.motion.load(Ordering::Relaxed))
                 .unwrap_or(Motion::None)
                 .name()
@@ -182,7 +182,7 @@ impl StatusFile {
             reason: sw.reason.map(|r| r.name().to_string()),
             stiffness: f.stiffness_sent.to_vec(),
             temperature_c: f.temperature.to_vec(),
-            time_unix_ms: deathswitch::unix_now_ns() / 1_000_000,
+            time_unix_ms: deathswitch::unix_ns() / 1_000_000,
             tripped: sw.tripped,
             version: VERSION,
         }

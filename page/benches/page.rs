@@ -2,7 +2,7 @@
 //! times 2,000 batches of 50 calls and prints the per-call median and the
 //! worst batch's per-call mean, in ns.
 
-use deathswitch::{now_ns, Page, Reason};
+use deathswitch::{monotonic_ns, Page, Reason};
 
 const BATCHES: usize = 2_000;
 const PER_BATCH: u64 = 50;
@@ -11,12 +11,12 @@ fn measure(name: &str, mut f: impl FnMut(u64)) {
     let mut per_call = Vec::with_capacity(BATCHES);
     let mut i = 0u64;
     for _ in 0..BATCHES {
-        let t0 = now_ns();
+        let t0 = monotonic_ns();
         for _ in 0..PER_BATCH {
             f(i);
             i += 1;
         }
-        per_call.push((now_ns() - t0) / PER_BATCH);
+        per_call.push((monotonic_ns() - t0) / PER_BATCH);
     }
     per_call.sort_unstable();
     println!(
@@ -48,6 +48,6 @@ fn main() {
         std::hint::black_box(page.check());
     });
     measure("now_ns", |_| {
-        std::hint::black_box(now_ns());
+        std::hint::black_box(monotonic_ns());
     });
 }

@@ -16,7 +16,7 @@
 //!   [`inspect`] ([`Inspection`]);
 //! - the layout: [`Cells`], [`LEN`], [`MAGIC`], [`VERSION`],
 //!   [`TRIP_TIME_PENDING`];
-//! - the clocks: [`now_ns`], [`unix_now_ns`] (the actor kit's);
+//! - the clocks: [`monotonic_ns`], [`unix_ns`] (the actor kit's, re-exported);
 //! - modules: [`flags`] (the runtime's safety flags), [`process`] (a
 //!   process's identity, whether a pid is alive), [`rules`] (the guard's
 //!   rules and the runtime's bounds they rely on), [`stop`] (the UDP stop
@@ -57,7 +57,7 @@ pub use memory::MemorySwitch;
 pub use motion::Motion;
 /// The clocks are the actor kit's (async-signal-safe), under the names
 /// the page's holders use.
-pub use nao_kit::clock::{monotonic_ns as now_ns, unix_ns as unix_now_ns};
+pub use nao_kit::clock::{monotonic_ns, unix_ns};
 #[cfg(not(loom))]
 pub use page::{default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError};
 pub use reason::Reason;

@@ -23,9 +23,9 @@ pub struct MemorySwitch {
 
 impl MemorySwitch {
     /// A new switch as a new page starts: tripped `boot`, `trip_count` 1.
-    pub fn new() -> MemorySwitch {
+    pub(crate) fn new() -> MemorySwitch {
         let cells = Box::new(Cells::zeroed());
-        cells.initialize(Reason::Boot, crate::now_ns(), crate::unix_now_ns(), 1);
+        cells.initialize(Reason::Boot, crate::monotonic_ns(), crate::unix_ns(), 1);
         MemorySwitch {
             cells,
             damaged: AtomicBool::new(false),
@@ -42,7 +42,7 @@ impl MemorySwitch {
     /// Re-arms (on a real page only `naoctl rearm` does, a person's act).
     /// Does not change `trip_count`.
     pub fn rearm(&self) {
-        self.cells.rearm(crate::unix_now_ns())
+        self.cells.rearm(crate::unix_ns())
     }
 
     /// Damages the page: the next [`Switch::read`] finds it lost, makes it
@@ -58,12 +58,6 @@ impl MemorySwitch {
     /// process: `naoctl status`, the guard).
     pub fn snapshot(&self) -> Snapshot {
         self.cells.snapshot()
-    }
-
-    /// Publishes a guard as the guard does (`pid` 0: none; `start` its
-    /// process start time, 0 unknown).
-    pub fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
-        self.cells.set_guard(pid, start, holding_board)
     }
 
     /// The integrity check: true when the page was damaged, after
@@ -249,7 +243,7 @@ mod tests {
     fn memory_switch_register_and_guard_are_stored() {
         let s = MemorySwitch::armed();
         s.register(42);
-        s.set_guard(7, 99, true);
+        s.cells.set_guard(7, 99, true);
         let r = s.read();
         assert_eq!((r.driver_pid, r.driver_start), (Some(42), 0));
         assert_eq!(

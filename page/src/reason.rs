@@ -106,7 +106,7 @@ impl Reason {
     }
 
     /// The reason stored as `code` in the page (1..=19), if any.
-    pub fn from_code(code: u32) -> Option<Reason> {
+    pub(crate) fn from_code(code: u32) -> Option<Reason> {
         (code as usize)
             .checked_sub(1)
             .and_then(|i| Reason::ALL.get(i).copied())

@@ -27,9 +27,9 @@ pub trait Switch: Send + Sync {
     /// Registers the runtime's process (pid; start time looked up by the impl).
     fn register(&self, pid: u32);
     /// The clock heartbeats are stamped with (monotonic ns). Provided:
-    /// [`crate::now_ns`].
+    /// [`crate::monotonic_ns`].
     fn now_ns(&self) -> u64 {
-        crate::now_ns()
+        crate::monotonic_ns()
     }
     /// The page file's path, if the switch is one. Provided: None.
     fn path(&self) -> Option<&std::path::Path> {
@@ -81,7 +81,7 @@ pub(crate) fn trip_now(cells: &Cells, reason: Reason) -> bool {
     if cells.reason_code() != 0 {
         return false;
     }
-    cells.trip(reason, crate::now_ns(), crate::unix_now_ns())
+    cells.trip(reason, crate::monotonic_ns(), crate::unix_ns())
 }
 
 #[cfg(not(loom))]

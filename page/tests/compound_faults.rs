@@ -17,7 +17,8 @@ const GUARD: u32 = 77;
 /// one holder registered as the runtime and as the guard (holding).
 fn armed_page() -> Fixture {
     let f = armed_page_at("deathswitch");
-    f.page.write_heartbeat(7, deathswitch::now_ns(), false);
+    f.page
+        .write_heartbeat(7, deathswitch::monotonic_ns(), false);
     assert_eq!(f.page.check(), Integrity::Intact);
     assert!(!f.page.is_tripped());
     f
@@ -191,7 +192,7 @@ fn impossible_reason_while_armed_counts_as_page_lost() {
 #[test]
 fn impossible_times_in_the_future_count_as_page_lost() {
     let hour = 3_600_000_000_000u64;
-    let future = deathswitch::now_ns() + hour;
+    let future = deathswitch::monotonic_ns() + hour;
     // A tripped page whose trip time lies an hour ahead.
     let f = armed_page();
     f.page.trip(Reason::Udp);
@@ -214,7 +215,7 @@ fn impossible_times_in_the_future_count_as_page_lost() {
     );
     // Within the tolerance is fine: a beat stamped now.
     let f = armed_page();
-    f.page.write_heartbeat(8, deathswitch::now_ns(), true);
+    f.page.write_heartbeat(8, deathswitch::monotonic_ns(), true);
     assert_eq!(f.page.check(), Integrity::Intact);
 }
 
@@ -222,8 +223,8 @@ fn impossible_times_in_the_future_count_as_page_lost() {
 fn wall_clock_times_are_display_only_and_a_clock_step_of_two_hours_is_no_damage() {
     let hour = 3_600_000_000_000u64;
     for t in [
-        deathswitch::unix_now_ns() + 2 * hour,
-        deathswitch::unix_now_ns() - 2 * hour,
+        deathswitch::unix_ns() + 2 * hour,
+        deathswitch::unix_ns() - 2 * hour,
     ] {
         let f = armed_page();
         poke(&f.path, 80, &t.to_le_bytes());
@@ -308,7 +309,7 @@ fn assert_path_damage(f: &Fixture, errno: i32, fix: &str, after_fix: Integrity) 
         assert!(f.page.is_tripped());
         assert_eq!(f.page.reason(), Some(Reason::PageLost));
         assert_eq!(f.page.damage(), Some(Damage::Path { errno }));
-        f.page.write_heartbeat(9, deathswitch::now_ns(), true); // no crash
+        f.page.write_heartbeat(9, deathswitch::monotonic_ns(), true); // no crash
     }
     // A re-arm of the old page (say through another path) is undone by
     // the next check: the path still does not name it.

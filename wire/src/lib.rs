@@ -31,7 +31,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![warn(clippy::missing_errors_doc, clippy::missing_panics_doc)]
 
-pub mod command;
+pub(crate) mod command;
 pub mod link;
 pub mod protocol;
 pub mod recording;

@@ -87,7 +87,12 @@ impl RobotConfig {
     /// LoLA's (20, 5, 20, 5 characters): non-printable or non-ASCII
     /// characters become `_`, short texts are padded with spaces, long ones
     /// cut.
-    pub fn new(body_id: &str, body_version: &str, head_id: &str, head_version: &str) -> Self {
+    pub(crate) fn new(
+        body_id: &str,
+        body_version: &str,
+        head_id: &str,
+        head_version: &str,
+    ) -> Self {
         RobotConfig {
             body_id: fixed(body_id, ID_LEN),
             body_version: fixed(body_version, VERSION_LEN),
@@ -97,7 +102,7 @@ impl RobotConfig {
     }
 
     /// The four strings in `RobotConfig` order.
-    pub fn strings(&self) -> [&str; 4] {
+    pub(crate) fn strings(&self) -> [&str; 4] {
         [
             &self.body_id,
             &self.body_version,

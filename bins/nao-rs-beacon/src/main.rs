@@ -301,7 +301,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 seq,
                 &view,
                 st.as_ref(),
-                deathswitch::now_ns(),
+                deathswitch::monotonic_ns(),
                 net_wake,
             );
             let bytes = format::encode(&b);

@@ -149,7 +149,7 @@ fn the_network_wake_counts_only_with_the_key_in_the_armed_epoch_it_names() {
     assert!(b.net_wake, "a key is there: network wake on");
     assert_eq!(b.body_id, BODY);
     let generation = b.wake_generation.unwrap();
-    let t0 = deathswitch::now_ns();
+    let t0 = deathswitch::monotonic_ns();
     // Another team's key: refused, nothing stiff.
     r.wake(&sign(&other, BODY, b.nonce, generation).encode());
     // Garbage and another robot's wake: refused.
@@ -181,7 +181,7 @@ fn the_network_wake_counts_only_with_the_key_in_the_armed_epoch_it_names() {
         b.motion == Motion::LimpWaitingForWake
     });
     assert_ne!(b.wake_generation, Some(generation), "a new armed epoch");
-    let t1 = deathswitch::now_ns();
+    let t1 = deathswitch::monotonic_ns();
     r.wake(&good);
     assert!(
         !r.wait_stiff_since(t1, Duration::from_millis(800)),

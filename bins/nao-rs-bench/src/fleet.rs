@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use deathswitch::{now_ns, Reason};
+use deathswitch::{monotonic_ns, Reason};
 
 use super::http;
 use super::rig::{self, Proc, Programs, Rig};
@@ -169,7 +169,7 @@ pub fn stop_all_trial(f: &mut SimFleet) -> Result<StopAllSample, String> {
     }
     let mut t0 = 0;
     let resp = http::post(page, "/api/stop-all", Duration::from_secs(5), || {
-        t0 = now_ns();
+        t0 = monotonic_ns();
     })?;
     if resp.status != 200 {
         return Err(format!(
@@ -308,7 +308,7 @@ pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconC
             .open(&key)
             .map_err(|e| format!("cannot write the team key {}: {e}", key.display()))?;
         let bytes: Vec<u8> = (0..32u64)
-            .map(|i| (now_ns().wrapping_mul(i + 7) >> 13) as u8)
+            .map(|i| (monotonic_ns().wrapping_mul(i + 7) >> 13) as u8)
             .collect();
         k.write_all(&bytes)
             .map_err(|e| format!("cannot write the team key {}: {e}", key.display()))?;
@@ -353,7 +353,7 @@ pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconC
         let (c0, p0, t0) = (
             cpu_ticks(pid)?,
             rig::process_cpu_ns(pid).unwrap_or(0),
-            now_ns(),
+            monotonic_ns(),
         );
         let stop = Instant::now() + Duration::from_secs(seconds);
         let mut n = 0;
@@ -365,7 +365,7 @@ pub fn beacon_cpu(robot: &mut Rig, seconds: u64, windows: u32) -> Result<BeaconC
         let (c1, p1, t1) = (
             cpu_ticks(pid)?,
             rig::process_cpu_ns(pid).unwrap_or(0),
-            now_ns(),
+            monotonic_ns(),
         );
         if !beacon.running() {
             return Err(format!(

@@ -327,7 +327,7 @@ fn run(a: &BenchArgs) -> Result<bool, String> {
     // The UDP stop plot: a full ramp into the pose, then one stop.
     say(t_start, "UDP stop plot");
     trials::make_stiff(&mut rig, plan.full_ramps)?;
-    let t_ramp = deathswitch::now_ns();
+    let t_ramp = deathswitch::monotonic_ns();
     let s = trials::stop_now(&mut rig, Trigger::Udp, naoctl)?;
     rig.collect_for(Duration::from_millis(500))?;
     push_stop(&mut figs.udp_frame, &mut figs.udp_trip, &s, s.t0_ns);

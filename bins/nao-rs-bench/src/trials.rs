@@ -1,5 +1,5 @@
 //! The measurements: each trial drives the rig and reads the trace and the
-//! page. Times are CLOCK_MONOTONIC ns (`deathswitch::now_ns`, the trace's
+//! page. Times are CLOCK_MONOTONIC ns (`deathswitch::monotonic_ns`, the trace's
 //! clock).
 
 use std::io::{BufRead, BufReader, Write};
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deathswitch::{now_ns, Reason, TRIP_TIME_PENDING};
+use deathswitch::{monotonic_ns, Reason, TRIP_TIME_PENDING};
 use nao_rs_sim::TraceLine;
 use nix::sys::signal::Signal;
 
@@ -77,13 +77,13 @@ pub fn sim_ctl(rig: &Rig, line: &str) -> Result<String, String> {
 /// Waits up to `timeout` for the page to be tripped with a stored trip time
 /// at or after `t0`; the snapshot's (reason, time).
 fn wait_trip(rig: &Rig, t0: u64, timeout: Duration) -> Option<(Option<Reason>, u64)> {
-    let end = now_ns() + timeout.as_nanos() as u64;
+    let end = monotonic_ns() + timeout.as_nanos() as u64;
     loop {
         let s = rig.page.snapshot();
         if !s.armed && s.tripped_at_ns != TRIP_TIME_PENDING && s.tripped_at_ns >= t0 {
             return Some((s.reason, s.tripped_at_ns));
         }
-        if now_ns() > end {
+        if monotonic_ns() > end {
             return None;
         }
         std::thread::sleep(Duration::from_micros(200));
@@ -125,7 +125,7 @@ pub fn make_stiff(rig: &mut Rig, full: bool) -> Result<(), String> {
 /// trips in-process with reason `naoctl`).
 pub fn naoctl_works(rig: &mut Rig) -> bool {
     rig.page.rearm();
-    let t0 = now_ns();
+    let t0 = monotonic_ns();
     let ok = Command::new(rig.program("naoctl"))
         .arg("stop")
         .env("NAO_RS_DEATHSWITCH", rig.page_path())
@@ -153,7 +153,7 @@ pub fn stop_now(rig: &mut Rig, how: Trigger, naoctl: bool) -> Result<StopSample,
     let pid = rig.runtime_pid();
     let udp = std::net::UdpSocket::bind("127.0.0.1:0")
         .map_err(|e| format!("cannot bind a UDP socket on 127.0.0.1: {e}"))?;
-    let t0 = now_ns();
+    let t0 = monotonic_ns();
     match how {
         Trigger::Naoctl if naoctl => {
             let st = Command::new(rig.program("naoctl"))
@@ -234,7 +234,7 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
         rig.runtime().ok_or("no runtime")?.try_signal(sig)?;
         std::thread::sleep(Duration::from_millis(20));
     }
-    let t0 = now_ns();
+    let t0 = monotonic_ns();
     rig.runtime().ok_or("no runtime")?.try_signal(sig)?;
     let f = rig
         .wait_frame(from, Duration::from_secs(2), |f| {
@@ -264,9 +264,9 @@ pub fn guard_trial(rig: &mut Rig, sig: Signal, full: bool) -> Result<GuardSample
 
 /// Waits up to `timeout` for `f` to hold, polling every millisecond.
 fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = now_ns() + timeout.as_nanos() as u64;
+    let end = monotonic_ns() + timeout.as_nanos() as u64;
     while !f() {
-        if now_ns() > end {
+        if monotonic_ns() > end {
             return false;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -297,6 +297,15 @@ pub fn start_up_trial(rig: &mut Rig) -> Result<u64, String> {
             return Err("the guard did not take over from the killed runtime".into());
         }
     }
+    // After a take-over (the last trial's, or the kill above) the guard
+    // publishes that it holds the board a moment after its first frame:
+    // wait for it, or the release below is judged before the hold and the
+    // bench finds the board busy.
+    if !rig.page.snapshot().armed
+        && !wait_until(Duration::from_secs(2), || rig.page.snapshot().guard_holding)
+    {
+        return Err("the guard did not take over the tripped page's board within 2 s".into());
+    }
     rig.page.rearm();
     if !wait_until(Duration::from_secs(2), || {
         !rig.page.snapshot().guard_holding
@@ -310,7 +319,7 @@ pub fn start_up_trial(rig: &mut Rig) -> Result<u64, String> {
     let registered = wait_until(Duration::from_secs(10), || {
         rig.page.snapshot().driver_pid == Some(pid as u32)
     });
-    let t_reg = now_ns();
+    let t_reg = monotonic_ns();
     rig.runtime()
         .ok_or("no runtime")?
         .try_signal(Signal::SIGSTOP)?;
@@ -363,7 +372,7 @@ pub fn udp_flood_trial(rig: &mut Rig) -> Result<u64, String> {
     for i in 0..FLOOD {
         let _ = flooder.send_to(b"junk junk junk junk junk", to);
         if i == FLOOD / 2 {
-            t0 = now_ns();
+            t0 = monotonic_ns();
             other
                 .send_to(b"NAO-RS STOP", to)
                 .map_err(|e| format!("cannot send the stop: {e}"))?;
@@ -456,7 +465,7 @@ pub fn cycle_phase(rig: &mut Rig, cycles: u64, loaded: bool) -> Result<CyclePhas
 
 fn proc_sample(rt: i32, cycle_tid: Option<i32>, guard: i32) -> ProcSample {
     ProcSample {
-        t_ns: now_ns(),
+        t_ns: monotonic_ns(),
         rt_cpu_ns: rig::process_cpu_ns(rt).unwrap_or(0),
         cycle_cpu_ns: cycle_tid
             .and_then(|t| rig::thread_cpu_ns(rt, t))
@@ -474,7 +483,7 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
     rig.poll()?;
     let from = rig.frames.len();
     let mut samples = vec![proc_sample(rt, tid, guard)];
-    let deadline = now_ns() + (cycles * PERIOD_NS) * 2 + 10_000_000_000;
+    let deadline = monotonic_ns() + (cycles * PERIOD_NS) * 2 + 10_000_000_000;
     loop {
         rig.collect_for(Duration::from_millis(1000))?;
         samples.push(proc_sample(rt, tid, guard));
@@ -485,7 +494,7 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
         if got > cycles {
             break;
         }
-        if now_ns() > deadline {
+        if monotonic_ns() > deadline {
             return Err(format!(
                 "only {got} of {cycles} cycle frames from the runtime (pid {rt}) in time"
             ));
@@ -558,9 +567,9 @@ pub fn controller_lost(
     let mut status = 0;
     // SAFETY: waits for the traced thread's stop; `status` is a valid int.
     unsafe { libc::waitpid(tid, &mut status, libc::__WALL) };
-    let t_stop = now_ns();
+    let t_stop = monotonic_ns();
     let r = rig.collect_for(hold);
-    let t_resume = now_ns();
+    let t_resume = monotonic_ns();
     // Detaches the stopped tracee; it resumes with no signal.
     ptrace(libc::PTRACE_DETACH, tid);
     r?;

@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use deathswitch::{now_ns, Page, Reason};
+use deathswitch::{monotonic_ns, Page, Reason};
 use nao_rs_sim::TraceLine;
 use testkit::{Rig, Runtime};
 
@@ -72,7 +72,7 @@ fn main() {
     let started = Instant::now();
     for k in 0..trials {
         page.rearm();
-        let t_start = now_ns();
+        let t_start = monotonic_ns();
         let rt = rig.start_runtime(&Runtime::new(&format!("rt{k}")));
         let pid = rt.pid();
         let first = wait(&rig, "the runtime's frames", || {
@@ -86,9 +86,9 @@ fn main() {
         });
         restart_to_frame.push((first.t_ns.saturating_sub(t_start)) as f64 / 1e6);
         // Let it beat a few cycles, at a random phase of its cycle.
-        std::thread::sleep(Duration::from_micros(20_000 + (now_ns() % 12_000)));
+        std::thread::sleep(Duration::from_micros(20_000 + (monotonic_ns() % 12_000)));
 
-        let t_stop = now_ns();
+        let t_stop = monotonic_ns();
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGSTOP,

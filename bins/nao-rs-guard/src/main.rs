@@ -142,7 +142,7 @@ fn run(args: GuardArgs) -> Result<(), String> {
             while !signalled.load(Ordering::Acquire) {
                 // The 2 ms deadline, or at once when the runtime exits.
                 ticker.wait_or_readable(poller.runtime_fd());
-                poller.poll(&loop_page, deathswitch::now_ns());
+                poller.poll(&loop_page, deathswitch::monotonic_ns());
             }
             poller.log_event(GuardEvent::Stopping);
             poller.shutdown(&loop_page);

@@ -156,7 +156,7 @@ impl<B: Board> Poller<B> {
         }
     }
 
-    /// One poll at `now_ns` (`deathswitch::now_ns()`, CLOCK_MONOTONIC).
+    /// One poll at `now_ns` (`deathswitch::monotonic_ns()`, CLOCK_MONOTONIC).
     pub fn poll(&mut self, page: &Page, now_ns: u64) {
         match page.check() {
             Integrity::Intact => {}
@@ -280,7 +280,7 @@ impl<B: Board> Poller<B> {
                         self.guard_cycle += 1;
                         self.frames_sent += 1;
                         self.frame_failing = None;
-                        page.write_heartbeat(self.guard_cycle, deathswitch::now_ns(), true);
+                        page.write_heartbeat(self.guard_cycle, deathswitch::monotonic_ns(), true);
                     }
                     Err(e) => {
                         let f = LinkFault::from(&e);

@@ -71,7 +71,7 @@ fn take_over(page: &Page, board: HungryBoard) -> Poller<HungryBoard> {
     let book = discard_logbook();
     let mut p = poller(board, &book).with_reserve(FdReserve::take(RESERVE).expect("the reserve"));
     page.rearm();
-    let t = deathswitch::now_ns() - 1_000 * MS;
+    let t = deathswitch::monotonic_ns() - 1_000 * MS;
     page.write_heartbeat(1, t, false);
     p.poll(page, t + MS);
     p.poll(page, t + 100 * MS);

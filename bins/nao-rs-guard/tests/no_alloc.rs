@@ -33,7 +33,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     let mut p = poller(TestBoard::new(), &book);
     // Virtual time in the past: the page counts a beat more than 50 ms in
     // the future as damage (an impossible value).
-    let t0 = deathswitch::now_ns() - 5_000 * MS;
+    let t0 = deathswitch::monotonic_ns() - 5_000 * MS;
 
     // Watching: 1,000 polls, the runtime beating every 12 ms (time passed in).
     let n = allocations(|| {
@@ -65,14 +65,14 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     // Hand-over to a restarted runtime, then a release after a take-over.
     let mut next = frozen_runtime(&page);
     let n = allocations(|| {
-        p.poll(&page, deathswitch::now_ns());
+        p.poll(&page, deathswitch::monotonic_ns());
     });
     assert_eq!(p.core().state(), GuardState::Idle);
     assert_eq!(n, 0, "allocations at the hand-over");
 
     // The new runtime never beats: taken back past the hand-over bound
     // (guard rule 6), then a re-arm releases.
-    let t2 = deathswitch::now_ns();
+    let t2 = deathswitch::monotonic_ns();
     let bound = deathswitch::rules::HAND_OVER_BOUND_NS;
     let n = allocations(|| {
         p.poll(&page, t2 + 2 * MS);

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{frozen_runtime, poller, TestBoard};
-use deathswitch::{now_ns, Page};
+use deathswitch::{monotonic_ns, Page};
 use nao_rs_guard::core::GuardState;
 use nao_rs_guard::log::discard_logbook;
 
@@ -23,7 +23,7 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
     let board = TestBoard::on_close(move || registering.register_driver(4_000_000));
     let book = discard_logbook();
     let mut p = poller(board, &book);
-    let t = now_ns();
+    let t = monotonic_ns();
     page.write_heartbeat(1, t, false);
     p.poll(&page, t + 1_000_000);
     p.poll(&page, t + 100_000_000);
@@ -33,7 +33,7 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
         .is_some());
 
     page.rearm();
-    p.poll(&page, now_ns());
+    p.poll(&page, monotonic_ns());
     assert_eq!(p.core().state(), GuardState::Idle, "released");
     assert_eq!(
         page.snapshot().driver_pid,

@@ -65,7 +65,7 @@ fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
         testkit::bin("nao-rs");
         let (rig, page, guard) = guarded();
         page.rearm();
-        let t0 = deathswitch::now_ns();
+        let t0 = deathswitch::monotonic_ns();
         let mut rt = rig.start_runtime(&Runtime::new("rt").fault("freeze-registered"));
         wait_for("the registration", Duration::from_secs(5), || {
             (page.snapshot().driver_pid == Some(rt.pid())).then_some(())
@@ -158,7 +158,7 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
     let (rig, page, guard) = guarded();
     guard_holding(&rig, &page, &guard);
     let mut bystander = Proc::spawn("sleep", Command::new("sleep").arg("60"));
-    let from = deathswitch::now_ns();
+    let from = deathswitch::monotonic_ns();
     let raw = |pid: u32, start: u64| {
         testkit::poke(rig.page_path(), 88, &start.to_le_bytes());
         testkit::poke(rig.page_path(), 32, &pid.to_le_bytes());

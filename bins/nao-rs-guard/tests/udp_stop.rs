@@ -264,7 +264,7 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
         let at = page.snapshot().tripped_at_ns;
         results.push(tripped.map(|_| {
             // The trip's own time stamp against the send, both monotonic.
-            let now_mono = deathswitch::now_ns();
+            let now_mono = deathswitch::monotonic_ns();
             let since_send = sent.elapsed().as_nanos() as u64;
             Duration::from_nanos(at.saturating_sub(now_mono.saturating_sub(since_send)))
         }));

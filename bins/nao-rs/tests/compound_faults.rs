@@ -54,9 +54,9 @@ fn settle(rig: &Rig, t_ns: u64, ms: u64) {
 fn stop_rearm_wake(s: &common::RunningRuntime, limp_ms: u64) -> (u64, u64, u64) {
     let stop = naoctl_stop(s);
     naoctl(&s.rig, &["rearm", "--yes"]);
-    let rearmed = deathswitch::now_ns();
+    let rearmed = deathswitch::monotonic_ns();
     settle(&s.rig, rearmed, limp_ms);
-    let woke = deathswitch::now_ns();
+    let woke = deathswitch::monotonic_ns();
     wake(&s.rig, RT);
     // Stiff again after the wake (the stand ramp's first step).
     wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
@@ -106,11 +106,11 @@ fn a_wake_while_tripped_is_used_up() {
     // A wake that reaches the runtime while tripped (read before the
     // trip): used up, it does nothing.
     nao_runtime::wake::send(&s.rig.wake_socket(RT), before).unwrap();
-    settle(&s.rig, deathswitch::now_ns(), 50);
+    settle(&s.rig, deathswitch::monotonic_ns(), 50);
     naoctl(&s.rig, &["rearm", "--yes"]);
-    let rearmed = deathswitch::now_ns();
+    let rearmed = deathswitch::monotonic_ns();
     settle(&s.rig, rearmed, 300);
-    let woke = deathswitch::now_ns();
+    let woke = deathswitch::monotonic_ns();
     let w = window(&cycle_frames(&s.rig), trip, woke);
     assert!(
         stiff_after(&w, trip).is_empty(),
@@ -127,11 +127,11 @@ fn damaged_page_re_armed_within_one_cycle() {
     let s = setup();
     testkit::bin("naoctl");
     for round in 0..5 {
-        let t = deathswitch::now_ns();
+        let t = deathswitch::monotonic_ns();
         truncate(s.rig.page_path());
         // naoctl makes the page whole (tripped page-lost), then re-arms.
         naoctl(&s.rig, &["rearm", "--yes"]);
-        let rearmed = deathswitch::now_ns();
+        let rearmed = deathswitch::monotonic_ns();
         settle(&s.rig, rearmed, 100);
         // Two repairers race: when the runtime saw the truncated page
         // before naoctl made it whole, its own repair (trip page-lost)
@@ -145,9 +145,9 @@ fn damaged_page_re_armed_within_one_cycle() {
                 "round {round}"
             );
             naoctl(&s.rig, &["rearm", "--yes"]);
-            settle(&s.rig, deathswitch::now_ns(), 100);
+            settle(&s.rig, deathswitch::monotonic_ns(), 100);
         }
-        let woke = deathswitch::now_ns();
+        let woke = deathswitch::monotonic_ns();
         let w = window(&cycle_frames(&s.rig), t, woke);
         let stiff = stiff_after(&w, t);
         assert!(
@@ -236,7 +236,7 @@ fn lola_bridge_stalled_by_monitor_clients() {
     let monitors: Vec<_> = (0..2)
         .map(|_| flooding_monitor(&socket, stop_monitors.clone()))
         .collect();
-    let flood = deathswitch::now_ns();
+    let flood = deathswitch::monotonic_ns();
     let frames_before = ctl.frames();
     settle(&s.rig, flood, 1000);
     let frames_during = ctl.frames() - frames_before;
@@ -299,7 +299,7 @@ fn lola_controller_that_reconnects_within_one_cycle() {
     // Close with a frame unread (the server's read gets ECONNRESET) and
     // connect again at once: within one cycle.
     drop(c);
-    let back = deathswitch::now_ns();
+    let back = deathswitch::monotonic_ns();
     let ctl = LolaController::start(lola_connect(&socket), stiffness_message(0.7));
     let f = wait_stiff_after(&s.rig, back, Duration::from_secs(3));
     let mut tail = nao_rs_sim::Tail::new(s.rig.trace_path());

@@ -114,7 +114,7 @@ fn every_start_is_limp_until_a_persons_wake() {
                 .count()
                 >= 3
     });
-    let restart = deathswitch::now_ns();
+    let restart = deathswitch::monotonic_ns();
     let rt2 = start_guarded_runtime(&rig, port, "rt2");
     let pid2 = rt2.pid();
     let from_rt2 = |rig: &Rig| {
@@ -149,7 +149,7 @@ fn every_start_is_limp_until_a_persons_wake() {
         frames.len()
     );
     assert_eq!(motion(&page), Motion::LimpWaitingForWake);
-    let woke = deathswitch::now_ns();
+    let woke = deathswitch::monotonic_ns();
     wake(&rig, "rt2");
     wait_stiff_after(&rig, woke, Duration::from_secs(10));
     drop(rt2);
@@ -163,7 +163,7 @@ fn every_start_is_limp_until_a_persons_wake() {
     });
     assert_eq!(motion(&p2), Motion::LimpTripped);
     naoctl(&rig2, &["rearm", "--yes"]);
-    let rearmed = deathswitch::now_ns();
+    let rearmed = deathswitch::monotonic_ns();
     std::thread::sleep(Duration::from_millis(500));
     assert!(stiff(&window(&cycle_frames(&rig2), rearmed, u64::MAX)).is_empty());
     assert_eq!(motion(&p2), Motion::LimpWaitingForWake);
@@ -186,16 +186,16 @@ fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
         // Limp, waiting for a wake in generation g.
         let g = page.snapshot().wake_generation().unwrap();
         rt.signal(Signal::SIGSTOP);
-        let stalled = deathswitch::now_ns();
+        let stalled = deathswitch::monotonic_ns();
         // The wake, read in generation g, sits unread in the socket.
         wake(&rig, RT);
         naoctl(&rig, &["stop"]);
         naoctl(&rig, &["rearm", "--yes"]);
         assert_eq!(page.snapshot().wake_generation(), Some(g + 1));
         rt.signal(Signal::SIGCONT);
-        let resumed = deathswitch::now_ns();
+        let resumed = deathswitch::monotonic_ns();
         std::thread::sleep(Duration::from_millis(400));
-        let woke = deathswitch::now_ns();
+        let woke = deathswitch::monotonic_ns();
         rounds.push((stalled, resumed, woke));
         wake(&rig, RT);
         wait_stiff_after(&rig, woke, Duration::from_secs(10));
@@ -240,7 +240,7 @@ fn nao_rs_wake_refuses_while_tripped_and_a_wake_without_generation_is_refused() 
         "{err}"
     );
     naoctl(&rig, &["rearm", "--yes"]);
-    let rearmed = deathswitch::now_ns();
+    let rearmed = deathswitch::monotonic_ns();
     std::os::unix::net::UnixDatagram::unbound()
         .unwrap()
         .send_to(b"wake", rig.wake_socket(RT))
@@ -307,7 +307,7 @@ fn clock_steps_of_two_hours_change_nothing() {
     let _rt = limp_runtime(&rig);
     for (rearm, wake) in [("-2h", "+2h"), ("+2h", "-2h")] {
         stepped(rearm, &naoctl, &["rearm", "--yes"], page_path);
-        let rearmed = deathswitch::now_ns();
+        let rearmed = deathswitch::monotonic_ns();
         std::thread::sleep(Duration::from_millis(200));
         assert!(stiff(&window(&cycle_frames(&rig), rearmed, u64::MAX)).is_empty());
         stepped(wake, &nao_rs, &wake_args, page_path);
@@ -318,7 +318,7 @@ fn clock_steps_of_two_hours_change_nothing() {
         let g = page.snapshot().wake_generation().unwrap();
         stepped(wake, &naoctl, &["stop"], page_path);
         stepped(rearm, &naoctl, &["rearm", "--yes"], page_path);
-        let t = deathswitch::now_ns();
+        let t = deathswitch::monotonic_ns();
         nao_runtime::wake::send(Path::new(socket), g).unwrap();
         std::thread::sleep(Duration::from_millis(300));
         assert!(

@@ -77,7 +77,7 @@ fn chest_button_makes_the_next_frame_all_off() {
 #[test]
 fn truncated_page_gives_all_off_and_page_lost() {
     let s = setup();
-    let t = deathswitch::now_ns();
+    let t = deathswitch::monotonic_ns();
     truncate(s.rig.page_path());
     let trip = wait_tripped(&s.page).max(t);
     assert_eq!(s.page.reason(), Some(Reason::PageLost));
@@ -87,7 +87,7 @@ fn truncated_page_gives_all_off_and_page_lost() {
 #[test]
 fn deleted_page_gives_all_off_and_page_lost() {
     let s = setup();
-    let t = deathswitch::now_ns();
+    let t = deathswitch::monotonic_ns();
     std::fs::remove_file(s.rig.page_path()).unwrap();
     // The runtime maps a new page at the path, tripped page-lost.
     let t0 = Instant::now();

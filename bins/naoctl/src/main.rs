@@ -59,8 +59,8 @@ fn main() -> ExitCode {
 /// `pread`; nothing is created, mapped, repaired or written.
 fn status(path: &Path, json: bool) -> Result<ExitCode, String> {
     let ins = deathswitch::inspect(path).map_err(|e| e.to_string())?;
-    let now = deathswitch::now_ns();
-    let unix = deathswitch::unix_now_ns();
+    let now = deathswitch::monotonic_ns();
+    let unix = deathswitch::unix_ns();
     let alive = show::Alive::of(&ins.snapshot);
     if json {
         println!("{}", show::json(path, &ins, alive, now));

@@ -145,9 +145,9 @@ fn status_json_has_every_field_of_the_spec() {
     let page = Page::open(&e.page).unwrap();
     page.rearm();
     page.register_driver(31337);
-    page.write_heartbeat(41, deathswitch::now_ns(), false);
+    page.write_heartbeat(41, deathswitch::monotonic_ns(), false);
     page.trip(Reason::ChestButton);
-    page.write_heartbeat(42, deathswitch::now_ns(), true);
+    page.write_heartbeat(42, deathswitch::monotonic_ns(), true);
     page.set_guard(777, true);
     page.set_safety_flags(
         (deathswitch::flags::SafetyFlags::CONTROLLER_LOST
@@ -158,7 +158,7 @@ fn status_json_has_every_field_of_the_spec() {
     assert_eq!(v["state"], "tripped");
     assert_eq!(v["reason"], "chest-button");
     let since = v["since"].as_u64().unwrap();
-    let unix_now = deathswitch::unix_now_ns() / 1_000_000_000;
+    let unix_now = deathswitch::unix_ns() / 1_000_000_000;
     assert!(
         since <= unix_now && since + 60 > unix_now,
         "{since} vs {unix_now}"
@@ -197,7 +197,7 @@ fn status_human_shows_state_reason_heartbeat_driver_and_guard() {
     let e = env();
     let page = Page::open(&e.page).unwrap();
     page.register_driver(555);
-    page.write_heartbeat(9, deathswitch::now_ns(), true);
+    page.write_heartbeat(9, deathswitch::monotonic_ns(), true);
     // The guard is this test process: alive.
     let me = std::process::id();
     page.set_guard(me, true);

@@ -68,7 +68,7 @@ fn naoctl_answers(page: &Path, what: &str) {
 fn hold(robot: &common::Robot, dir: &Path, damage: impl FnOnce()) -> u64 {
     let pid = robot.rt.id();
     assert!(sh(&format!("kill -STOP {pid}"), dir));
-    let t = deathswitch::now_ns();
+    let t = deathswitch::monotonic_ns();
     damage();
     assert!(sh(&format!("kill -CONT {pid}"), dir));
     t
@@ -128,7 +128,7 @@ fn truncate_to_zero_on_a_full_tmpfs(dir: &Path) {
     assert!(page.is_tripped());
     assert_eq!(page.reason(), Some(Reason::PageLost));
     assert!(deathswitch::sigbus::detachments() > detached);
-    page.write_heartbeat(3, deathswitch::now_ns(), true); // no fault
+    page.write_heartbeat(3, deathswitch::monotonic_ns(), true); // no fault
     checks_while_full(&page, Integrity::Repaired);
     naoctl_answers(&path, "truncated to 0 on a full tmpfs");
     // Space again: the next check maps the file back, whole, page-lost.

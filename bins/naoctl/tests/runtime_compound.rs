@@ -18,7 +18,7 @@ fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
     // shell returns: the fault has landed by then (spawning the shell can
     // take longer than a period on a loaded machine).
     assert!(sh("ln -sf deathswitch \"$1\"", &r.page_path));
-    let t = deathswitch::now_ns();
+    let t = deathswitch::monotonic_ns();
     let frames = r.frames_from(t, 300);
     assert_all_off_from_that_frame(&frames, t, "symlink loop");
     let (out, took) = naoctl_bounded(&r.page_path, &["status"]);
@@ -42,7 +42,7 @@ fn runtime_path_damage_symlink_loop_gives_all_off_page_lost_from_that_frame() {
         assert!(t0.elapsed().as_secs() < 5, "no new page-lost page");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let t = deathswitch::now_ns();
+    let t = deathswitch::monotonic_ns();
     assert_all_off_from_that_frame(&r.frames_from(t, 200), t, "after the fix");
 }
 
@@ -52,7 +52,7 @@ fn runtime_path_damage_directory_replaced_by_a_file_gives_all_off_page_lost() {
     let run = r.page_path.parent().unwrap().to_path_buf();
     assert!(sh("mv \"$1\" \"$1.old\" && echo file > \"$1\"", &run));
     // The fault has landed when the shell returns.
-    let t = deathswitch::now_ns();
+    let t = deathswitch::monotonic_ns();
     assert_all_off_from_that_frame(&r.frames_from(t, 300), t, "directory replaced");
     let (out, _) = naoctl_bounded(&r.page_path, &["stop"]);
     let s = text(&out);
@@ -79,7 +79,7 @@ fn runtime_impossible_values_give_all_off_page_lost() {
         ("foreign driver pid", 32, 1u32.to_le_bytes().to_vec()),
     ] {
         let r = Robot::start(None);
-        let t = deathswitch::now_ns();
+        let t = deathswitch::monotonic_ns();
         poke(&r.page_path, offset, &bytes);
         assert_all_off_from_that_frame(&r.frames_from(t, 300), t, what);
         let page = Page::open(&r.page_path).unwrap();

@@ -9,7 +9,7 @@ use super::error::{c_path, errno, Fault, PageError};
 use super::mapping::{is_regular, OPEN_FLAGS};
 use crate::cells::{Cells, LEN};
 use crate::damage::Damage;
-use crate::now_ns;
+use crate::monotonic_ns;
 use crate::Snapshot;
 
 /// What [`inspect`] read at a page path.
@@ -112,7 +112,7 @@ pub fn inspect(path: &Path) -> Result<Inspection, PageError> {
     let damage = if got < LEN {
         Some(Damage::Short { len })
     } else {
-        cells.judge(now_ns)
+        cells.judge(monotonic_ns)
     };
     Ok(Inspection {
         snapshot: cells.snapshot(),

@@ -11,7 +11,7 @@ use super::mapping::{map_page, Make, Mapping};
 use super::Page;
 use crate::cells::{Cells, LEN};
 use crate::damage::Damage;
-use crate::{now_ns, unix_now_ns};
+use crate::{monotonic_ns, unix_ns};
 use crate::{sigbus, Reason};
 
 /// What [`Page::check`] found and did. `Repaired` and `Replaced` both mean
@@ -89,7 +89,7 @@ impl Page {
             );
         }
         let cells = m.cells();
-        if let Some(d) = cells.judge(now_ns) {
+        if let Some(d) = cells.judge(monotonic_ns) {
             return self.repair(m, d);
         }
         let count = cells.trip_count();
@@ -188,7 +188,8 @@ impl Page {
     fn replace(&self, old: &Mapping, all: &mut Vec<Box<Mapping>>, why: Damage) -> Integrity {
         // The mapped page is lost to this holder: trip it (first reason
         // kept; a page without magic reads page-lost anyway).
-        old.cells().trip(Reason::PageLost, now_ns(), unix_now_ns());
+        old.cells()
+            .trip(Reason::PageLost, monotonic_ns(), unix_ns());
         let seen = self.seen.load(Ordering::Acquire);
         match map_page(&self.cpath, Make::Lost { seen }) {
             Ok((m, _)) => {
@@ -210,7 +211,7 @@ impl Page {
 /// The first half of a repair: trips the page `page-lost` whatever it
 /// stored (damage: the stored reason is not trusted), at once.
 pub(crate) fn trip_lost(cells: &Cells) {
-    cells.force_trip(Reason::PageLost, now_ns(), unix_now_ns());
+    cells.force_trip(Reason::PageLost, monotonic_ns(), unix_ns());
 }
 
 /// The second half of a repair (and the opening of a page found without
@@ -221,8 +222,8 @@ pub(crate) fn trip_lost(cells: &Cells) {
 pub(crate) fn make_whole_lost(cells: &Cells, seen: u64) {
     cells.initialize_after(
         Reason::PageLost,
-        now_ns(),
-        unix_now_ns(),
+        monotonic_ns(),
+        unix_ns(),
         repaired_count_floor(seen),
         fresh_nonce(),
     );
@@ -238,7 +239,7 @@ pub(crate) fn make_whole_lost(cells: &Cells, seen: u64) {
 /// compared); it grows far faster than trips, so a repaired count is one
 /// no holder has read, and counts keep growing.
 fn repaired_count_floor(seen: u64) -> u64 {
-    seen.max(now_ns() / 1_000)
+    seen.max(monotonic_ns() / 1_000)
 }
 
 /// A new page's nonce: 8 random bytes from the kernel (`getrandom`,
@@ -253,7 +254,8 @@ pub(super) fn fresh_nonce() -> u64 {
         u64::from_le_bytes(b)
     } else {
         // splitmix64 of the clocks and the pid.
-        let mut z = now_ns() ^ unix_now_ns().rotate_left(17) ^ u64::from(std::process::id()) << 40;
+        let mut z =
+            monotonic_ns() ^ unix_ns().rotate_left(17) ^ u64::from(std::process::id()) << 40;
         z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

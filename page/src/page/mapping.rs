@@ -8,7 +8,7 @@ use super::error::{errno, Fault};
 use super::integrity::{fresh_nonce, make_whole_lost};
 use super::Opening;
 use crate::cells::{Cells, LEN, VERSION};
-use crate::{now_ns, unix_now_ns};
+use crate::{monotonic_ns, unix_ns};
 use crate::{sigbus, Reason};
 
 /// One mapping of one page file, kept until the [`Page`] is dropped.
@@ -174,7 +174,7 @@ pub(super) fn map_page(
     let opening = match make {
         Make::Lost { seen } => lost(seen),
         _ if opened == Opened::Created => {
-            cells.initialize(Reason::Boot, now_ns(), unix_now_ns(), fresh_nonce());
+            cells.initialize(Reason::Boot, monotonic_ns(), unix_ns(), fresh_nonce());
             Opening::Created
         }
         _ if short || !cells.magic_present() => lost(0),

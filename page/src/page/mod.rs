@@ -37,7 +37,7 @@ use std::sync::Mutex;
 
 use crate::cells::Cells;
 use crate::damage::Damage;
-use crate::unix_now_ns;
+use crate::unix_ns;
 use crate::{sigbus, Reason, Snapshot};
 use error::c_path;
 use mapping::{map_page, Make, Mapping};
@@ -204,7 +204,7 @@ impl Page {
     /// Re-arms the switch. For `naoctl rearm` only: re-arming is a person's
     /// decision, and no runtime, guard, API or timeout may call this.
     pub fn rearm(&self) {
-        self.cells().rearm(unix_now_ns())
+        self.cells().rearm(unix_ns())
     }
 
     /// True when tripped or without its magic. Atomic loads only, no syscall.

@@ -72,7 +72,7 @@ use std::time::Duration;
 
 use nao_kit::log::Level;
 
-use crate::{now_ns, Reason};
+use crate::{monotonic_ns, Reason};
 
 use super::is_stop;
 
@@ -81,7 +81,7 @@ mod handover;
 mod rules;
 mod systemd;
 
-pub use check::{SocketFault, Source};
+pub(crate) use check::{SocketFault, Source};
 pub use handover::send_fd;
 pub use systemd::{inherit_from_systemd, Inherited, ListenFdsError};
 
@@ -358,7 +358,7 @@ fn listen(
     let mut serve_errno: Option<i32> = None;
     let mut refused: [Option<SocketFault>; 3] = [None; 3];
     let mut last_bind_error: Option<i32> = None;
-    let mut unread = UnreadRule::new(now_ns(), cfg.unread_deadline_ns);
+    let mut unread = UnreadRule::new(monotonic_ns(), cfg.unread_deadline_ns);
     let mut read_backoff = Backoff::default();
     let mut accept_backoff = Backoff::default();
     let mut buf = [0u8; 64];
@@ -386,7 +386,7 @@ fn listen(
         // Relaxed: status flags, read by the cycle to build its safety status.
         shared.not_owned.store(socket.is_none(), Ordering::Relaxed);
         shared.bound.store(socket.is_some(), Ordering::Relaxed);
-        let now = now_ns();
+        let now = monotonic_ns();
         if let Unread::Trip { first } = unread.step(now, socket.is_some()) {
             trip(Reason::StopPortUnread);
             if first {
@@ -438,7 +438,7 @@ fn listen(
         // timeout: the other process may have been woken for a datagram
         // and stopped before it read it). Bounded, so that a flood still
         // lets the loop look at its stop flag and serve the other process.
-        if read_backoff.ready(now_ns()) {
+        if read_backoff.ready(monotonic_ns()) {
             for _ in 0..DRAIN_MAX {
                 // SAFETY: recv into a buffer of the length given; MSG_DONTWAIT
                 // leaves the shared file description's flags alone.
@@ -466,7 +466,7 @@ fn listen(
                     _ => {
                         // An ICMP error is reported once and the next read
                         // goes on; a lasting error backs off.
-                        if read_backoff.failed(now_ns(), errno(&e)) {
+                        if read_backoff.failed(monotonic_ns(), errno(&e)) {
                             on_event(UdpEvent::Backoff(errno(&e)));
                         }
                         break;
@@ -474,7 +474,7 @@ fn listen(
                 }
             }
         }
-        if let (Some(l), true) = (&server, accept_backoff.ready(now_ns())) {
+        if let (Some(l), true) = (&server, accept_backoff.ready(monotonic_ns())) {
             loop {
                 match l.listener.accept() {
                     Ok((conn, _)) => {
@@ -488,7 +488,7 @@ fn listen(
                     Err(e) => {
                         // EMFILE at a low fd limit: the connection stays
                         // queued and poll would wake at once, forever.
-                        if accept_backoff.failed(now_ns(), errno(&e)) {
+                        if accept_backoff.failed(monotonic_ns(), errno(&e)) {
                             on_event(UdpEvent::Backoff(errno(&e)));
                         }
                         break;

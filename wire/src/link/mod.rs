@@ -140,7 +140,7 @@ pub struct Setup {
 impl Call<'_> {
     /// How many answer bytes the call reads (wLength or the buffer length;
     /// 0 for the calls that read nothing).
-    pub fn answer_len(&self) -> usize {
+    pub(crate) fn answer_len(&self) -> usize {
         match *self {
             Call::ControlIn { length, .. } => length.into(),
             Call::BulkIn { length, .. } => length,

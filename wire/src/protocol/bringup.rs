@@ -185,7 +185,7 @@ impl Limit {
     }
 
     /// The limit with that [`Limit::name`], if any.
-    pub fn from_name(name: &str) -> Option<Limit> {
+    pub(crate) fn from_name(name: &str) -> Option<Limit> {
         Limit::ALL.into_iter().find(|l| l.name() == name)
     }
 

@@ -18,7 +18,7 @@ pub mod devices;
 pub mod frame;
 pub mod gate;
 pub mod handshake;
-pub mod joint_ranges;
+pub(crate) mod joint_ranges;
 mod joints;
 pub mod prefs;
 pub mod safety;

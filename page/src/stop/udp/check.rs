@@ -30,7 +30,7 @@ impl Source {
         }
     }
     /// For the log.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Source::Systemd => "systemd",
             Source::Handover => "the hand-over socket",
@@ -115,26 +115,8 @@ pub enum SocketFault {
 }
 
 impl SocketFault {
-    /// A fixed text for the real-time log (the number is [`SocketFault::value`]).
-    pub fn what(&self) -> &'static str {
-        match self {
-            SocketFault::NotASocket(_) => "not a socket (errno)",
-            SocketFault::NotDatagram(_) => "not a datagram socket (SO_TYPE)",
-            SocketFault::NotInternet(_) => "not an AF_INET/AF_INET6 socket (SO_DOMAIN)",
-            SocketFault::NotUdp(_) => "not UDP (SO_PROTOCOL)",
-            SocketFault::NotBound => "not bound",
-            SocketFault::NotWildcard(_) => "bound to an address other than the wildcard",
-            SocketFault::WrongPort(_) => "bound to another port (port)",
-            SocketFault::Connected => "connected: it reads one peer only",
-            SocketFault::V6Only => "IPv6-only: IPv4 stops would not reach it",
-            SocketFault::ReusePort => "SO_REUSEPORT set: another socket can take stops",
-            SocketFault::OtherNetns => "in another network namespace",
-            SocketFault::NetnsUnknown => "its network namespace cannot be told",
-            SocketFault::Shared(..) => "other sockets are bound to the port (uid of one)",
-        }
-    }
-    /// The number that goes with [`SocketFault::what`].
-    pub fn value(&self) -> i64 {
+    /// The number that goes with the fault (an errno, a port, a count).
+    pub(crate) fn value(&self) -> i64 {
         match *self {
             SocketFault::NotASocket(v)
             | SocketFault::NotDatagram(v)

@@ -37,6 +37,8 @@ pub mod protocol;
 pub mod recording;
 pub mod replay;
 pub mod step;
+#[cfg(test)]
+mod tests;
 
 pub use command::{Command, Joint, JOINTS};
 /// The death switch's trip reasons: answer trips and `trip` lines carry

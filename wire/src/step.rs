@@ -97,7 +97,7 @@ impl Step {
     }
 
     /// The protocol core's cycle (its sensors, handshake and number).
-    pub fn cycle(&self) -> &Cycle {
+    pub(crate) fn cycle(&self) -> &Cycle {
         &self.cycle
     }
 

@@ -201,7 +201,7 @@ impl Cycle {
     }
 
     /// The number of the next cycle.
-    pub fn k(&self) -> u64 {
+    pub(crate) fn k(&self) -> u64 {
         self.core.k
     }
 
@@ -216,7 +216,7 @@ impl Cycle {
     }
 
     /// The handshake.
-    pub fn handshake(&self) -> &Handshake {
+    pub(crate) fn handshake(&self) -> &Handshake {
         &self.core.handshake
     }
 

@@ -71,7 +71,7 @@ pub struct Sensors {
 
 impl Sensors {
     /// No data yet: positions at the zero counts.
-    pub fn new(zero: &[u16; JOINTS]) -> Self {
+    pub(crate) fn new(zero: &[u16; JOINTS]) -> Self {
         Sensors {
             imu: Imu::default(),
             battery: Battery::default(),
@@ -136,7 +136,7 @@ fn i16_at(p: &[u8], at: usize) -> i16 {
 /// configuration answers to `handshake`, and returns the trips raised.
 /// Messages of a wrong length or from an unknown address are counted in
 /// `sensors.ignored_messages` and otherwise ignored. Never panics.
-pub fn hand_answer(
+pub(crate) fn hand_answer(
     answer: &Frame<'_>,
     zero: &[u16; JOINTS],
     sensors: &mut Sensors,

@@ -144,7 +144,7 @@ impl<'a> FrameWriter<'a> {
     ///
     /// [`FrameError::Overflow`] when `buf` cannot hold a header and a CRC
     /// (6 bytes).
-    pub fn new(buf: &'a mut [u8], sync: u8, seq: u16) -> Result<Self, FrameError> {
+    pub(crate) fn new(buf: &'a mut [u8], sync: u8, seq: u16) -> Result<Self, FrameError> {
         let cap = buf.len().min(MAX_FRAME_LEN);
         if cap < HEADER_LEN + CRC_LEN {
             return Err(FrameError::Overflow);

@@ -103,7 +103,7 @@ pub(crate) enum BoardState {
 
 /// The handshake of the 15 boards, in [`HANDSHAKE_BOARDS`] order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handshake {
+pub(crate) struct Handshake {
     states: [BoardState; HANDSHAKE_BOARD_COUNT],
     accepted: [u8; MAX_ACCEPTED],
     accepted_len: usize,
@@ -113,7 +113,7 @@ impl Handshake {
     /// Every board pending; `accepted` are the versions to accept. A list
     /// from outside is checked with [`check_accepted`] first (the runtime
     /// refuses to start otherwise); here at most 16 are kept.
-    pub fn new(accepted: &[u8]) -> Self {
+    pub(crate) fn new(accepted: &[u8]) -> Self {
         let mut list = [0u8; MAX_ACCEPTED];
         let n = accepted.len().min(MAX_ACCEPTED);
         list[..n].copy_from_slice(&accepted[..n]);
@@ -186,12 +186,12 @@ impl Handshake {
     }
 
     /// Bit i set: board i accepted.
-    pub fn accepted_mask(&self) -> u16 {
+    pub(crate) fn accepted_mask(&self) -> u16 {
         self.mask(|s| matches!(s, BoardState::Accepted { .. }))
     }
 
     /// Bit i set: board i rejected.
-    pub fn rejected_mask(&self) -> u16 {
+    pub(crate) fn rejected_mask(&self) -> u16 {
         self.mask(|s| matches!(s, BoardState::Rejected { .. }))
     }
 

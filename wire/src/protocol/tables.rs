@@ -399,7 +399,7 @@ pub(crate) fn round_spec(v: f32, k: f64) -> f64 {
 /// 0..=4095. A non-finite angle is the caller's business (section 10 never
 /// encodes one); here NaN maps to `zero` and infinities to the clamp ends.
 #[inline]
-pub fn encode_position(angle: f32, zero: u16) -> u16 {
+pub(crate) fn encode_position(angle: f32, zero: u16) -> u16 {
     let delta = round_spec(angle, COUNTS_PER_REV / std::f64::consts::TAU);
     let count = zero as f64 + delta;
     if count.is_nan() {
@@ -418,7 +418,7 @@ pub fn decode_position(count: u16, zero: u16) -> f32 {
 /// Stiffness per mille: `round(clamp(s, 0, 1) * 1000)`; 0 for a non-finite
 /// value.
 #[inline]
-pub fn stiffness_per_mille(s: f32) -> u16 {
+pub(crate) fn stiffness_per_mille(s: f32) -> u16 {
     if !s.is_finite() {
         return 0;
     }

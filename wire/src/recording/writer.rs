@@ -381,6 +381,16 @@ impl<W: Write> RecordingWriter<W> {
         self.call(Call::Close, Ok(&[]))
     }
 
+    /// `bulk_out <ep> <data>`; the endpoint has bit 7 clear.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for an IN endpoint (bit 7 set); else the sink's write
+    /// error.
+    pub fn bulk_out(&mut self, endpoint: u8, data: &[u8]) -> io::Result<()> {
+        self.call(Call::BulkOut { endpoint, data }, Ok(&[]))
+    }
+
     /// `bulk_in <ep> <buffer length> <answer | !timeout | !pipe | !nodev>`;
     /// the endpoint has bit 7 set and the answer is at most `length` bytes.
     #[cfg(test)]

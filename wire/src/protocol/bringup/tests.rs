@@ -5,9 +5,6 @@
 use super::*;
 use crate::command::JOINTS;
 
-#[global_allocator]
-static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
-
 /// The runtime's cycle period.
 const CYCLE_NS: u64 = 12_000_000;
 /// The joint brought up.

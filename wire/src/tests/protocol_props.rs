@@ -4,11 +4,11 @@
 
 use proptest::prelude::*;
 
-use nao_wire::protocol::cycle::{Cycle, CycleInput, ExchangeFailure, ReadResult};
-use nao_wire::protocol::frame::{Frame, FrameWriter, SYNC_ANSWER, SYNC_FRAME};
-use nao_wire::protocol::gate::Verdict;
-use nao_wire::protocol::tables::{decode_position, encode_position, stiffness_per_mille};
-use nao_wire::{Command, JOINTS};
+use crate::protocol::cycle::{Cycle, CycleInput, ExchangeFailure, ReadResult};
+use crate::protocol::frame::{Frame, FrameWriter, SYNC_ANSWER, SYNC_FRAME};
+use crate::protocol::gate::Verdict;
+use crate::protocol::tables::{decode_position, encode_position, stiffness_per_mille};
+use crate::{Command, JOINTS};
 
 proptest! {
     #[test]

@@ -4,11 +4,11 @@
 //! rejected (a failed exchange / a start-up error, `docs/protocol.md` sections 5, 7 and 2).
 //! Case count: PROPTEST_CASES (CI: 100,000).
 
-use nao_wire::protocol::devices::{hand_answer, Sensors};
-use nao_wire::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN};
-use nao_wire::protocol::handshake::Handshake;
-use nao_wire::protocol::prefs::{crc32, Prefs};
-use nao_wire::JOINTS;
+use crate::protocol::devices::{hand_answer, Sensors};
+use crate::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN};
+use crate::protocol::handshake::Handshake;
+use crate::protocol::prefs::{crc32, Prefs};
+use crate::JOINTS;
 use proptest::prelude::*;
 
 const PREFS_LEN: usize = 4635;

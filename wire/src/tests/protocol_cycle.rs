@@ -1,16 +1,14 @@
 //! The cycle's rules (`docs/protocol.md` sections 6 to 10) against a fake chest board.
 
-mod protocol_support;
-
-use nao_wire::protocol::cycle::{
+use super::support::{FakeBoard, Kind, Spoil};
+use crate::protocol::cycle::{
     Cycle, CycleInput, CycleOutput, ExchangeFailure, ReadResult, Reconnect,
 };
-use nao_wire::protocol::frame::{Frame, FrameError, SYNC_FRAME};
-use nao_wire::protocol::gate::Verdict;
-use nao_wire::protocol::startup::{link_up, Startup, StartupError};
-use nao_wire::protocol::tables::*;
-use nao_wire::{Command, Joint, JOINTS};
-use protocol_support::{FakeBoard, Kind, Spoil};
+use crate::protocol::frame::{Frame, FrameError, SYNC_FRAME};
+use crate::protocol::gate::Verdict;
+use crate::protocol::startup::{link_up, Startup, StartupError};
+use crate::protocol::tables::*;
+use crate::{Command, Joint, JOINTS};
 
 const MS: u64 = 1_000_000;
 
@@ -455,7 +453,7 @@ fn split_steps_make_the_same_frames_as_run() {
         // the fake board's answer to this frame, for the next cycle
         let mut probe = FakeBoard::new();
         probe.last_frame[..bytes.len()].copy_from_slice(&bytes);
-        use nao_wire::Link;
+        use crate::Link;
         probe.bulk_out(EP_OUT, &bytes).unwrap();
         let n = probe.bulk_in(EP_IN, &mut answer).unwrap();
         answer_len = Some(n);

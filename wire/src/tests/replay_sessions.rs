@@ -2,21 +2,19 @@
 //! reconnect, a chest button press, a trip and a re-arm) replay byte for
 //! byte; a recording with a call missing or left over fails naming its line.
 
-mod protocol_support;
-
 use std::path::Path;
 
+use super::support::FakeBoard;
+use crate::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use crate::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN, SYNC_ANSWER};
+use crate::protocol::gate::{Verdict, WakeLatch};
+use crate::protocol::startup::Startup;
+use crate::recording::record_link::RecordingLink;
+use crate::recording::{parse, Mismatch};
+use crate::replay::{replay_lines, ReplayFailure};
+use crate::step::{Step, StepInput};
+use crate::{Command, JOINTS};
 use deathswitch::{MemorySwitch, Switch};
-use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
-use nao_wire::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN, SYNC_ANSWER};
-use nao_wire::protocol::gate::{Verdict, WakeLatch};
-use nao_wire::protocol::startup::Startup;
-use nao_wire::recording::record_link::RecordingLink;
-use nao_wire::recording::{parse, Mismatch};
-use nao_wire::replay::{replay_lines, ReplayFailure};
-use nao_wire::step::{Step, StepInput};
-use nao_wire::{Command, JOINTS};
-use protocol_support::FakeBoard;
 
 /// A recording of the fake board, accepted 10, the switch armed, started
 /// up: the link, the switch and the runtime's step.
@@ -74,7 +72,7 @@ fn session() -> String {
     String::from_utf8(bytes).unwrap()
 }
 
-fn replay_text(text: &str) -> Result<nao_wire::replay::ReplayReport, ReplayFailure> {
+fn replay_text(text: &str) -> Result<crate::replay::ReplayReport, ReplayFailure> {
     replay_lines(parse(text).unwrap(), Path::new("session.rec"))
 }
 
@@ -134,9 +132,8 @@ fn replay_with_a_changed_answer_follows_it_and_still_checks_every_frame() {
     let at = line_of(&lines, "cycle 50 ");
     let bulk_in = at + line_of(&lines[at..], "bulk_in ");
     let answer = parse(&format!("nao-rs recording 1\n{}\n", lines[bulk_in])).unwrap();
-    let nao_wire::recording::Item::Call(nao_wire::recording::Recorded::BulkIn {
-        answer: Ok(bytes),
-        ..
+    let crate::recording::Item::Call(crate::recording::Recorded::BulkIn {
+        answer: Ok(bytes), ..
     }) = &answer[0].item
     else {
         panic!()

@@ -3,10 +3,10 @@
 //! recording the writer writes reads back the same. Case count:
 //! PROPTEST_CASES (CI: 100,000).
 
-use nao_wire::link::Setup;
-use nao_wire::protocol::bringup::{BringUpLimits, Jog, Limit, Tighter};
-use nao_wire::recording::{parse, parse_bytes, to_text, Item, Line, Recorded};
-use nao_wire::{Command, Joint, LinkError, JOINTS};
+use crate::link::Setup;
+use crate::protocol::bringup::{BringUpLimits, Jog, Limit, Tighter};
+use crate::recording::{parse, parse_bytes, to_text, Item, Line, Recorded};
+use crate::{Command, Joint, LinkError, JOINTS};
 use proptest::prelude::*;
 
 fn line_count(bytes: &[u8]) -> usize {

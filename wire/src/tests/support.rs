@@ -3,15 +3,15 @@
 //! fail reads and writes or corrupt answers.
 #![allow(dead_code)]
 
-use nao_wire::link::Call;
-use nao_wire::protocol::frame::{Frame, FrameWriter, SYNC_FRAME};
-use nao_wire::protocol::prefs::crc32;
-use nao_wire::protocol::tables::*;
-use nao_wire::{Link, LinkError, JOINTS};
+use crate::link::Call;
+use crate::protocol::frame::{Frame, FrameWriter, SYNC_FRAME};
+use crate::protocol::prefs::crc32;
+use crate::protocol::tables::*;
+use crate::{Link, LinkError, JOINTS};
 
 /// What a call was (no data, so the log never allocates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Open,
     SetConfiguration,
     ClaimInterface,
@@ -24,38 +24,38 @@ pub enum Kind {
 
 /// How to spoil the next answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spoil {
+pub(crate) enum Spoil {
     None,
     Sync,
     Crc,
     Seq,
 }
 
-pub const LOG: usize = 4096;
+pub(crate) const LOG: usize = 4096;
 
-pub struct FakeBoard {
-    pub log: [Kind; LOG],
-    pub log_len: usize,
-    pub prefs: [u8; PREFS_LEN],
-    pub config_version: [u8; 15],
+pub(crate) struct FakeBoard {
+    pub(crate) log: [Kind; LOG],
+    pub(crate) log_len: usize,
+    pub(crate) prefs: [u8; PREFS_LEN],
+    pub(crate) config_version: [u8; 15],
     /// Boards (index into HANDSHAKE_BOARDS) that never answer CONFIG_REQUEST.
-    pub config_silent: u16,
-    pub chest_button: bool,
-    pub battery_ma: i16,
-    pub temperature: [i8; JOINTS],
-    pub status: [u8; JOINTS],
-    pub count: [u16; JOINTS],
-    pub fail_reads: u32,
-    pub fail_writes: u32,
-    pub spoil: Spoil,
-    pub last_frame: [u8; 512],
-    pub last_frame_len: usize,
+    pub(crate) config_silent: u16,
+    pub(crate) chest_button: bool,
+    pub(crate) battery_ma: i16,
+    pub(crate) temperature: [i8; JOINTS],
+    pub(crate) status: [u8; JOINTS],
+    pub(crate) count: [u16; JOINTS],
+    pub(crate) fail_reads: u32,
+    pub(crate) fail_writes: u32,
+    pub(crate) spoil: Spoil,
+    pub(crate) last_frame: [u8; 512],
+    pub(crate) last_frame_len: usize,
     answer: [u8; 512],
     answer_len: usize,
-    pub frames_written: u32,
+    pub(crate) frames_written: u32,
 }
 
-pub fn prefs_block(zero: u16) -> [u8; PREFS_LEN] {
+pub(crate) fn prefs_block(zero: u16) -> [u8; PREFS_LEN] {
     let mut b = [0u8; PREFS_LEN];
     b[0..4].copy_from_slice(b"NPRF");
     b[4..6].copy_from_slice(&1u16.to_le_bytes());
@@ -69,7 +69,7 @@ pub fn prefs_block(zero: u16) -> [u8; PREFS_LEN] {
 }
 
 impl FakeBoard {
-    pub fn new() -> Box<Self> {
+    pub(crate) fn new() -> Box<Self> {
         Box::new(FakeBoard {
             log: [Kind::Close; LOG],
             log_len: 0,
@@ -99,15 +99,15 @@ impl FakeBoard {
         }
     }
 
-    pub fn calls(&self) -> &[Kind] {
+    pub(crate) fn calls(&self) -> &[Kind] {
         &self.log[..self.log_len]
     }
 
-    pub fn clear_log(&mut self) {
+    pub(crate) fn clear_log(&mut self) {
         self.log_len = 0;
     }
 
-    pub fn frame(&self) -> Frame<'_> {
+    pub(crate) fn frame(&self) -> Frame<'_> {
         Frame::parse(&self.last_frame[..self.last_frame_len], SYNC_FRAME).expect("valid frame")
     }
 

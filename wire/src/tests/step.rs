@@ -1,16 +1,14 @@
-//! The runtime's step (`nao_wire::step`): the switch read once, the gate,
+//! The runtime's step (`crate::step`): the switch read once, the gate,
 //! the cycle, the heartbeat and the answer's trips, against a fake chest
 //! board and the page's own cells in memory (`deathswitch::MemorySwitch`).
 
-mod protocol_support;
-
+use super::support::FakeBoard;
+use crate::protocol::bringup::{BringUp, BringUpLimits};
+use crate::protocol::gate::{Change, WakeLatch};
+use crate::protocol::startup::Startup;
+use crate::step::{Step, StepInput, StepOutput};
+use crate::{Command, Joint, JOINTS};
 use deathswitch::{MemorySwitch, Motion, Reason, Switch};
-use nao_wire::protocol::bringup::{BringUp, BringUpLimits};
-use nao_wire::protocol::gate::{Change, WakeLatch};
-use nao_wire::protocol::startup::Startup;
-use nao_wire::step::{Step, StepInput, StepOutput};
-use nao_wire::{Command, Joint, JOINTS};
-use protocol_support::FakeBoard;
 
 const MS: u64 = 1_000_000;
 

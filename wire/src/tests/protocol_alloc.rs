@@ -3,16 +3,11 @@
 //! press, failed exchanges and a reconnect) against a link that allocates
 //! nothing.
 
-mod protocol_support;
-
-use nao_wire::protocol::cycle::{Cycle, CycleInput, Reconnect};
-use nao_wire::protocol::gate::Verdict;
-use nao_wire::protocol::startup::Startup;
-use nao_wire::{Command, JOINTS};
-use protocol_support::FakeBoard;
-
-#[global_allocator]
-static GLOBAL: nao_kit::alloc::CountingAlloc = nao_kit::alloc::CountingAlloc;
+use super::support::FakeBoard;
+use crate::protocol::cycle::{Cycle, CycleInput, Reconnect};
+use crate::protocol::gate::Verdict;
+use crate::protocol::startup::Startup;
+use crate::{Command, JOINTS};
 
 #[test]
 fn cycle_path_allocates_nothing_over_1000_cycles() {

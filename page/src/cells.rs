@@ -262,7 +262,7 @@ impl Cells {
     /// The heartbeat after a frame: the all-off confirmation (only when
     /// `all_off`), then the time, then the cycle, each a Release store, so a
     /// reader that sees cycle N sees N's confirmation.
-    pub(crate) fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+    pub fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
         let stored = cycle.saturating_add(1);
         if all_off {
             self.all_off_cycle.store(stored, Ordering::Release);
@@ -275,7 +275,7 @@ impl Cells {
     /// One cycle's [`crate::Switch::beat`]: the motion state and the
     /// safety flags, then the heartbeat ([`Cells::write_heartbeat`]), so a
     /// reader that sees cycle N sees N's motion and flags.
-    pub(crate) fn beat(&self, beat: &Beat) {
+    pub fn beat(&self, beat: &Beat) {
         self.set_motion(beat.motion);
         self.set_safety_flags(beat.safety_flags);
         self.write_heartbeat(beat.cycle, beat.t_ns, beat.all_off);
@@ -400,7 +400,7 @@ impl Cells {
     /// "Armed with a trip time" is confirmed by a second load of `reason`:
     /// a trip that lands between the loads is a trip, not damage. Atomic
     /// loads only, no allocation.
-    pub(crate) fn judge(&self, clock: impl FnOnce() -> u64) -> Option<Damage> {
+    pub fn judge(&self, clock: impl FnOnce() -> u64) -> Option<Damage> {
         if !self.magic_present() {
             return Some(Damage::NoMagic);
         }

@@ -500,7 +500,12 @@ fn measure_cycles(rig: &mut Rig, cycles: u64) -> Result<CyclePhase, String> {
             ));
         }
         if !rig.runtime().is_some_and(|r| r.running()) {
-            return Err("the runtime exited during the cycle measurement".into());
+            let log = rig.runtime().map(|r| r.log_tail(8)).unwrap_or_default();
+            let reason = rig.page.snapshot().reason.map(Reason::name);
+            return Err(format!(
+                "the runtime exited during the cycle measurement (the switch: {}):\n{log}",
+                reason.unwrap_or("armed")
+            ));
         }
     }
     let frames: &[TraceLine] = &rig.frames[from..];

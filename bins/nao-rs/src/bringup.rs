@@ -132,8 +132,6 @@ pub struct Plan {
     pub joint: Joint,
     /// The limits, each its bound or tighter.
     pub limits: BringUpLimits,
-    /// The accepted configuration versions.
-    pub accepted: Vec<u8>,
 }
 
 /// Checks the options: the joint by its name, the accepted versions, every
@@ -167,7 +165,6 @@ pub fn plan(joint: &str, accepted: &[u8], limits: &LimitArgs) -> Result<Plan, St
     Ok(Plan {
         joint: j,
         limits: l,
-        accepted: accepted.to_vec(),
     })
 }
 
@@ -1038,7 +1035,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.joint, Joint::LShoulderPitch);
-        assert_eq!(p.accepted, vec![10, 11]);
         assert_eq!(p.limits.get(Limit::MaxStiffness), 0.1);
         assert_eq!(p.limits.get(Limit::JogStep), 0.02);
         assert_eq!(p.limits.get(Limit::Window), Limit::Window.default_value());

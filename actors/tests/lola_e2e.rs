@@ -11,9 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{config, decode, quiet, start, Answer, Frame, Rig};
+use common::{config, decode, quiet, start, Answer, Frame, Rig, FRAME_LEN, SENSOR_KEYS};
 use deathswitch::MemorySwitch;
-use nao_runtime::lola::{serve_runtime, LolaConfig, FRAME_LEN, SENSOR_KEYS};
+use nao_runtime::lola::{serve_runtime, LolaConfig};
 use nao_runtime::{NoHook, Reason, Switch};
 use nao_wire::JOINTS;
 

@@ -11,23 +11,23 @@ use crate::SensorFrame;
 
 /// A [`Body`] driven by hand.
 #[derive(Debug, Clone, Default)]
-pub struct FakeBody {
+pub(crate) struct FakeBody {
     /// Sensors still to hand out, one per [`Body::next_sensors`] call.
-    pub queue: VecDeque<SensorFrame>,
+    pub(crate) queue: VecDeque<SensorFrame>,
     /// Every command pushed, in order.
-    pub pushed: Vec<Command>,
+    pub(crate) pushed: Vec<Command>,
     /// When set, [`Body::push`] hands every command back (a full ring).
-    pub ring_full: bool,
+    pub(crate) ring_full: bool,
 }
 
 impl FakeBody {
     /// A body with no sensors queued.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         FakeBody::default()
     }
 
     /// Queues one cycle's sensors.
-    pub fn queue(&mut self, s: SensorFrame) {
+    pub(crate) fn queue(&mut self, s: SensorFrame) {
         self.queue.push_back(s);
     }
 }

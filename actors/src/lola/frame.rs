@@ -19,24 +19,7 @@ use nao_wire::JOINTS;
 use crate::SensorFrame;
 
 /// Bytes of every sensor frame (LoLA's size).
-pub const FRAME_LEN: usize = 896;
-
-/// LoLA's sensor keys, in the order of the frame.
-pub const SENSOR_KEYS: [&str; 13] = [
-    "RobotConfig",
-    "Accelerometer",
-    "Angles",
-    "Battery",
-    "Current",
-    "FSR",
-    "Gyroscope",
-    "Position",
-    "Sonar",
-    "Stiffness",
-    "Temperature",
-    "Touch",
-    "Status",
-];
+pub(crate) const FRAME_LEN: usize = 896;
 
 /// Characters of the body id and the head id in `RobotConfig`.
 pub(super) const ID_LEN: usize = 20;
@@ -251,6 +234,7 @@ impl<'a> LolaSensorFrame<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lola::tests::lola_client::SENSOR_KEYS;
     use nao_wire::protocol::devices::{Battery, Imu};
 
     fn sensors() -> SensorFrame {

@@ -10,14 +10,15 @@
 //!   machine; trips and the wake are the runtime's (`nao_wire::protocol::gate`).
 //! - `server`: the non-blocking Unix socket server (default
 //!   `DEFAULT_SOCKET`), a normal (not real-time) thread.
-//! - [`double`]: a test double of [`Body`].
+//! - `double`: a test double of `Body`, for the unit tests (`tests`:
+//!   the socket spoken to as real clients do).
 //! - [`runtime_body`]: the adapter from the runtime's `ProgramIo`, and
 //!   [`serve_runtime`], the `nao-rs run --controller lola` entry point.
 //!
-//! The bridge talks to the runtime through the small [`Body`] trait; a thin
-//! adapter makes the runtime's API one. Bind it with [`LolaServer::bind`]
-//! and serve it with [`LolaServer::step`], or for the runtime with
-//! [`serve_runtime`].
+//! The bridge talks to the runtime through the small `Body` trait; a thin
+//! adapter makes the runtime's API one. Bind the socket with
+//! [`LolaServer::bind`] and serve the runtime on it with
+//! [`serve_runtime_on`] (or both at once: [`serve_runtime`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,20 +30,23 @@ use crate::SensorFrame;
 
 mod actuator;
 mod bridge;
-pub mod double;
+#[cfg(test)]
+mod double;
 mod frame;
 pub mod runtime_body;
 mod server;
+#[cfg(test)]
+mod tests;
 
-pub use frame::{RobotConfig, FRAME_LEN, SENSOR_KEYS};
+pub use frame::RobotConfig;
 pub use runtime_body::{serve_runtime, serve_runtime_on};
-pub use server::{LolaServer, Stats};
+pub use server::LolaServer;
 
 /// LoLA's socket path.
 pub(crate) const DEFAULT_SOCKET: &str = "/tmp/robocup";
 
 /// What the bridge needs of the runtime: one small capability.
-pub trait Body {
+pub(crate) trait Body {
     /// Waits up to `timeout` for the next cycle's sensors (the runtime's
     /// [`SensorFrame`]); `None` when no cycle ended in that time. Each
     /// cycle's sensors are returned once.

@@ -58,32 +58,32 @@ pub(super) const SILENT_LOG_CYCLES: u32 = 25;
 
 /// Counters since the server started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Cycles served (sensor frames built).
-    pub cycles: u64,
+    pub(crate) cycles: u64,
     /// Whole frames handed to clients' sockets.
-    pub frames_sent: u64,
+    pub(crate) frames_sent: u64,
     /// Frames a client skipped because its socket was still full.
-    pub frames_skipped: u64,
+    pub(crate) frames_skipped: u64,
     /// Actuator messages decoded (all clients).
-    pub messages: u64,
+    pub(crate) messages: u64,
     /// Commands pushed into the body.
-    pub commands_pushed: u64,
+    pub(crate) commands_pushed: u64,
     /// Commands the body handed back (full ring).
-    pub ring_full: u64,
+    pub(crate) ring_full: u64,
     /// Clients closed for a malformed message.
-    pub malformed: u64,
+    pub(crate) malformed: u64,
     /// Clients that disconnected normally (end of file, reset, broken pipe).
-    pub disconnects: u64,
+    pub(crate) disconnects: u64,
     /// Clients closed for another I/O error.
-    pub io_errors: u64,
+    pub(crate) io_errors: u64,
     /// Clients that took over the controller's role from a hung-up
     /// controller (a reconnect).
-    pub controller_reconnects: u64,
+    pub(crate) controller_reconnects: u64,
     /// Clients connected now.
-    pub clients: usize,
+    pub(crate) clients: usize,
     /// Whether a controlling client is connected now.
-    pub has_controller: bool,
+    pub(crate) has_controller: bool,
 }
 
 struct Client {
@@ -174,8 +174,9 @@ impl LolaServer {
         &mut self.config
     }
 
-    /// The counters.
-    pub fn stats(&self) -> Stats {
+    /// The counters (read by the unit tests; the server keeps them).
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> Stats {
         Stats {
             clients: self.clients.len(),
             has_controller: self.controller.is_some(),
@@ -197,7 +198,7 @@ impl LolaServer {
     /// sensors and, when they come, serves the cycle. Returns whether a
     /// cycle was served. Without a cycle, clients are still read (so
     /// disconnects and malformed messages are noticed) and nothing is pushed.
-    pub fn step<B: Body>(&mut self, body: &mut B, timeout: Duration) -> bool {
+    pub(crate) fn step<B: Body>(&mut self, body: &mut B, timeout: Duration) -> bool {
         self.accept();
         let Some(sensors) = body.next_sensors(timeout) else {
             self.accept();

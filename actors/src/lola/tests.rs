@@ -4,19 +4,31 @@
 //! body, one server step per cycle (deterministic: a client's answer is in
 //! the socket before the next step reads it).
 
-mod common;
-
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{decode, quiet, Answer};
-use nao_runtime::lola::double::FakeBody;
-use nao_runtime::lola::{LolaConfig, LolaServer, FRAME_LEN, SENSOR_KEYS};
-use nao_runtime::SensorFrame;
 use nao_wire::JOINTS;
 use serde::Serialize;
+
+use super::double::FakeBody;
+use super::frame::FRAME_LEN;
+use super::{LolaConfig, LolaServer};
+use crate::SensorFrame;
+
+#[path = "../../tests/common/lola_client.rs"]
+pub(super) mod lola_client;
+use lola_client::{decode, Answer, SENSOR_KEYS};
+
+fn quiet() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+#[test]
+fn the_frame_is_as_long_as_a_lola_client_reads() {
+    assert_eq!(FRAME_LEN, lola_client::FRAME_LEN);
+}
 
 const STEP: Duration = Duration::from_millis(1);
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use deathswitch::stop::udp::UdpShared;
 use deathswitch::{Reason, Switch};
 use nao_kit::log::{EventSink, Level};
-use nao_kit::{Tick, Ticker};
+use nao_kit::ticker::{Tick, Ticker};
 use nao_wire::link::Link;
 use nao_wire::protocol::cycle::{ExchangeFailure, Reconnect};
 use nao_wire::protocol::gate::Change;

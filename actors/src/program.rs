@@ -138,14 +138,14 @@ impl Latest {
     /// Waits up to `timeout_ns` for a frame newer than publication number
     /// `after`; returns it with its number.
     pub(crate) fn wait_newer(&self, after: u64, timeout_ns: u64) -> Option<(u64, SensorFrame)> {
-        let deadline = nao_kit::monotonic_ns().saturating_add(timeout_ns);
+        let deadline = nao_kit::clock::monotonic_ns().saturating_add(timeout_ns);
         loop {
             let seen = self.notify.current();
             let n = self.published();
             if n > after {
                 return Some((n, self.read()));
             }
-            let now = nao_kit::monotonic_ns();
+            let now = nao_kit::clock::monotonic_ns();
             if now >= deadline {
                 return None;
             }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use deathswitch::stop::udp::{describe, handover_path, ListenConfig, UdpEvent, UdpListener};
 use deathswitch::{Reason, Switch};
 use nao_kit::log::{EventSink, LogActor, Logbook};
-use nao_kit::{monotonic_ns, ActorSpec};
+use nao_kit::{actor::ActorSpec, clock::monotonic_ns};
 use nao_wire::link::{Link, LinkError};
 use nao_wire::protocol::bringup::BringUp;
 use nao_wire::protocol::gate::WakeLatch;
@@ -71,7 +71,7 @@ pub struct RunSummary {
 pub struct Runtime<L: Link + 'static = Box<dyn Link>> {
     identity: Identity,
     handle: Handle,
-    cycle: Option<nao_kit::Actor<(L, RunSummary)>>,
+    cycle: Option<nao_kit::actor::Actor<(L, RunSummary)>>,
     udp: Option<UdpListener>,
     monitor: Option<status_file::Monitor>,
     log: Option<LogActor>,
@@ -230,7 +230,7 @@ impl<L: Link + 'static> Runtime<L> {
             cpu: config.cycle_cpu,
         };
         let period = config.period_ns;
-        let cycle = nao_kit::spawn(spec, move || {
+        let cycle = nao_kit::actor::spawn(spec, move || {
             let summary = actor.run(&mut link, &mut hook, period);
             (link, summary)
         })

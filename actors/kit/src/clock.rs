@@ -2,7 +2,7 @@
 //! ([`monotonic_ns`], async-signal-safe; the death switch's `now_ns` is
 //! this function) and the wall clock for display ([`unix_ns`]).
 //!
-//! The rules take time passed in ([`crate::Schedule`], the log's
+//! The rules take time passed in ([`crate::ticker::Schedule`], the log's
 //! coalescer, the page's and the guard's rules), so their tests need no
 //! clock; the I/O around them (the ticker's sleeps, the log's stamps)
 //! reads [`monotonic_ns`]. The ticker sleeps on the same clock
@@ -57,7 +57,7 @@ mod tests {
     #[test]
     fn a_schedule_driven_by_the_time_passed_in_keeps_its_grid() {
         let mut now = 1_000;
-        let mut s = crate::Schedule::new(now, 10, 1);
+        let mut s = crate::ticker::Schedule::new(now, 10, 1);
         for k in 0..3u64 {
             let d = s.plan(now);
             assert_eq!(d, 1_000 + k * 10);

@@ -2,13 +2,15 @@
 //! (the runtime and the guard alike).
 //!
 //! Its public face:
-//! - [`actor`]: [`spawn`] and [`actor::spawn_guarded`] start an [`Actor`],
-//!   a named thread with a SCHED_FIFO priority and a CPU ([`ActorSpec`]),
-//!   set from inside the thread and read back ([`Placement`]).
-//! - [`ticker`]: the absolute-deadline rule ([`Schedule`], pure) and the
-//!   [`Ticker`] that sleeps to it with `clock_nanosleep(TIMER_ABSTIME)`
-//!   ([`Tick`], [`TickStats`]); [`ticker::sleep_until_readable`].
-//! - [`clock`]: the one clock reader of the house, [`monotonic_ns`]
+//! - [`actor`]: [`actor::spawn`] and [`actor::spawn_guarded`] start an
+//!   [`actor::Actor`], a named thread with a SCHED_FIFO priority and a CPU
+//!   ([`actor::ActorSpec`]), set from inside the thread and read back
+//!   ([`actor::Placement`]).
+//! - [`ticker`]: the absolute-deadline rule ([`ticker::Schedule`], pure) and
+//!   the [`ticker::Ticker`] that sleeps to it with
+//!   `clock_nanosleep(TIMER_ABSTIME)` ([`ticker::Tick`],
+//!   [`ticker::TickStats`]); [`ticker::sleep_until_readable`].
+//! - [`clock`]: the one clock reader of the house, [`clock::monotonic_ns`]
 //!   (async-signal-safe), and [`clock::unix_ns`] for display.
 //! - [`log`]: events through a ring per actor to a logging actor, repeats
 //!   counted ([`log::Logbook`], [`log::EventSink`], [`log::Level`]).
@@ -17,6 +19,8 @@
 //! - [`ring`]: a preallocated `rtrb` SPSC ring.
 //! - [`alloc`]: a counting allocator ([`alloc::CountingAlloc`]), so a
 //!   running process shows that its real-time loops allocate nothing.
+//!
+//! Each item has one path, its module's (`nao_kit::ticker::Ticker`).
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -26,10 +30,6 @@ pub mod clock;
 pub mod log;
 pub mod notify;
 pub mod ticker;
-
-pub use actor::{spawn, Actor, ActorSpec, Placement};
-pub use clock::monotonic_ns;
-pub use ticker::{Schedule, Tick, TickStats, Ticker};
 
 /// A preallocated single-producer single-consumer ring of `capacity` slots
 /// (`rtrb`): `push` and `pop` never block and never allocate.

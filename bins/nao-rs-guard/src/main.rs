@@ -134,10 +134,10 @@ fn run(args: GuardArgs) -> Result<(), String> {
     let mut poller =
         Poller::new(WireBoard::new(link), settings, pid, loop_log).with_reserve(reserve);
     let loop_page = page.clone();
-    let actor = kit::spawn(
-        kit::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),
+    let actor = kit::actor::spawn(
+        kit::actor::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),
         move || {
-            let mut ticker = kit::Ticker::new(POLL_PERIOD_NS);
+            let mut ticker = kit::ticker::Ticker::new(POLL_PERIOD_NS);
             // Acquire: pairs with the (SeqCst) store in the signal handler.
             while !signalled.load(Ordering::Acquire) {
                 // The 2 ms deadline, or at once when the runtime exits.

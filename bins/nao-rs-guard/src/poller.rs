@@ -10,7 +10,7 @@ use std::os::fd::BorrowedFd;
 
 use deathswitch::rules::{decide, Settings};
 use deathswitch::{Integrity, Page};
-use nao_kit::Schedule;
+use nao_kit::ticker::Schedule;
 
 use crate::board::Board;
 use crate::core::{

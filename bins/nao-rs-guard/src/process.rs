@@ -93,7 +93,7 @@ impl Pidfd {
 /// Waits up to `timeout_ns` for `fd` to turn readable (the kit's
 /// `sleep_until_readable`). True when it is.
 pub fn wait_readable(fd: Option<BorrowedFd<'_>>, timeout_ns: u64) -> bool {
-    let deadline = nao_kit::monotonic_ns().saturating_add(timeout_ns);
+    let deadline = nao_kit::clock::monotonic_ns().saturating_add(timeout_ns);
     nao_kit::ticker::sleep_until_readable(deadline, fd)
 }
 

@@ -47,7 +47,7 @@ where
     F: Fn(Reason) -> bool + Send + 'static,
     P: FnOnce() + Send + 'static,
 {
-    let mut spec = nao_kit::ActorSpec::new("guard-udp");
+    let mut spec = nao_kit::actor::ActorSpec::new("guard-udp");
     spec.priority = Some(GUARD_UDP_PRIORITY);
     UdpListener::start(
         ListenConfig::new(port, handover),

@@ -8,9 +8,6 @@ use nao_wire::protocol::startup::StartupError;
 
 use crate::bringup::BringUpSetup;
 
-/// The runtime's cycle period: 12 ms, the frame period the guard keeps
-/// (`deathswitch::rules::FRAME_PERIOD_NS`).
-pub const PERIOD_NS: u64 = deathswitch::rules::FRAME_PERIOD_NS;
 /// The cycle actor's SCHED_FIFO priority.
 pub const CYCLE_PRIORITY: u8 = 30;
 /// The UDP listener's SCHED_FIFO priority (below the cycle's).
@@ -64,7 +61,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            period_ns: PERIOD_NS,
+            period_ns: deathswitch::rules::FRAME_PERIOD_NS,
             cycle_priority: Some(CYCLE_PRIORITY),
             cycle_cpu: None,
             udp_port: Some(deathswitch::stop::PORT),

@@ -30,10 +30,11 @@
 //! Its public face:
 //! - starting and stopping: [`Runtime`] (with a [`CycleHook`], [`NoHook`]),
 //!   [`Config`] (with [`BringUpSetup`]), [`StartError`], [`RunSummary`];
-//!   the constants [`PERIOD_NS`], [`CYCLE_PRIORITY`];
+//!   the constant [`CYCLE_PRIORITY`] (the period is the page's
+//!   `deathswitch::rules::FRAME_PERIOD_NS`, which the guard keeps too);
 //! - the program's side: [`ProgramIo`], [`SensorFrame`], [`SwitchState`],
 //!   [`SafetyFlags`]; from any thread: [`Handle`] (trip, wake, jog, stop),
-//!   [`Status`], [`WakeRefused`]; the death switch's [`Switch`],
+//!   [`Status`], [`wake::WakeRefused`]; the death switch's [`Switch`],
 //!   [`Reason`] and [`Motion`];
 //! - [`controller`]: the `none` and `stand` controllers and [`controller::run`];
 //! - [`lola`]: the LoLA-compatible socket;
@@ -60,7 +61,7 @@ pub mod status_file;
 pub mod wake;
 
 pub use bringup::BringUpSetup;
-pub use config::{Config, StartError, CYCLE_PRIORITY, PERIOD_NS};
+pub use config::{Config, StartError, CYCLE_PRIORITY};
 pub use deathswitch::{Motion, Reason, Switch};
 pub use flags::SafetyFlags;
 pub use handle::{Handle, Status};

@@ -1,4 +1,4 @@
-//! The adapter from the runtime's program API ([`ProgramIo`]) to [`Body`],
+//! The adapter from the runtime's program API ([`ProgramIo`]) to `Body`,
 //! and the `nao-rs run --controller lola` entry point [`serve_runtime`].
 //!
 //! Trips and the wake are not the adapter's business: the runtime's wake
@@ -42,7 +42,7 @@ impl LolaConfig {
     }
 }
 
-/// The runtime's [`ProgramIo`] as a [`Body`].
+/// The runtime's [`ProgramIo`] as a `Body`.
 pub(crate) struct RuntimeBody {
     io: ProgramIo,
 }

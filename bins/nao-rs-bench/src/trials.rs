@@ -17,7 +17,7 @@ use super::rig::{self, Rig};
 use super::trace::{cycle_timing, CycleTiming};
 
 /// The runtime's cycle period, ns.
-pub const PERIOD_NS: u64 = nao_runtime::PERIOD_NS;
+pub const PERIOD_NS: u64 = deathswitch::rules::FRAME_PERIOD_NS;
 
 /// How a stop is triggered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

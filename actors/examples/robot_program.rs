@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         if t > 3.0 {
-            io.trip(); // reason `api`; nothing re-arms it but a person
+            io.handle().trip(); // reason `api`; nothing re-arms it but a person
             break;
         }
     }

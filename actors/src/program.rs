@@ -188,17 +188,8 @@ impl ProgramIo {
         Some(f)
     }
 
-    /// The latest sensors at once (possibly one already returned).
-    pub fn latest_sensors(&self) -> SensorFrame {
-        self.latest.read()
-    }
-
-    /// Trips the switch with reason `api`. No call re-arms.
-    pub fn trip(&self) {
-        self.handle.trip();
-    }
-
-    /// The runtime's handle (trip, stop, state).
+    /// The runtime's handle: trip, wake, stop, the latest sensors at once
+    /// ([`super::Handle`]; one place for each, shared with every thread).
     pub fn handle(&self) -> &super::Handle {
         &self.handle
     }

@@ -70,7 +70,7 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
     let mut woken = false;
     let mut step = 0;
     while done.load(Ordering::SeqCst) == 0 {
-        let k = io.latest_sensors().cycle;
+        let k = io.handle().latest_sensors().cycle;
         // Silent for a while once re-armed: the gate's verdict on the
         // held command is applied on the cycle thread too.
         if !(WARM_UP + 400..WARM_UP + 500).contains(&k) {

@@ -177,7 +177,7 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
     );
     drive(&mut io, |f| f.stiffness_sent.iter().all(|&s| s == 500));
     assert_eq!(board.snapshot().motion, nao_runtime::Motion::Awake);
-    io.trip();
+    io.handle().trip();
     drive(&mut io, |f| f.switch.tripped);
     assert_eq!(board.snapshot().motion, nao_runtime::Motion::LimpTripped);
     assert!(rt.handle().wake().is_err(), "no wake while tripped");
@@ -198,7 +198,7 @@ fn fault_gives_an_all_off_frame(
     let (rt, mut io, seen) = start_stiff(&rig, &board);
     fault(&rig, &board, &io);
     drive(&mut io, until);
-    check(&board, &io.latest_sensors());
+    check(&board, &io.handle().latest_sensors());
     assert_first_tripped_frame_all_off(&rig, seen.first_tripped().unwrap());
     drop(rt);
 }
@@ -206,7 +206,7 @@ fn fault_gives_an_all_off_frame(
 #[test]
 fn api_trip_makes_the_very_next_frame_all_off() {
     fault_gives_an_all_off_frame(
-        |_, _, io| io.trip(),
+        |_, _, io| io.handle().trip(),
         |f| f.switch.tripped,
         |_, f| {
             assert!(f.all_off);
@@ -355,7 +355,7 @@ fn udp_port_is_read_by_the_runtime_also_with_a_live_guard() {
     for _ in 0..30 {
         io.next_sensors(1_000_000_000).unwrap();
     }
-    let flags = io.latest_sensors().safety;
+    let flags = io.handle().latest_sensors().safety;
     assert!(!flags.contains(nao_runtime::SafetyFlags::UDP_PORT_NOT_OWNED));
     let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     s.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();

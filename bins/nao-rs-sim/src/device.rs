@@ -598,7 +598,9 @@ mod tests {
     use super::*;
     use nao_wire::link::Setup;
     use nao_wire::protocol::frame::FrameWriter;
-    use nao_wire::protocol::tables::SYNC_ANSWER;
+
+    /// The sync byte of an answer (`docs/protocol.md` section 5).
+    const SYNC_ANSWER: u8 = 0x5a;
 
     fn dev() -> Device {
         let cfg = BodyConfig::default();
@@ -698,8 +700,12 @@ mod tests {
         let (out, o) = call(&mut d, &mut a, BULK_IN);
         assert_eq!(o.delay_ms, 0);
         let out = out.unwrap();
-        let ans = Frame::parse_answer(&out, 8).unwrap();
-        assert_eq!(ans.sync, SYNC_ANSWER);
+        let ans = Frame::parse(&out, SYNC_ANSWER).unwrap();
+        assert_eq!(
+            (ans.sync, ans.seq),
+            (SYNC_ANSWER, 8),
+            "the answer to frame 8"
+        );
         assert_eq!(
             call(&mut d, &mut a, BULK_IN).0,
             Err(LinkError::Timeout),
@@ -719,11 +725,12 @@ mod tests {
         call(&mut d, &mut a, bulk_out(&frame(5))).0.unwrap();
         let out = call(&mut d, &mut a, BULK_IN).0.unwrap();
         assert!(matches!(
-            Frame::parse_answer(&out, 5),
+            Frame::parse(&out, SYNC_ANSWER),
             Err(nao_wire::protocol::frame::FrameError::BadCrc { .. })
         ));
         call(&mut d, &mut a, bulk_out(&frame(6))).0.unwrap();
-        assert!(Frame::parse_answer(&call(&mut d, &mut a, BULK_IN).0.unwrap(), 6).is_ok());
+        let out = call(&mut d, &mut a, BULK_IN).0.unwrap();
+        assert_eq!(Frame::parse(&out, SYNC_ANSWER).map(|f| f.seq), Ok(6));
         // Stall: the requests run at t = 1000 ns, the stall lasts 1 ms from 0.
         d.control(CtlCommand::Stall(1), 0);
         call(&mut d, &mut a, bulk_out(&frame(7))).0.unwrap();

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use deathswitch::{MemorySwitch, Switch as _};
-use nao_rs_sim::device::{Conn, Device};
+use nao_rs_sim::device::{Device, InProcessLink};
 use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::{Call, Link, LinkError};
 use nao_wire::protocol::gate::WakeLatch;
@@ -25,33 +25,32 @@ use nao_wire::replay::replay_file;
 use nao_wire::step::{Step, StepInput};
 use nao_wire::{Command, JOINTS};
 
-/// The bulk IN buffer's length (`docs/protocol.md` section 1).
+/// The bulk endpoints and the bulk IN buffer's length (`docs/protocol.md`
+/// section 1).
+const EP_OUT: u8 = 0x02;
+const EP_IN: u8 = 0x81;
 const BULK_IN_LEN: usize = 512;
 
 /// The virtual robot in this process. Until [`Board::defer`] every call
-/// goes to the device; from then on the step's frame is only kept and its
+/// goes to its device; from then on the step's frame is only kept and its
 /// bulk read is handed the answer [`Board::answer`] made before.
 struct Board {
-    device: Device,
-    conn: Conn,
-    now_ns: u64,
+    robot: InProcessLink,
     deferred: bool,
     frame: Vec<u8>,
-    answer: Vec<u8>,
-    scratch: Vec<u8>,
+    answer: [u8; BULK_IN_LEN],
+    answer_len: usize,
 }
 
 impl Board {
     fn new() -> Board {
         let (cfg, prefs, _) = BoardSettings::default().build().expect("default settings");
         Board {
-            device: Device::new(cfg, prefs),
-            conn: Conn::new(1, 1),
-            now_ns: 0,
+            robot: InProcessLink::new(Device::new(cfg, prefs)),
             deferred: false,
             frame: Vec::with_capacity(BULK_IN_LEN),
-            answer: Vec::with_capacity(BULK_IN_LEN),
-            scratch: Vec::with_capacity(BULK_IN_LEN),
+            answer: [0; BULK_IN_LEN],
+            answer_len: 0,
         }
     }
 
@@ -62,25 +61,11 @@ impl Board {
     /// The device's answer to the kept frame at `now_ns`, for the next
     /// step's read (outside the measurement).
     fn answer(&mut self, now_ns: u64) {
-        self.now_ns = now_ns;
-        let frame = std::mem::take(&mut self.frame);
-        let out = Call::BulkOut {
-            endpoint: 0x02,
-            data: &frame,
-        };
-        let (written, _) = self
-            .device
-            .call(&mut self.conn, &out, now_ns, &mut self.scratch);
-        assert_eq!(written.map_err(|(e, _)| e), Ok(frame.len()));
-        self.frame = frame;
-        let read = Call::BulkIn {
-            endpoint: 0x81,
-            length: BULK_IN_LEN,
-        };
-        let (got, _) = self
-            .device
-            .call(&mut self.conn, &read, now_ns, &mut self.answer);
-        assert!(got.is_ok(), "the virtual robot answers every frame");
+        self.robot.now_ns = now_ns;
+        let written = self.robot.bulk_out(EP_OUT, &self.frame);
+        assert_eq!(written, Ok(self.frame.len()));
+        let read = self.robot.bulk_in(EP_IN, &mut self.answer);
+        self.answer_len = read.expect("the virtual robot answers every frame");
     }
 }
 
@@ -93,21 +78,11 @@ impl Link for Board {
                 Ok(data.len())
             }
             Call::BulkIn { .. } if self.deferred => {
-                let n = self.answer.len().min(answer.len());
+                let n = self.answer_len.min(answer.len());
                 answer[..n].copy_from_slice(&self.answer[..n]);
                 Ok(n)
             }
-            _ => {
-                let (reply, _) =
-                    self.device
-                        .call(&mut self.conn, &call, self.now_ns, &mut self.scratch);
-                let n = reply.map_err(|(e, _)| e)?;
-                let to = answer
-                    .get_mut(..self.scratch.len())
-                    .ok_or(LinkError::Other)?;
-                to.copy_from_slice(&self.scratch);
-                Ok(n)
-            }
+            _ => self.robot.call(call, answer),
         }
     }
 }

@@ -171,6 +171,50 @@ pub struct DeviceStats {
 /// for most kinds).
 pub type Reply = Result<usize, (LinkError, String)>;
 
+/// The device in the caller's own process as a [`nao_wire::Link`] (for
+/// tests and benches): each call is the device's [`Device::call`] from one
+/// connection at [`InProcessLink::now_ns`], the caller's clock.
+pub struct InProcessLink {
+    /// The device.
+    pub device: Device,
+    /// The one connection the calls come from.
+    pub conn: Conn,
+    /// The time the calls are performed at, ns.
+    pub now_ns: u64,
+    /// The last valid frame the device received (each one sets it; the
+    /// caller may clear it).
+    pub last_frame: Option<FrameSeen>,
+    read: Vec<u8>,
+}
+
+impl InProcessLink {
+    /// `device`, its connection not open yet, at time 0.
+    pub fn new(device: Device) -> Self {
+        InProcessLink {
+            device,
+            conn: Conn::new(1, 1),
+            now_ns: 0,
+            last_frame: None,
+            read: Vec::with_capacity(PREFS_LEN),
+        }
+    }
+}
+
+impl nao_wire::Link for InProcessLink {
+    fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
+        let (reply, outcome) = self
+            .device
+            .call(&mut self.conn, &call, self.now_ns, &mut self.read);
+        if outcome.frame.is_some() {
+            self.last_frame = outcome.frame;
+        }
+        let n = reply.map_err(|(e, _)| e)?;
+        let to = answer.get_mut(..self.read.len()).ok_or(LinkError::Other)?;
+        to.copy_from_slice(&self.read);
+        Ok(n)
+    }
+}
+
 /// The virtual chest board: the USB device, its boards and its faults.
 pub struct Device {
     /// The boards.

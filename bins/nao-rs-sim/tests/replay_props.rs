@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use deathswitch::{MemorySwitch, Switch as _};
 use nao_rs_sim::ctl::CtlCommand;
-use nao_rs_sim::device::{Conn, Device};
+use nao_rs_sim::device::{Device, InProcessLink};
 use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::{Call, Link, LinkError};
 use nao_wire::protocol::cycle::Reconnect;
@@ -38,57 +38,33 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 /// Random sessions per run (fixed, see the module doc).
 const SESSIONS: u32 = 300;
 
-/// The virtual robot in this process: each call is handed to the device at
-/// the session's time. The last frame's stiffness as the robot saw it is
-/// kept.
-struct Robot {
-    device: Device,
-    conn: Conn,
-    now_ns: u64,
-    reply: Vec<u8>,
-    /// Whether the last valid frame the robot received was all-off.
-    last_frame_all_off: Option<bool>,
-}
-
-/// The robot as a [`Link`]; the session keeps a second handle to set its
-/// time and faults and to see its frames while the recording link owns
-/// this one.
+/// The virtual robot in this process as a [`Link`]: each call is handed to
+/// the device at the session's time, and the last valid frame it received
+/// is kept. The session keeps a second handle to set the time and the
+/// faults and to see the frames while the recording link owns this one.
 #[derive(Clone)]
-struct RobotLink(Arc<Mutex<Robot>>);
+struct RobotLink(Arc<Mutex<InProcessLink>>);
 
 impl RobotLink {
     fn new() -> RobotLink {
         let (cfg, prefs, _) = BoardSettings::default().build().expect("default settings");
-        RobotLink(Arc::new(Mutex::new(Robot {
-            device: Device::new(cfg, prefs),
-            conn: Conn::new(1, 1),
-            now_ns: 0,
-            reply: Vec::with_capacity(5000),
-            last_frame_all_off: None,
-        })))
+        let robot = InProcessLink::new(Device::new(cfg, prefs));
+        RobotLink(Arc::new(Mutex::new(robot)))
     }
 
-    fn robot(&self) -> MutexGuard<'_, Robot> {
+    fn robot(&self) -> MutexGuard<'_, InProcessLink> {
         self.0.lock().expect("the robot's lock")
+    }
+
+    /// Whether the last valid frame the robot received was all-off.
+    fn last_frame_all_off(&self) -> Option<bool> {
+        self.robot().last_frame.map(|f| f.stiffness.all_off())
     }
 }
 
 impl Link for RobotLink {
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
-        let robot = &mut *self.robot();
-        let (reply, outcome) =
-            robot
-                .device
-                .call(&mut robot.conn, &call, robot.now_ns, &mut robot.reply);
-        if let Some(f) = outcome.frame {
-            robot.last_frame_all_off = Some(f.stiffness.all_off());
-        }
-        let n = reply.map_err(|(e, _)| e)?;
-        let to = answer
-            .get_mut(..robot.reply.len())
-            .ok_or(LinkError::Other)?;
-        to.copy_from_slice(&robot.reply);
-        Ok(n)
+        self.robot().call(call, answer)
     }
 }
 
@@ -336,13 +312,13 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
         }
         limp |= frame_tripped;
         tripped_frames += u32::from(frame_tripped);
-        robot.robot().last_frame_all_off = None;
+        robot.robot().last_frame = None;
         let out = step.run(&switch, &mut rec, &input, |_, _| {});
         if limp {
             if !out.cycle.all_off {
                 return Err(format!("cycle {k}: a stiff frame where all-off was due"));
             }
-            if robot.robot().last_frame_all_off == Some(false) {
+            if robot.last_frame_all_off() == Some(false) {
                 return Err(format!("cycle {k}: the robot received a stiff frame"));
             }
         }

@@ -89,18 +89,28 @@ pub(crate) fn levels_flags(l: &Levels) -> SafetyFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nao_wire::link::{Call, Link, LinkError};
+    use nao_wire::protocol::cycle::{Cycle, CycleInput};
     use nao_wire::protocol::frame::FrameError;
+    use nao_wire::protocol::gate::Verdict;
 
+    /// A link with no board behind it: every call fails.
+    struct NoBoard;
+
+    impl Link for NoBoard {
+        fn call(&mut self, _: Call<'_>, _: &mut [u8]) -> Result<usize, LinkError> {
+            Err(LinkError::NoDevice)
+        }
+    }
+
+    /// A real cycle's output (the guard's cycle on a link with no board),
+    /// then set to cycle `k`, no failure, no board rejected, full levels.
     fn out(k: u64) -> CycleOutput {
-        let mut c = nao_wire::protocol::cycle::Cycle::with_default_accepted([2048; 25]);
-        c.build(
-            &nao_wire::protocol::cycle::CycleInput {
-                command: None,
-                verdict: &nao_wire::protocol::gate::Verdict::AWAKE,
-            },
-            0,
-        );
-        let mut o = c.complete(nao_wire::protocol::cycle::ReadResult::Skipped, Ok(()));
+        let limp = CycleInput {
+            command: None,
+            verdict: &Verdict::LIMP,
+        };
+        let mut o = Cycle::guard().run(&mut NoBoard, &limp, 0);
         o.k = k;
         o.failure = None;
         o.failed_exchanges = 0;

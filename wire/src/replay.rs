@@ -35,7 +35,7 @@ use crate::step::{Step, StepInput};
 /// A replay that passed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayReport {
-    /// The file (empty for [`replay_lines`] without a path).
+    /// The file.
     pub(crate) path: PathBuf,
     /// USB calls matched.
     pub calls: usize,
@@ -98,8 +98,12 @@ impl std::error::Error for ReplayFailure {}
 ///
 /// # Errors
 ///
-/// [`ReplayFailure::Parse`] when the file cannot be read or parsed, else
-/// what [`replay_lines`] returns.
+/// [`ReplayFailure::Parse`] when the file cannot be read or parsed;
+/// [`ReplayFailure::Mismatch`] at the first call the replay made that the
+/// recording does not hold (or one it holds that was not made);
+/// [`ReplayFailure::CycleNumber`] for a `cycle` line that does not follow
+/// the runtime's count. A start-up that fails as recorded is no failure:
+/// the report holds it.
 pub fn replay_file(path: &Path) -> Result<ReplayReport, ReplayFailure> {
     let start = Instant::now();
     let lines = recording::read_file(path).map_err(ReplayFailure::Parse)?;
@@ -148,16 +152,9 @@ impl Inputs {
     }
 }
 
-/// Replays parsed lines; `path` only names the file in the report.
-///
-/// # Errors
-///
-/// [`ReplayFailure::Mismatch`] at the first call the replay made that the
-/// recording does not hold (or one it holds that was not made), or
-/// [`ReplayFailure::CycleNumber`] for a `cycle` line that does not follow
-/// the runtime's count. A start-up that fails as recorded is no failure:
-/// the report holds it.
-pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, ReplayFailure> {
+/// Replays parsed lines; `path` only names the file in the report. Fails
+/// as [`replay_file`] does, but for the parse.
+pub(crate) fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, ReplayFailure> {
     let start = Instant::now();
     let wake_latch = if lines.iter().any(|l| matches!(l.item, Item::Wake)) {
         WakeLatch::On

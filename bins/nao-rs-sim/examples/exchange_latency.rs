@@ -1,17 +1,19 @@
 //! Measures the round trip of one cycle (bulk_in of the previous answer,
 //! then bulk_out of the frame) through `SimLink` against a running
-//! simulator binary, with the protocol core's start-up and cycle; then
-//! how soon the claim is free after its holder is killed with SIGKILL.
+//! simulator binary, with the runtime's start-up and step (an armed switch
+//! in memory); then how soon the claim is free after its holder is killed
+//! with SIGKILL.
 //!
 //! `cargo run -p nao-rs-sim --example exchange_latency -- target/debug/nao-rs-sim [cycles]`
 
 use std::time::Instant;
 
+use deathswitch::{MemorySwitch, Switch as _};
 use nao_rs_sim::Spawned;
 use nao_wire::link::Link;
-use nao_wire::protocol::cycle::{Cycle, CycleInput};
-use nao_wire::protocol::gate::Verdict;
+use nao_wire::protocol::gate::WakeLatch;
 use nao_wire::protocol::startup::Startup;
+use nao_wire::step::{Step, StepInput};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -35,16 +37,17 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let mut cycle = Cycle::from_identity(&id, &[10]);
-    let input = CycleInput {
-        command: None,
-        verdict: &Verdict::AWAKE,
-    };
+    let switch = MemorySwitch::armed();
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::Off);
     let t0 = Instant::now();
     let mut us: Vec<u64> = Vec::with_capacity(n);
     for k in 0..n {
+        let input = StepInput {
+            now_ns: 12_000_000 * k as u64,
+            ..StepInput::default()
+        };
         let start = Instant::now();
-        let out = cycle.run(&mut link, &input, 12_000_000 * k as u64);
+        let out = step.run(&switch, &mut link, &input, |_, _| {}).cycle;
         us.push(start.elapsed().as_micros() as u64);
         if out.failure.is_some() {
             eprintln!("cycle {k}: {:?}", out.failure);

@@ -171,6 +171,50 @@ pub struct DeviceStats {
 /// for most kinds).
 pub type Reply = Result<usize, (LinkError, String)>;
 
+/// The device in the caller's own process as a [`nao_wire::Link`] (for
+/// tests and benches): each call is the device's [`Device::call`] from one
+/// connection at [`InProcessLink::now_ns`], the caller's clock.
+pub struct InProcessLink {
+    /// The device.
+    pub device: Device,
+    /// The one connection the calls come from.
+    pub conn: Conn,
+    /// The time the calls are performed at, ns.
+    pub now_ns: u64,
+    /// The last valid frame the device received (each one sets it; the
+    /// caller may clear it).
+    pub last_frame: Option<FrameSeen>,
+    read: Vec<u8>,
+}
+
+impl InProcessLink {
+    /// `device`, its connection not open yet, at time 0.
+    pub fn new(device: Device) -> Self {
+        InProcessLink {
+            device,
+            conn: Conn::new(1, 1),
+            now_ns: 0,
+            last_frame: None,
+            read: Vec::with_capacity(PREFS_LEN),
+        }
+    }
+}
+
+impl nao_wire::Link for InProcessLink {
+    fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
+        let (reply, outcome) = self
+            .device
+            .call(&mut self.conn, &call, self.now_ns, &mut self.read);
+        if outcome.frame.is_some() {
+            self.last_frame = outcome.frame;
+        }
+        let n = reply.map_err(|(e, _)| e)?;
+        let to = answer.get_mut(..self.read.len()).ok_or(LinkError::Other)?;
+        to.copy_from_slice(&self.read);
+        Ok(n)
+    }
+}
+
 /// The virtual chest board: the USB device, its boards and its faults.
 pub struct Device {
     /// The boards.
@@ -598,7 +642,9 @@ mod tests {
     use super::*;
     use nao_wire::link::Setup;
     use nao_wire::protocol::frame::FrameWriter;
-    use nao_wire::protocol::tables::SYNC_ANSWER;
+
+    /// The sync byte of an answer (`docs/protocol.md` section 5).
+    const SYNC_ANSWER: u8 = 0x5a;
 
     fn dev() -> Device {
         let cfg = BodyConfig::default();
@@ -698,8 +744,12 @@ mod tests {
         let (out, o) = call(&mut d, &mut a, BULK_IN);
         assert_eq!(o.delay_ms, 0);
         let out = out.unwrap();
-        let ans = Frame::parse_answer(&out, 8).unwrap();
-        assert_eq!(ans.sync, SYNC_ANSWER);
+        let ans = Frame::parse(&out, SYNC_ANSWER).unwrap();
+        assert_eq!(
+            (ans.sync, ans.seq),
+            (SYNC_ANSWER, 8),
+            "the answer to frame 8"
+        );
         assert_eq!(
             call(&mut d, &mut a, BULK_IN).0,
             Err(LinkError::Timeout),
@@ -719,11 +769,12 @@ mod tests {
         call(&mut d, &mut a, bulk_out(&frame(5))).0.unwrap();
         let out = call(&mut d, &mut a, BULK_IN).0.unwrap();
         assert!(matches!(
-            Frame::parse_answer(&out, 5),
+            Frame::parse(&out, SYNC_ANSWER),
             Err(nao_wire::protocol::frame::FrameError::BadCrc { .. })
         ));
         call(&mut d, &mut a, bulk_out(&frame(6))).0.unwrap();
-        assert!(Frame::parse_answer(&call(&mut d, &mut a, BULK_IN).0.unwrap(), 6).is_ok());
+        let out = call(&mut d, &mut a, BULK_IN).0.unwrap();
+        assert_eq!(Frame::parse(&out, SYNC_ANSWER).map(|f| f.seq), Ok(6));
         // Stall: the requests run at t = 1000 ns, the stall lasts 1 ms from 0.
         d.control(CtlCommand::Stall(1), 0);
         call(&mut d, &mut a, bulk_out(&frame(7))).0.unwrap();

@@ -442,7 +442,7 @@ mod tests {
     use crate::body::BodyConfig;
     use crate::device::CHEST_VERSION;
     use nao_wire::protocol::frame::FrameWriter;
-    use nao_wire::protocol::tables::{VendorRequest, SYNC_ANSWER};
+    use nao_wire::protocol::tables::VendorRequest;
     use nao_wire::LinkError;
 
     fn enabled() -> (Arc<Shared>, HostCable) {
@@ -550,8 +550,8 @@ mod tests {
         };
         assert!(shared.call(&mut link.conn, &bulk_in, &mut answer).is_ok());
         assert_eq!(
-            answer[0], SYNC_ANSWER,
-            "the answer starts with the answer sync"
+            answer[0], 0x5a,
+            "the answer starts with the answer sync (docs/protocol.md section 5)"
         );
         disable(&shared, &mut link);
         assert_eq!(

@@ -10,8 +10,11 @@ use nao_rs_sim::device::{Conn, Device};
 use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::Call;
 use nao_wire::protocol::frame::Frame;
-use nao_wire::protocol::tables::{AnswerKind, SYNC_ANSWER};
+use nao_wire::protocol::tables::AnswerKind;
 use nao_wire::recording::{self, Item, Recorded};
+
+/// The sync byte of an answer (`docs/protocol.md` section 5).
+const SYNC_ANSWER: u8 = 0x5a;
 
 fn recording(name: &str) -> PathBuf {
     testkit::workspace_root().join("recordings").join(name)
@@ -56,20 +59,49 @@ fn check(name: &str, settings: BoardSettings) {
     request(open, 0, &mut out).expect("the simulator opens");
     for line in &lines {
         let at = format!("{name} line {}", line.number);
-        let call = match &line.item {
+        // The recorded call as the host made it.
+        let (call, host) = match &line.item {
             Item::Cycle { t_ms, .. } => {
                 now = t_ms * 1_000_000;
                 continue;
             }
+            Item::Call(c @ Recorded::ControlIn { setup, length, .. }) => (
+                c,
+                Call::ControlIn {
+                    setup: *setup,
+                    length: *length,
+                },
+            ),
+            Item::Call(c @ Recorded::ControlOut { setup, data }) => (
+                c,
+                Call::ControlOut {
+                    setup: *setup,
+                    data,
+                },
+            ),
+            Item::Call(c @ Recorded::BulkOut { endpoint, data }) => (
+                c,
+                Call::BulkOut {
+                    endpoint: *endpoint,
+                    data,
+                },
+            ),
             Item::Call(
-                c @ (Recorded::ControlIn { .. }
-                | Recorded::ControlOut { .. }
-                | Recorded::BulkOut { .. }
-                | Recorded::BulkIn { answer: Ok(_), .. }),
-            ) => c,
+                c @ Recorded::BulkIn {
+                    endpoint,
+                    length,
+                    answer: Ok(_),
+                },
+            ) => (
+                c,
+                Call::BulkIn {
+                    endpoint: *endpoint,
+                    length: *length,
+                },
+            ),
             _ => continue,
         };
-        let reply = request(call.call(), now, &mut out);
+        let reply = request(host, now, &mut out);
         assert!(reply.is_ok(), "{at}: the simulator answers: {reply:?}");
         match call {
             Recorded::ControlIn { answer, .. } => {

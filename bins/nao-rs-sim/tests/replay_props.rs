@@ -16,10 +16,11 @@
 //! `PROPTEST_CASES`, so that the test stays at a few seconds.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use deathswitch::{MemorySwitch, Switch as _};
 use nao_rs_sim::ctl::CtlCommand;
-use nao_rs_sim::device::{Conn, Device};
+use nao_rs_sim::device::{Device, InProcessLink};
 use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::{Call, Link, LinkError};
 use nao_wire::protocol::cycle::Reconnect;
@@ -27,7 +28,7 @@ use nao_wire::protocol::gate::WakeLatch;
 use nao_wire::protocol::startup::Startup;
 use nao_wire::recording::parse;
 use nao_wire::recording::record_link::RecordingLink;
-use nao_wire::replay::replay_lines;
+use nao_wire::replay::replay_file;
 use nao_wire::step::{Step as RuntimeStep, StepInput};
 use nao_wire::Reason;
 use nao_wire::{Command, JOINTS};
@@ -37,43 +38,33 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 /// Random sessions per run (fixed, see the module doc).
 const SESSIONS: u32 = 300;
 
-/// The virtual robot in this process, as a [`Link`]: each call is handed
-/// to the device at the session's time. The last frame's stiffness as the
-/// robot saw it is kept.
-struct RobotLink {
-    device: Device,
-    conn: Conn,
-    now_ns: u64,
-    reply: Vec<u8>,
-    /// Whether the last valid frame the robot received was all-off.
-    last_frame_all_off: Option<bool>,
-}
+/// The virtual robot in this process as a [`Link`]: each call is handed to
+/// the device at the session's time, and the last valid frame it received
+/// is kept. The session keeps a second handle to set the time and the
+/// faults and to see the frames while the recording link owns this one.
+#[derive(Clone)]
+struct RobotLink(Arc<Mutex<InProcessLink>>);
 
 impl RobotLink {
     fn new() -> RobotLink {
         let (cfg, prefs, _) = BoardSettings::default().build().expect("default settings");
-        RobotLink {
-            device: Device::new(cfg, prefs),
-            conn: Conn::new(1, 1),
-            now_ns: 0,
-            reply: Vec::with_capacity(5000),
-            last_frame_all_off: None,
-        }
+        let robot = InProcessLink::new(Device::new(cfg, prefs));
+        RobotLink(Arc::new(Mutex::new(robot)))
+    }
+
+    fn robot(&self) -> MutexGuard<'_, InProcessLink> {
+        self.0.lock().expect("the robot's lock")
+    }
+
+    /// Whether the last valid frame the robot received was all-off.
+    fn last_frame_all_off(&self) -> Option<bool> {
+        self.robot().last_frame.map(|f| f.stiffness.all_off())
     }
 }
 
 impl Link for RobotLink {
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
-        let (reply, outcome) =
-            self.device
-                .call(&mut self.conn, &call, self.now_ns, &mut self.reply);
-        if let Some(f) = outcome.frame {
-            self.last_frame_all_off = Some(f.stiffness.all_off());
-        }
-        let n = reply.map_err(|(e, _)| e)?;
-        let to = answer.get_mut(..self.reply.len()).ok_or(LinkError::Other)?;
-        to.copy_from_slice(&self.reply);
-        Ok(n)
+        self.robot().call(call, answer)
     }
 }
 
@@ -253,7 +244,8 @@ struct Run {
 /// re-armed before it), and a held command made limp by a trip until the
 /// controller sends a command again.
 fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<Run, String> {
-    let mut rec = RecordingLink::new(RobotLink::new(), Vec::new()).map_err(|e| e.to_string())?;
+    let robot = RobotLink::new();
+    let mut rec = RecordingLink::new(robot.clone(), Vec::new()).map_err(|e| e.to_string())?;
     rec.accepted(&[10]).map_err(|e| e.to_string())?;
     rec.switch(armed_at_start).map_err(|e| e.to_string())?;
     let id = Startup::run(&mut rec).map_err(|e| format!("start-up: {e}"))?;
@@ -273,9 +265,9 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
         if k > 0 {
             t_ms += s.gap_ms;
         }
-        rec.inner_mut().now_ns = t_ms * 1_000_000;
+        robot.robot().now_ns = t_ms * 1_000_000;
         if let Fault::Robot(c) = s.fault {
-            rec.inner_mut().device.control(c, t_ms * 1_000_000);
+            robot.robot().device.control(c, t_ms * 1_000_000);
         }
         rec.cycle(k, t_ms).map_err(|e| e.to_string())?;
         let ctl = match (k, &s.ctl, first) {
@@ -320,19 +312,19 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
         }
         limp |= frame_tripped;
         tripped_frames += u32::from(frame_tripped);
-        rec.inner_mut().last_frame_all_off = None;
-        let out = step.run(&switch, &mut rec, &input, |_, _| {}).cycle;
+        robot.robot().last_frame = None;
+        let out = step.run(&switch, &mut rec, &input, |_, _| {});
         if limp {
-            if !out.all_off {
+            if !out.cycle.all_off {
                 return Err(format!("cycle {k}: a stiff frame where all-off was due"));
             }
-            if rec.inner().last_frame_all_off == Some(false) {
+            if robot.last_frame_all_off() == Some(false) {
                 return Err(format!("cycle {k}: the robot received a stiff frame"));
             }
         }
-        all_off.push(out.all_off);
-        answer_tripped = out.trips.any();
-        reconnects += u32::from(out.reconnect == Reconnect::Done);
+        all_off.push(out.cycle.all_off);
+        answer_tripped = out.answer_trip.is_some();
+        reconnects += u32::from(out.cycle.reconnect == Reconnect::Done);
     }
     let (_, bytes) = rec.finish().map_err(|e| e.to_string())?;
     Ok(Run {
@@ -344,9 +336,13 @@ fn run(armed_at_start: bool, first: Option<&Command>, steps: &[Step]) -> Result<
     })
 }
 
-fn replays(r: &Run) -> Result<(), String> {
-    let lines = parse(&r.text).map_err(|e| format!("the recording does not parse: {e}"))?;
-    let report = replay_lines(lines, Path::new("session.rec")).map_err(|e| e.to_string())?;
+/// Replays the session's recording from a file in `dir`, as `nao-rs
+/// replay` does.
+fn replays(r: &Run, dir: &Path) -> Result<(), String> {
+    parse(&r.text).map_err(|e| format!("the recording does not parse: {e}"))?;
+    let path = dir.join("session.rec");
+    std::fs::write(&path, &r.text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let report = replay_file(&path).map_err(|e| e.to_string())?;
     if report.cycles != r.cycles {
         return Err(format!("{} cycles replayed of {}", report.cycles, r.cycles));
     }
@@ -360,11 +356,12 @@ fn random_sessions_against_the_virtual_robot_record_and_replay() {
         failure_persistence: None,
         ..Config::default()
     });
+    let dir = tempfile::tempdir().expect("a temp dir");
     let reconnects = std::cell::Cell::new(0u32);
     let tripped = std::cell::Cell::new(0u32);
     let result = runner.run(&session(), |(armed, first, steps)| {
         let r = run(armed, first.as_deref(), &steps).map_err(TestCaseError::fail)?;
-        replays(&r).map_err(|e| TestCaseError::fail(format!("{e}\n{}", r.text)))?;
+        replays(&r, dir.path()).map_err(|e| TestCaseError::fail(format!("{e}\n{}", r.text)))?;
         reconnects.set(reconnects.get() + r.reconnects);
         tripped.set(tripped.get() + r.tripped_frames);
         Ok(())
@@ -404,7 +401,8 @@ fn trip_and_rearm_in_one_cycle_against_the_virtual_robot_record_and_replay() {
         "{:?}",
         r.all_off
     );
-    replays(&r).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("a temp dir");
+    replays(&r, dir.path()).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -420,5 +418,6 @@ fn answer_fault_at_cycle_24_and_rearm_at_28_against_the_virtual_robot_record_and
     let stiff: Vec<u64> = (0..40).filter(|&k| !r.all_off[k as usize]).collect();
     let want: Vec<u64> = (2..25).chain(28..40).collect();
     assert_eq!(stiff, want, "all-off in 25-27, the command again from 28");
-    replays(&r).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("a temp dir");
+    replays(&r, dir.path()).unwrap_or_else(|e| panic!("{e}"));
 }

@@ -1,18 +1,21 @@
-//! The virtual robot as a process, driven through `SimLink` by the protocol
-//! core's own start-up and cycle (`nao_wire::protocol`): each fault has the
-//! effect the spec says the runtime reacts to.
+//! The virtual robot as a process, driven through `SimLink` by the
+//! runtime's own start-up and step (`nao_wire::protocol::startup`,
+//! `nao_wire::step`): each fault has the effect the spec says the runtime
+//! reacts to.
 
 use std::path::PathBuf;
 use std::process::Command as Process;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use deathswitch::{MemorySwitch, Switch as _};
 use nao_rs_sim::Spawned;
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::{Link, LinkError, PRODUCT_ID, VENDOR_ID};
-use nao_wire::protocol::cycle::{Cycle, CycleInput, CycleOutput, Reconnect};
-use nao_wire::protocol::gate::Verdict;
-use nao_wire::protocol::startup::Startup;
+use nao_wire::protocol::cycle::{CycleOutput, Reconnect};
+use nao_wire::protocol::gate::WakeLatch;
+use nao_wire::protocol::startup::{Identity, Startup};
+use nao_wire::step::{Step, StepInput, StepOutput};
 use nao_wire::Command;
 
 fn exe() -> PathBuf {
@@ -29,18 +32,27 @@ fn now_ns() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// A runtime in miniature: start-up, then the protocol core's cycles.
+/// A runtime in miniature: start-up, then the runtime's steps with an
+/// armed switch in memory and the protocol model's gate (no wake latch: an
+/// armed switch drives; a trip an answer raises trips the switch).
 struct Runtime {
     link: SimLink,
-    cycle: Cycle,
+    switch: MemorySwitch,
+    step: Step,
 }
 
 impl Runtime {
     fn start(sim: &Spawned) -> Runtime {
         let mut link = sim.link();
         let id = Startup::run(&mut link).expect("start-up against the simulator");
-        let cycle = Cycle::from_identity(&id, &[10]);
-        Runtime { link, cycle }
+        Runtime::on(link, &id)
+    }
+
+    /// The runtime on `link` for a robot that started up as `id`.
+    fn on(link: SimLink, id: &Identity) -> Runtime {
+        let switch = MemorySwitch::armed();
+        let step = Step::new(id, &[10], &switch.read(), WakeLatch::Off);
+        Runtime { link, switch, step }
     }
 
     /// Tells the simulator `ctl` (a fault), then runs `n` cycles.
@@ -49,18 +61,29 @@ impl Runtime {
         self.cycles(n, None)
     }
 
-    /// Runs `n` cycles 12 ms apart in time (without waiting) with `command`.
-    fn cycles(&mut self, n: usize, command: Option<&Command>) -> Vec<CycleOutput> {
-        let input = CycleInput {
-            command,
-            verdict: &Verdict::AWAKE,
-        };
+    /// Runs `n` steps with `command` (without waiting for the period).
+    fn steps(&mut self, n: usize, command: Option<&Command>) -> Vec<StepOutput> {
         (0..n)
             .map(|_| {
-                let out = self.cycle.run(&mut self.link, &input, now_ns());
+                let input = StepInput {
+                    command,
+                    now_ns: now_ns(),
+                    ..StepInput::default()
+                };
+                let out = self
+                    .step
+                    .run(&self.switch, &mut self.link, &input, |_, _| {});
                 std::thread::sleep(Duration::from_millis(2));
                 out
             })
+            .collect()
+    }
+
+    /// [`Runtime::steps`]' cycles.
+    fn cycles(&mut self, n: usize, command: Option<&Command>) -> Vec<CycleOutput> {
+        self.steps(n, command)
+            .into_iter()
+            .map(|o| o.cycle)
             .collect()
     }
 }
@@ -71,13 +94,10 @@ fn startup_is_answered_like_the_recordings_and_cycles_run_without_failure() {
     let mut link = sim.link();
     let id = Startup::run(&mut link).expect("start-up");
     assert_eq!(id.body_id(), "SIM-TEST-BODY");
-    assert_eq!(id.zero()[3], 2222);
+    assert_eq!(id.prefs.zero[3], 2222);
     assert_eq!(&id.boot_ids[0], b"BLCH2.1a");
     assert!(id.eeproms[0].starts_with(b"NAO EEPROM A"));
-    let mut rt = Runtime {
-        cycle: Cycle::from_identity(&id, &[10]),
-        link,
-    };
+    let mut rt = Runtime::on(link, &id);
     let outs = rt.cycles(10, None);
     assert!(
         outs.iter().all(|o| o.failure.is_none()),
@@ -202,15 +222,17 @@ fn unplug_fails_until_replug_then_the_reconnect_succeeds() {
     assert_eq!(l.bulk_out(0x02, &[0xa5]), Err(LinkError::NoDevice));
 }
 
-fn first_trip(outs: &[CycleOutput]) -> Option<nao_wire::Reason> {
-    outs.iter().find_map(|o| o.trips.reason())
+/// The reason of the first trip an answer raised (the step trips the
+/// switch with it).
+fn first_trip(outs: &[StepOutput]) -> Option<nao_wire::Reason> {
+    outs.iter().find_map(|o| o.answer_trip)
 }
 
 #[test]
 fn chest_button_press_trips() {
     let sim = sim(&[]);
     let mut rt = Runtime::start(&sim);
-    assert_eq!(first_trip(&rt.cycles(5, None)), None);
+    assert_eq!(first_trip(&rt.steps(5, None)), None);
     let outs = rt.after(&sim, "button", 4);
     assert_eq!(
         outs.iter().filter(|o| o.trips.chest_button).count(),
@@ -228,27 +250,27 @@ fn chest_button_press_trips() {
 fn heated_joint_trips_with_reason_heat() {
     let sim = sim(&[]);
     let mut rt = Runtime::start(&sim);
-    let outs = rt.after(&sim, "heat LKneePitch", 4);
+    sim.ctl("heat LKneePitch").unwrap();
+    let outs = rt.steps(4, None);
     assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Heat));
-    assert_eq!(
-        outs.last().unwrap().trips.heat,
-        Some(nao_wire::Joint::LKneePitch)
-    );
-    assert!(outs.last().unwrap().sensors.temperature[10] >= 90);
+    let last = &outs.last().unwrap().cycle;
+    assert_eq!(last.trips.heat, Some(nao_wire::Joint::LKneePitch));
+    assert!(last.sensors.temperature[10] >= 90);
 }
 
 #[test]
 fn faulted_joint_trips_with_reason_fault() {
     let sim = sim(&["--fault", "7"]);
     let mut rt = Runtime::start(&sim);
-    let outs = rt.cycles(4, None);
+    let outs = rt.steps(4, None);
     assert_eq!(first_trip(&outs), Some(nao_wire::Reason::Fault));
     assert_eq!(
-        outs.last().unwrap().trips.fault,
+        outs.last().unwrap().cycle.trips.fault,
         Some(nao_wire::Joint::LHipYawPitch)
     );
-    let outs = rt.after(&sim, "clear", 3);
-    assert_eq!(outs.last().unwrap().trips.reason(), None);
+    sim.ctl("clear").unwrap();
+    let outs = rt.steps(3, None);
+    assert_eq!(outs.last().unwrap().answer_trip, None);
 }
 
 #[test]
@@ -359,7 +381,8 @@ fn a_recording_made_against_the_simulator_replays() {
     rec.accepted(&[10]).unwrap();
     rec.switch(true).unwrap();
     let id = Startup::run(&mut rec).expect("start-up");
-    let mut cycle = Cycle::from_identity(&id, &[10]);
+    let switch = MemorySwitch::armed();
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::Off);
     let stand = Command {
         stiffness: [0.4; nao_wire::JOINTS],
         ..Command::default()
@@ -374,12 +397,12 @@ fn a_recording_made_against_the_simulator_replays() {
         if k == 20 {
             sim.ctl("drop 11").unwrap();
         }
-        let command = (k >= 10).then_some(&stand);
-        let input = CycleInput {
-            command,
-            verdict: &Verdict::AWAKE,
+        let input = StepInput {
+            command: (k >= 10).then_some(&stand),
+            now_ns: t_ms * 1_000_000,
+            ..StepInput::default()
         };
-        let out = cycle.run(&mut rec, &input, t_ms * 1_000_000);
+        let out = step.run(&switch, &mut rec, &input, |_, _| {}).cycle;
         reconnects += usize::from(out.reconnect == Reconnect::Done);
     }
     assert_eq!(reconnects, 1);
@@ -389,9 +412,12 @@ fn a_recording_made_against_the_simulator_replays() {
         text.contains("!timeout"),
         "the dropped answers are in the recording"
     );
-    let lines = nao_wire::recording::parse(&text).expect("the recording parses");
-    let report = nao_wire::replay::replay_lines(lines, std::path::Path::new("sim.rec"))
-        .unwrap_or_else(|e| panic!("replay failed: {e}"));
+    nao_wire::recording::parse(&text).expect("the recording parses");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.rec");
+    std::fs::write(&path, &text).unwrap();
+    let report =
+        nao_wire::replay::replay_file(&path).unwrap_or_else(|e| panic!("replay failed: {e}"));
     assert_eq!(report.cycles, 60);
 }
 

@@ -6,7 +6,6 @@
 mod usbmon_support;
 
 use nao_rs_usbmon::{import, ImportOptions};
-use nao_wire::link::Call;
 use nao_wire::recording::{parse, read_file, Item, Recorded};
 use testkit::recordings;
 use usbmon_support::{Cap, Session};
@@ -19,27 +18,31 @@ fn capture(items: &[Item]) -> Vec<u8> {
     for item in items {
         match item {
             Item::Cycle { t_ms, .. } => s.t_us = *t_ms as i64 * 1000,
-            // Each call as HAL's transfer (the calls' one view, `Call`).
-            Item::Call(c) => match (c.call(), c) {
-                (Call::SetConfiguration(n), _) => s.control(0x00, 0x09, u16::from(n), 0, &[], &[]),
-                (Call::ControlOut { setup: u, data }, _) => {
+            // Each call as HAL's transfer.
+            Item::Call(c) => match c {
+                Recorded::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
+                Recorded::ControlOut { setup: u, data } => {
                     s.control(u.request_type, u.request, u.value, u.index, data, &[])
                 }
-                (Call::ControlIn { setup: u, length }, Recorded::ControlIn { answer, .. }) => {
+                Recorded::ControlIn {
+                    setup: u,
+                    length,
+                    answer,
+                } => {
                     assert_eq!(
-                        usize::from(length),
+                        usize::from(*length),
                         answer.len(),
                         "the test writes wLength as the answer length"
                     );
                     s.control(u.request_type, u.request, u.value, u.index, &[], answer)
                 }
-                (Call::BulkOut { data, .. }, _) => s.bulk_out(data),
-                (_, Recorded::BulkIn { answer, .. }) => s.bulk_in(match answer {
+                Recorded::BulkOut { data, .. } => s.bulk_out(data),
+                Recorded::BulkIn { answer, .. } => s.bulk_in(match answer {
                     Ok(a) => Ok(a.as_slice()),
                     Err(_) => Err(-110),
                 }),
                 // Open, claim and close leave no transfer.
-                _ => {}
+                Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
             },
             _ => {}
         }

@@ -149,7 +149,7 @@ impl Call<'_> {
     }
 
     /// The data the call sends (empty for the calls that send none).
-    pub fn data(&self) -> &[u8] {
+    pub(crate) fn data(&self) -> &[u8] {
         match *self {
             Call::ControlOut { data, .. } | Call::BulkOut { data, .. } => data,
             _ => &[],

@@ -63,11 +63,6 @@ impl UsbLink {
         }
     }
 
-    /// Whether a device is open.
-    pub fn is_open(&self) -> bool {
-        self.handle.is_some()
-    }
-
     fn fail(&mut self, kind: LinkError, message: String) -> LinkError {
         self.last_error = Some(message);
         kind

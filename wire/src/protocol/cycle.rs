@@ -2,15 +2,14 @@
 //! the frame in HAL's order, the client state request, the USB exchange,
 //! handing the answer to the devices, and the reconnect rule.
 //!
-//! [`Cycle::run`] does one whole cycle on a [`Link`] in these steps; each
-//! step is public too, so that the tests and the cycle benchmark
-//! (`wire/benches/cycle.rs`) drive a cycle without a link, giving it any
-//! answer:
+//! [`Cycle::run`] does one whole cycle on a [`Link`] in these steps (the
+//! steps are the crate's own, so that its tests drive a cycle without a
+//! link, giving it any answer):
 //!
-//! 1. [`Cycle::build`] (inputs, safety, joints, frame) returns the frame;
-//! 2. [`Cycle::client_state_request`] / [`Cycle::client_state_result`];
-//! 3. read the previous answer if [`Cycle::reads_previous`], write the frame;
-//! 4. [`Cycle::complete`] with what the read and the write did: hands the
+//! 1. `Cycle::build` (inputs, safety, joints, frame) returns the frame;
+//! 2. `Cycle::client_state_request` / `Cycle::client_state_result`;
+//! 3. read the previous answer if `Cycle::reads_previous`, write the frame;
+//! 4. complete the cycle with what the read and the write did: hands the
 //!    answer over, counts failures, ends the cycle;
 //! 5. if [`CycleOutput::reconnect_needed`]: close the link, run
 //!    [`link_up`], then [`Cycle::link_restarted`].
@@ -20,7 +19,7 @@
 use super::devices::{hand_answer, Sensors, Trips};
 use super::frame::{Frame, FrameError, FrameWriter, MAX_FRAME_LEN};
 use super::gate::Verdict;
-use super::handshake::{Handshake, DEFAULT_ACCEPTED};
+use super::handshake::Handshake;
 use super::joints::joint_values;
 use super::safety::{Levels, Safety};
 use super::startup::{link_up, Identity};
@@ -60,7 +59,7 @@ pub enum ExchangeFailure {
 
 /// What the read of the previous answer gave.
 #[derive(Debug, Clone, Copy)]
-pub enum ReadResult<'a> {
+pub(crate) enum ReadResult<'a> {
     /// Not read: the previous cycle's write on this link failed, or this is
     /// the first cycle on the link.
     Skipped,
@@ -147,25 +146,19 @@ struct Core {
 pub struct Cycle {
     core: Core,
     frame: [u8; MAX_FRAME_LEN],
-    frame_len: usize,
     answer: [u8; BULK_IN_LEN],
 }
 
 impl Cycle {
     /// The runtime's cycle after start-up: `zero` from the preferences,
     /// `accepted` configuration versions (HAL's default: `[10]`).
-    pub fn new(zero: [u16; JOINTS], accepted: &[u8]) -> Cycle {
+    pub(crate) fn new(zero: [u16; JOINTS], accepted: &[u8]) -> Cycle {
         Self::with_handshake(zero, Handshake::new(accepted))
     }
 
     /// The runtime's cycle for a robot that started up as `identity`.
-    pub fn from_identity(identity: &Identity, accepted: &[u8]) -> Cycle {
+    pub(crate) fn from_identity(identity: &Identity, accepted: &[u8]) -> Cycle {
         Self::new(identity.prefs.zero, accepted)
-    }
-
-    /// The runtime's cycle with HAL's default accepted versions `[10]`.
-    pub fn with_default_accepted(zero: [u16; JOINTS]) -> Cycle {
-        Self::new(zero, &DEFAULT_ACCEPTED)
     }
 
     /// Guard mode (after [`link_up`] only): every stiffness 0 from the first
@@ -195,7 +188,6 @@ impl Cycle {
                 failures: 0,
             },
             frame: [0; MAX_FRAME_LEN],
-            frame_len: 0,
             answer: [0; BULK_IN_LEN],
         }
     }
@@ -221,9 +213,9 @@ impl Cycle {
     }
 
     /// Steps 1 to 3: takes the inputs, updates the safety levels and each
-    /// joint's values, and builds the frame (returned, also kept for
-    /// [`Cycle::frame`]). `now_ns` is the cycle's start, monotonic ns.
-    pub fn build(&mut self, input: &CycleInput<'_>, now_ns: u64) -> &[u8] {
+    /// joint's values, and builds the frame (returned; it stays in the
+    /// cycle's buffer for the write). `now_ns` is the cycle's start, monotonic ns.
+    pub(crate) fn build(&mut self, input: &CycleInput<'_>, now_ns: u64) -> &[u8] {
         let seq = self.seq();
         let c = &mut self.core;
         c.seq = seq;
@@ -256,23 +248,18 @@ impl Cycle {
         );
         c.client_request = (c.client_sent != CLIENT_CONNECTED).then_some(CLIENT_CONNECTED);
         c.client_result = None;
-        self.frame_len = build_frame(c, &mut self.frame);
-        &self.frame[..self.frame_len]
+        let len = build_frame(c, &mut self.frame);
+        &self.frame[..len]
     }
 
     /// The CLIENT_STATE to send before this cycle's exchange, if any
     /// (wValue; the request is `control_out 40 05 <state> 0000 -`).
-    pub fn client_state_request(&self) -> Option<u8> {
+    pub(crate) fn client_state_request(&self) -> Option<u8> {
         self.core.client_request
     }
 
-    /// The frame of the last [`Cycle::build`].
-    pub fn frame(&self) -> &[u8] {
-        &self.frame[..self.frame_len]
-    }
-
     /// Whether the CLIENT_STATE request succeeded.
-    pub fn client_state_result(&mut self, ok: bool) {
+    pub(crate) fn client_state_result(&mut self, ok: bool) {
         let c = &mut self.core;
         if let Some(state) = c.client_request {
             c.client_result = Some(ok);
@@ -284,13 +271,19 @@ impl Cycle {
 
     /// Whether this cycle reads the answer to the previous frame (only when
     /// the previous cycle's write on this link succeeded).
-    pub fn reads_previous(&self) -> bool {
+    pub(crate) fn reads_previous(&self) -> bool {
         self.core.prev_write_ok
     }
 
     /// Step 5's end: hands the answer over (after the write) and counts the
     /// failure, if any; ends the cycle. `write` is the frame write's result.
-    pub fn complete(&mut self, read: ReadResult<'_>, write: Result<(), LinkError>) -> CycleOutput {
+    /// ([`Cycle::run`] does the same on its own answer buffer.)
+    #[cfg(test)]
+    pub(crate) fn complete(
+        &mut self,
+        read: ReadResult<'_>,
+        write: Result<(), LinkError>,
+    ) -> CycleOutput {
         self.core.complete(read, write)
     }
 

@@ -104,14 +104,9 @@ pub struct Trips {
 }
 
 impl Trips {
-    /// Whether any trip was raised.
-    pub fn any(&self) -> bool {
-        self.chest_button || self.heat.is_some() || self.fault.is_some()
-    }
-
     /// The death switch reason of the first trip (chest button, heat,
     /// fault), if any.
-    pub fn reason(&self) -> Option<Reason> {
+    pub(crate) fn reason(&self) -> Option<Reason> {
         if self.chest_button {
             Some(Reason::ChestButton)
         } else if self.heat.is_some() {
@@ -266,7 +261,7 @@ mod tests {
         assert_eq!(t.reason(), Some(Reason::ChestButton));
         assert!(s.chest_button);
         let t = read(ADDR_CHEST, &[0, 0x24], &mut s, &mut h);
-        assert!(!t.any());
+        assert_eq!(t, Trips::default(), "no trip");
     }
 
     #[test]
@@ -318,7 +313,7 @@ mod tests {
             &mut s,
             &mut h,
         );
-        assert!(!t.any());
+        assert_eq!(t, Trips::default(), "no trip");
         assert_eq!(s.ignored_messages, 3);
         assert_eq!(h.accepted_mask(), 0);
     }

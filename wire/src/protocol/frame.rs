@@ -11,7 +11,7 @@ use core::fmt;
 
 use crc::{Crc, CRC_16_IBM_3740};
 
-pub use super::tables::{SYNC_ANSWER, SYNC_FRAME};
+use super::tables::{SYNC_ANSWER, SYNC_FRAME};
 
 /// Header bytes: sync, seq (2), count.
 pub(crate) const HEADER_LEN: usize = 4;
@@ -232,7 +232,7 @@ impl<'a> FrameWriter<'a> {
     /// [`FrameError::Overflow`] when the message does not fit before the
     /// CRC, its payload is over 255 bytes or the frame has 255 messages
     /// already; the frame is left as it was.
-    pub fn push_u16s(
+    pub(crate) fn push_u16s(
         &mut self,
         address: u8,
         command: u8,
@@ -332,7 +332,7 @@ impl<'a> Frame<'a> {
     ///
     /// What [`Frame::parse`] returns, then [`FrameError::BadSeq`] for an
     /// answer to another frame.
-    pub fn parse_answer(bytes: &'a [u8], seq: u16) -> Result<Frame<'a>, FrameError> {
+    pub(crate) fn parse_answer(bytes: &'a [u8], seq: u16) -> Result<Frame<'a>, FrameError> {
         let frame = Self::parse(bytes, SYNC_ANSWER)?;
         if frame.seq != seq {
             return Err(FrameError::BadSeq {

@@ -142,8 +142,9 @@ impl Verdict {
     };
 
     /// The verdict of a frame that may do what its command says (the
-    /// protocol model's armed switch; tests and benchmarks of the cycle).
-    pub const AWAKE: Verdict = Verdict {
+    /// protocol model's armed switch; the cycle's tests).
+    #[cfg(test)]
+    pub(crate) const AWAKE: Verdict = Verdict {
         tripped: false,
         limp: false,
         motion: Motion::Awake,

@@ -37,7 +37,7 @@ const _: () = assert!(OFFSET_ZEROS == 298 && OFFSET_IMU == 412 && OFFSET_CRC == 
 const CRC32: Crc<u32> = Crc::<u32>::new(&CRC_32_ISO_HDLC);
 
 /// CRC-32/ISO-HDLC (zlib's CRC-32).
-pub fn crc32(data: &[u8]) -> u32 {
+pub(crate) fn crc32(data: &[u8]) -> u32 {
     CRC32.checksum(data)
 }
 

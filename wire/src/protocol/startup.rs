@@ -47,10 +47,6 @@ impl Identity {
     pub fn body_id(&self) -> &str {
         &self.prefs.body_id
     }
-    /// The joint zero positions in counts.
-    pub fn zero(&self) -> &[u16; crate::command::JOINTS] {
-        &self.prefs.zero
-    }
 }
 
 /// Why start-up stopped. The runtime sends no frame after one of these.
@@ -239,7 +235,7 @@ pub(crate) fn read_prefs(link: &mut dyn Link) -> Result<Prefs, StartupError> {
 /// # Errors
 ///
 /// [`FrameError::Overflow`] when `buf` cannot hold the frame.
-pub fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
+pub(crate) fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
     let mut w = FrameWriter::frame(buf, 0)?;
     for a in [ADDR_SONAR, ADDR_CHEST, ADDR_EEPROM_A, ADDR_EEPROM_B] {
         w.push(a, BoardCommand::Start.into(), &[])?;
@@ -256,7 +252,7 @@ pub fn build_startup_frame_0(buf: &mut [u8]) -> Result<usize, FrameError> {
 /// # Errors
 ///
 /// [`FrameError::Overflow`] when `buf` cannot hold the frame.
-pub fn build_startup_frame_1(buf: &mut [u8]) -> Result<usize, FrameError> {
+pub(crate) fn build_startup_frame_1(buf: &mut [u8]) -> Result<usize, FrameError> {
     let mut w = FrameWriter::frame(buf, 1)?;
     w.push(ADDR_BUS_A, BoardCommand::TempTracking.into(), &[])?;
     w.push(ADDR_BUS_B, BoardCommand::TempTracking.into(), &[])?;

@@ -91,7 +91,7 @@ pub(crate) const BOOT_IDS: usize = 3;
 /// Client state after power-on and after every reconnect.
 pub const CLIENT_DISCONNECTED: u8 = 0x00;
 /// Client state the runtime reports (HAL's "LoLA connected").
-pub const CLIENT_CONNECTED: u8 = 0x24;
+pub(crate) const CLIENT_CONNECTED: u8 = 0x24;
 
 // ---------------------------------------------------------------- section 2
 
@@ -139,7 +139,7 @@ pub(crate) const ADDR_BUS_B: u8 = 0xf1;
 pub(crate) const DEVICE_COUNT: usize = 21;
 
 /// Every device in HAL's order: the order of the READ messages of a frame.
-pub const DEVICES: [u8; DEVICE_COUNT] = [
+pub(crate) const DEVICES: [u8; DEVICE_COUNT] = [
     ADDR_IMU,
     ADDR_BATTERY,
     ADDR_SONAR,
@@ -257,7 +257,7 @@ pub enum Bus {
 
 impl Bus {
     /// The bus's broadcast address.
-    pub const fn address(self) -> u8 {
+    pub(crate) const fn address(self) -> u8 {
         match self {
             Bus::A => ADDR_BUS_A,
             Bus::B => ADDR_BUS_B,
@@ -430,7 +430,7 @@ pub(crate) fn stiffness_per_mille(s: f32) -> u16 {
 /// Sync byte of a frame (host to device).
 pub const SYNC_FRAME: u8 = 0xa5;
 /// Sync byte of an answer (device to host).
-pub const SYNC_ANSWER: u8 = 0x5a;
+pub(crate) const SYNC_ANSWER: u8 = 0x5a;
 
 byte_enum! {
     /// The command byte of a frame's message (host to device).
@@ -489,10 +489,10 @@ pub(crate) const READ_LEN_FOOT: usize = 9;
 /// READ answer payload length of an EEPROM.
 pub(crate) const READ_LEN_EEPROM: usize = 1;
 /// CONFIG answer payload length.
-pub const CONFIG_LEN: usize = 9;
+pub(crate) const CONFIG_LEN: usize = 9;
 
 /// The READ answer payload length of the device at `address`, or `None`.
-pub fn read_answer_len(address: u8) -> Option<usize> {
+pub(crate) fn read_answer_len(address: u8) -> Option<usize> {
     Some(match device_kind(address)? {
         DeviceKind::Imu => READ_LEN_IMU,
         DeviceKind::Battery => READ_LEN_BATTERY,

@@ -30,8 +30,7 @@ pub(crate) const MAX_T_MS: u64 = u64::MAX / 1_000_000;
 pub(crate) const UNKNOWN_REASON: &str = "unknown";
 
 /// One USB call line: the call with its data and, for `control_in` and
-/// `bulk_in`, its recorded answer. [`Recorded::call`] is the borrowed
-/// [`Call`] the links perform; the `Display` is the line's text.
+/// `bulk_in`, its recorded answer; the `Display` is the line's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recorded {
     /// `open ffff:0006`
@@ -85,7 +84,7 @@ pub enum Recorded {
 
 impl Recorded {
     /// The call, borrowing the line's data.
-    pub fn call(&self) -> Call<'_> {
+    pub(crate) fn call(&self) -> Call<'_> {
         match self {
             Recorded::Open { vendor, product } => Call::Open {
                 vendor: *vendor,

@@ -54,18 +54,15 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     }
 
     /// The wrapped link.
-    pub fn inner(&self) -> &L {
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &L {
         &self.inner
     }
 
     /// The wrapped link, mutably (calls made on it directly are not recorded).
-    pub fn inner_mut(&mut self) -> &mut L {
+    #[cfg(test)]
+    pub(crate) fn inner_mut(&mut self) -> &mut L {
         &mut self.inner
-    }
-
-    /// The first write error, if writing has failed (later lines are lost).
-    pub fn error(&self) -> Option<&io::Error> {
-        self.error.as_ref()
     }
 
     /// Ends the recording: flushes the sink and returns the link and the
@@ -110,7 +107,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     ///
     /// What [`RecordingWriter::accepted`] refuses, or the sink's write error.
     /// Once a write has failed, every later one fails too (an error of the same
-    /// kind saying so; the line is lost): see [`RecordingLink::error`].
+    /// kind saying so; the line is lost): see [`RecordingLink::finish`].
     pub fn accepted(&mut self, versions: &[u8]) -> io::Result<()> {
         self.write(|w| w.accepted(versions))
     }
@@ -121,7 +118,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     ///
     /// What [`RecordingWriter::switch`] refuses, or the sink's write error.
     /// Once a write has failed, every later one fails too (an error of the same
-    /// kind saying so; the line is lost): see [`RecordingLink::error`].
+    /// kind saying so; the line is lost): see [`RecordingLink::finish`].
     pub fn switch(&mut self, armed: bool) -> io::Result<()> {
         self.write(|w| w.switch(armed))
     }
@@ -132,7 +129,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     ///
     /// What [`RecordingWriter::cycle`] refuses, or the sink's write error. Once
     /// a write has failed, every later one fails too (an error of the same kind
-    /// saying so; the line is lost): see [`RecordingLink::error`].
+    /// saying so; the line is lost): see [`RecordingLink::finish`].
     pub fn cycle(&mut self, k: u64, t_ms: u64) -> io::Result<()> {
         self.write(|w| w.cycle(k, t_ms))
     }
@@ -146,7 +143,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     /// `InvalidInput` for a second `command` or `silence` in one cycle, or the
     /// sink's write error. Once a write has failed, every later one fails too
     /// (an error of the same kind saying so; the line is lost): see
-    /// [`RecordingLink::error`].
+    /// [`RecordingLink::finish`].
     pub fn command(&mut self, command: &Command) -> io::Result<()> {
         self.write(|w| w.command(command))
     }
@@ -158,7 +155,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     /// `InvalidInput` for a second `command` or `silence` in one cycle, or the
     /// sink's write error. Once a write has failed, every later one fails too
     /// (an error of the same kind saying so; the line is lost): see
-    /// [`RecordingLink::error`].
+    /// [`RecordingLink::finish`].
     pub fn silence(&mut self) -> io::Result<()> {
         self.write(|w| w.silence())
     }
@@ -169,7 +166,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     ///
     /// The sink's write error. Once a write has failed, every later one fails
     /// too (an error of the same kind saying so; the line is lost): see
-    /// [`RecordingLink::error`].
+    /// [`RecordingLink::finish`].
     pub fn trip(&mut self, reason: impl Into<Option<Reason>>) -> io::Result<()> {
         let reason = reason.into();
         self.write(|w| w.trip(reason))
@@ -181,7 +178,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     ///
     /// The sink's write error. Once a write has failed, every later one fails
     /// too (an error of the same kind saying so; the line is lost): see
-    /// [`RecordingLink::error`].
+    /// [`RecordingLink::finish`].
     pub fn rearm(&mut self) -> io::Result<()> {
         self.write(|w| w.rearm())
     }
@@ -192,7 +189,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     ///
     /// The sink's write error. Once a write has failed, every later one fails
     /// too (an error of the same kind saying so; the line is lost): see
-    /// [`RecordingLink::error`].
+    /// [`RecordingLink::finish`].
     pub fn wake(&mut self) -> io::Result<()> {
         self.write(|w| w.wake())
     }
@@ -205,7 +202,7 @@ impl<L: Link, W: Write> RecordingLink<L, W> {
     /// `InvalidInput` for a `jog` before the `bringup` line or a second one in
     /// a cycle, or the sink's write error. Once a write has failed, every later
     /// one fails too (an error of the same kind saying so; the line is lost):
-    /// see [`RecordingLink::error`].
+    /// see [`RecordingLink::finish`].
     pub fn jog(&mut self, jog: crate::protocol::bringup::Jog) -> io::Result<()> {
         self.write(|w| w.jog(jog))
     }

@@ -4,7 +4,7 @@ use super::support::{FakeBoard, Kind, Spoil};
 use crate::protocol::cycle::{
     Cycle, CycleInput, CycleOutput, ExchangeFailure, ReadResult, Reconnect,
 };
-use crate::protocol::frame::{Frame, FrameError, SYNC_FRAME};
+use crate::protocol::frame::{Frame, FrameError};
 use crate::protocol::gate::Verdict;
 use crate::protocol::startup::{link_up, Startup, StartupError};
 use crate::protocol::tables::*;
@@ -81,7 +81,7 @@ fn startup_returns_identity_after_link_prefs_boot_ids_and_two_frames() {
     assert_eq!(id.body_id(), "FAKE-BODY1");
     assert_eq!(id.chest_version.to_string(), "2.17.7");
     assert_eq!(id.boot_ids[2], [b'2'; 8]);
-    assert_eq!(id.zero()[0], 2048);
+    assert_eq!(id.prefs.zero[0], 2048);
     let c = board.calls();
     assert_eq!(
         &c[..5],
@@ -353,7 +353,7 @@ fn chest_button_in_an_answer_is_reported_as_a_trip() {
     runs(&mut board, &mut cycle, Some(&c), 5);
     board.chest_button = true;
     let out = run(&mut board, &mut cycle, Some(&c), false); // answer pressed
-    assert!(!out.trips.any());
+    assert_eq!(out.trips.reason(), None);
     board.chest_button = false;
     let out = run(&mut board, &mut cycle, Some(&c), false); // hands it over
     assert_eq!(out.trips.reason(), Some(deathswitch::Reason::ChestButton));

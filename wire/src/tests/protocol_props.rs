@@ -5,9 +5,10 @@
 use proptest::prelude::*;
 
 use crate::protocol::cycle::{Cycle, CycleInput, ExchangeFailure, ReadResult};
-use crate::protocol::frame::{Frame, FrameWriter, SYNC_ANSWER, SYNC_FRAME};
+use crate::protocol::frame::{Frame, FrameWriter};
 use crate::protocol::gate::Verdict;
 use crate::protocol::tables::{decode_position, encode_position, stiffness_per_mille};
+use crate::protocol::tables::{SYNC_ANSWER, SYNC_FRAME};
 use crate::{Command, JOINTS};
 
 proptest! {
@@ -17,7 +18,7 @@ proptest! {
         stiffness in any::<f32>(),
         position in any::<f32>(),
     ) {
-        let mut c = Cycle::with_default_accepted([2048; JOINTS]);
+        let mut c = Cycle::new([2048; JOINTS], &[10]);
         let cmd = Command { stiffness: [stiffness; JOINTS], position: [position; JOINTS], ..Command::default() };
         let input = CycleInput { command: Some(&cmd), verdict: &Verdict::AWAKE };
         c.build(&input, 0);
@@ -43,7 +44,7 @@ proptest! {
             let _ = w.push(*a, *cmd, p);
         }
         let n = w.finish();
-        let mut c = Cycle::with_default_accepted([2048; JOINTS]);
+        let mut c = Cycle::new([2048; JOINTS], &[10]);
         c.build(&CycleInput { command: None, verdict: &Verdict::AWAKE }, 0);
         c.complete(ReadResult::Skipped, Ok(()));
         c.build(&CycleInput { command: None, verdict: &Verdict::AWAKE }, 12_000_000);

@@ -6,9 +6,10 @@ use std::path::Path;
 
 use super::support::FakeBoard;
 use crate::protocol::cycle::{Cycle, CycleInput, Reconnect};
-use crate::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN, SYNC_ANSWER};
+use crate::protocol::frame::{Frame, FrameWriter, MAX_FRAME_LEN};
 use crate::protocol::gate::{Verdict, WakeLatch};
 use crate::protocol::startup::Startup;
+use crate::protocol::tables::SYNC_ANSWER;
 use crate::recording::record_link::RecordingLink;
 use crate::recording::{parse, Mismatch};
 use crate::replay::{replay_lines, ReplayFailure};

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use crate::link::Call;
-use crate::protocol::frame::{Frame, FrameWriter, SYNC_FRAME};
+use crate::protocol::frame::{Frame, FrameWriter};
 use crate::protocol::prefs::crc32;
 use crate::protocol::tables::*;
 use crate::{Link, LinkError, JOINTS};

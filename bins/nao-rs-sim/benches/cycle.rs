@@ -8,7 +8,8 @@
 //! the answer was made before); the virtual robot answers each frame
 //! between two steps, outside the measurement.
 //!
-//! `cargo bench -p nao-wire --bench cycle` prints a table. Goals: under 20 us
+//! It lives with the virtual robot, above wire (wire depends on nothing of
+//! the programs). `cargo bench -p nao-rs-sim --bench cycle` prints a table. Goals: under 20 us
 //! a cycle, over 50,000 replayed cycles a second.
 
 use std::path::{Path, PathBuf};
@@ -144,7 +145,7 @@ fn main() {
     let max = *times.last().expect("samples");
 
     // ---- replay
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recordings");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recordings");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("recordings/")
         .filter_map(|e| e.ok().map(|e| e.path()))

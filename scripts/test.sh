@@ -30,4 +30,4 @@ PROPTEST_CASES="${PROPTEST_CASES:-100000}" \
 
 echo "== loom models (page orderings)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test -p deathswitch --release --test loom_heartbeat -- --test-threads=2
+    cargo test -p deathswitch --release --lib cells::loom_tests -- --test-threads=2

@@ -1,8 +1,10 @@
 //! The page's costs: `cargo bench -p deathswitch --bench page`. Each row
 //! times 2,000 batches of 50 calls and prints the per-call median and the
-//! worst batch's per-call mean, in ns.
+//! worst batch's per-call mean, in ns. The calls are the holders' own: a
+//! cycle's `Switch::read` and `Switch::beat`, the guard's `write_heartbeat`,
+//! `snapshot` and `check`, a trip and a re-arm.
 
-use deathswitch::{monotonic_ns, Page, Reason};
+use deathswitch::{monotonic_ns, Beat, Motion, Page, Reason, Switch};
 
 const BATCHES: usize = 2_000;
 const PER_BATCH: u64 = 50;
@@ -37,15 +39,24 @@ fn main() {
         page.rearm();
         page.trip(Reason::Naoctl);
     });
-    measure("is_tripped", |_| {
-        std::hint::black_box(page.is_tripped());
-    });
     measure("write_heartbeat", |i| page.write_heartbeat(i, i, true));
+    measure("beat", |i| {
+        page.beat(&Beat {
+            cycle: i,
+            t_ns: i,
+            all_off: true,
+            motion: Motion::LimpTripped,
+            safety_flags: 0,
+        })
+    });
     measure("snapshot", |_| {
         std::hint::black_box(page.snapshot());
     });
     measure("check", |_| {
         std::hint::black_box(page.check());
+    });
+    measure("read", |_| {
+        std::hint::black_box(page.read());
     });
     measure("now_ns", |_| {
         std::hint::black_box(monotonic_ns());

@@ -28,7 +28,8 @@ pub const TRIP_TIME_PENDING: u64 = u64::MAX;
 /// The page: atomics only, so no reader sees half a write and a crashed
 /// writer leaves no lock behind.
 #[repr(C)]
-pub struct Cells {
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) struct Cells {
     magic_head: AtomicU64,
     version: AtomicU32,
     reason: AtomicU32,
@@ -91,7 +92,7 @@ fn pid(v: u32) -> Option<u32> {
 impl Cells {
     /// An all-zero page in memory (no magic: it reads tripped), for models
     /// and tests.
-    pub fn zeroed() -> Cells {
+    pub(crate) fn zeroed() -> Cells {
         Cells {
             magic_head: AtomicU64::new(0),
             version: AtomicU32::new(0),
@@ -121,7 +122,7 @@ impl Cells {
     /// times and the page's new `nonce` (0 is stored as 1: a whole page's
     /// nonce is never 0), then writes the magic back. `trip_count` becomes
     /// one more than the count it held (1 on a fresh, zeroed file).
-    pub fn initialize(&self, reason: Reason, now_ns: u64, unix_ns: u64, nonce: u64) {
+    pub(crate) fn initialize(&self, reason: Reason, now_ns: u64, unix_ns: u64, nonce: u64) {
         self.initialize_after(reason, now_ns, unix_ns, 0, nonce)
     }
 
@@ -130,7 +131,7 @@ impl Cells {
     /// holder read): a repair always changes the count every holder last
     /// read, so none misses the `page-lost` trip even if a person re-arms
     /// before it looks again.
-    pub fn initialize_after(
+    pub(crate) fn initialize_after(
         &self,
         reason: Reason,
         now_ns: u64,
@@ -190,7 +191,7 @@ impl Cells {
     /// Trips with `reason` if armed (compare-and-swap from 0): true when
     /// this call tripped it. The first reason stays until [`Cells::rearm`].
     /// Lock-free and async-signal-safe.
-    pub fn trip(&self, reason: Reason, now_ns: u64, unix_ns: u64) -> bool {
+    pub(crate) fn trip(&self, reason: Reason, now_ns: u64, unix_ns: u64) -> bool {
         // AcqRel: the success publishes the reason (Release) and orders the
         // time stores after it; pairs with the Acquire load in `snapshot`.
         let won = self
@@ -218,7 +219,7 @@ impl Cells {
     /// set pending before the reason is cleared (Release), so a later
     /// trip's reader never pairs the new reason with the old time.
     /// `unix_ns` is stored as the time of the re-arm (display only).
-    pub fn rearm(&self, unix_ns: u64) {
+    pub(crate) fn rearm(&self, unix_ns: u64) {
         self.tripped_at_ns
             .store(TRIP_TIME_PENDING, Ordering::Release);
         self.tripped_at_unix_ns.store(0, Ordering::Release);
@@ -241,11 +242,6 @@ impl Cells {
         self.reason.load(Ordering::Acquire)
     }
 
-    /// Tripped, or without its magic. Atomic loads only.
-    pub(crate) fn is_tripped(&self) -> bool {
-        self.reason.load(Ordering::Acquire) != 0 || !self.magic_ok()
-    }
-
     /// The reason: the stored one, or [`Reason::PageLost`] for a page
     /// without its magic (or with an unknown code); `None` while armed.
     pub(crate) fn reason(&self) -> Option<Reason> {
@@ -262,7 +258,7 @@ impl Cells {
     /// The heartbeat after a frame: the all-off confirmation (only when
     /// `all_off`), then the time, then the cycle, each a Release store, so a
     /// reader that sees cycle N sees N's confirmation.
-    pub fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+    pub(crate) fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
         let stored = cycle.saturating_add(1);
         if all_off {
             self.all_off_cycle.store(stored, Ordering::Release);
@@ -275,7 +271,7 @@ impl Cells {
     /// One cycle's [`crate::Switch::beat`]: the motion state and the
     /// safety flags, then the heartbeat ([`Cells::write_heartbeat`]), so a
     /// reader that sees cycle N sees N's motion and flags.
-    pub fn beat(&self, beat: &Beat) {
+    pub(crate) fn beat(&self, beat: &Beat) {
         self.set_motion(beat.motion);
         self.set_safety_flags(beat.safety_flags);
         self.write_heartbeat(beat.cycle, beat.t_ns, beat.all_off);
@@ -314,7 +310,7 @@ impl Cells {
     }
 
     /// The runtime publishes its motion state (every frame; one store).
-    pub fn set_motion(&self, motion: Motion) {
+    pub(crate) fn set_motion(&self, motion: Motion) {
         self.motion.store(motion.code(), Ordering::Release);
     }
 
@@ -339,14 +335,6 @@ impl Cells {
         self.all_off_cycle.store(0, Ordering::Release);
     }
 
-    /// Clears the driver's identity, its motion state and the heartbeat.
-    pub(crate) fn clear_driver(&self) {
-        self.clear_heartbeat();
-        self.motion.store(Motion::None.code(), Ordering::Release);
-        self.driver_pid.store(0, Ordering::Release);
-        self.driver_start.store(0, Ordering::Release);
-    }
-
     /// Guard release without a race: clears `driver_pid` only while it still
     /// is `pid` (compare-and-swap), then the heartbeat. Returns false, and
     /// changes nothing, when another runtime registered in the meantime.
@@ -367,11 +355,6 @@ impl Cells {
     /// Publishes the runtime's safety flags ([`crate::flags::SafetyFlags`] bits).
     pub(crate) fn set_safety_flags(&self, bits: u32) {
         self.safety_flags.store(bits, Ordering::Release);
-    }
-
-    /// The published safety flags.
-    pub(crate) fn safety_flags(&self) -> u32 {
-        self.safety_flags.load(Ordering::Acquire)
     }
 
     /// Publishes the guard's identity (pid 0: none; `start` its process
@@ -400,7 +383,7 @@ impl Cells {
     /// "Armed with a trip time" is confirmed by a second load of `reason`:
     /// a trip that lands between the loads is a trip, not damage. Atomic
     /// loads only, no allocation.
-    pub fn judge(&self, clock: impl FnOnce() -> u64) -> Option<Damage> {
+    pub(crate) fn judge(&self, clock: impl FnOnce() -> u64) -> Option<Damage> {
         if !self.magic_present() {
             return Some(Damage::NoMagic);
         }
@@ -423,7 +406,7 @@ impl Cells {
 
     /// Every field. The heartbeat is loaded cycle, then time, then
     /// confirmation (Acquire), the opposite of the writer's order.
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         // Acquire: pairs with the Release store of `beat_cycle`.
         let cycle = self.beat_cycle.load(Ordering::Acquire);
         let beat = self.beat_ns.load(Ordering::Acquire);
@@ -533,6 +516,9 @@ impl Cells {
     }
 }
 
+#[cfg(all(test, loom))]
+mod loom_tests;
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -544,10 +530,15 @@ mod tests {
         c
     }
 
+    /// Tripped, or without its magic.
+    fn tripped(c: &Cells) -> bool {
+        !c.snapshot().armed
+    }
+
     #[test]
     fn a_page_without_magic_counts_as_tripped() {
         let c = Cells::zeroed();
-        assert!(c.is_tripped());
+        assert!(tripped(&c));
         assert_eq!(c.reason(), Some(Reason::PageLost));
         let s = c.snapshot();
         assert!(!s.armed);
@@ -557,7 +548,7 @@ mod tests {
     #[test]
     fn first_reason_wins_until_rearm() {
         let c = armed();
-        assert!(!c.is_tripped());
+        assert!(!tripped(&c));
         assert!(c.trip(Reason::Udp, 100, 1000));
         assert!(!c.trip(Reason::Naoctl, 200, 2000));
         let s = c.snapshot();
@@ -565,7 +556,7 @@ mod tests {
         assert_eq!(s.tripped_at_ns, 100);
         assert_eq!(s.tripped_at_unix_ns, 1000);
         c.rearm(30);
-        assert!(!c.is_tripped());
+        assert!(!tripped(&c));
         assert_eq!(c.snapshot().tripped_at_ns, TRIP_TIME_PENDING);
         assert_eq!(c.snapshot().armed_at_unix_ns, 30);
         assert!(c.trip(Reason::Naoctl, 300, 3000));
@@ -623,7 +614,7 @@ mod tests {
             (None, None, None)
         );
         c.write_heartbeat(3, 3, false);
-        c.clear_driver();
+        assert!(c.clear_driver_if(42));
         let s = c.snapshot();
         assert_eq!(s.driver_pid, None);
         assert_eq!(s.last_cycle, None);
@@ -655,7 +646,6 @@ mod tests {
             (s.guard_pid, s.guard_holding, s.safety_flags),
             (Some(77), true, 0b101)
         );
-        assert_eq!(c.safety_flags(), 0b101);
         c.set_guard(0, 0, false);
         assert_eq!(c.snapshot().guard_pid, None);
     }
@@ -707,7 +697,7 @@ mod tests {
         assert_eq!(c.judge(clock), None);
         c.trip(Reason::Heat, 40, 40);
         assert_eq!(c.judge(clock), None);
-        c.clear_driver();
+        assert!(c.clear_driver_if(5));
         assert_eq!(c.judge(clock), None);
         c.initialize_after(Reason::PageLost, 50, 50, 7, 5);
         assert_eq!(c.trip_count(), 8);
@@ -718,7 +708,7 @@ mod tests {
     fn an_unknown_reason_code_reads_page_lost_and_tripped() {
         let c = armed();
         c.reason.store(999, Ordering::Release);
-        assert!(c.is_tripped());
+        assert!(tripped(&c));
         assert_eq!(c.reason(), Some(Reason::PageLost));
     }
 
@@ -759,7 +749,7 @@ mod tests {
         assert_eq!((s.driver_pid, s.driver_start), (Some(42), 2000));
         assert_eq!(s.last_cycle, None, "not judged by the predecessor's beat");
         assert_eq!(s.motion, Motion::None, "not described by the predecessor");
-        c.clear_driver();
+        assert!(c.clear_driver_if(42));
         let s = c.snapshot();
         assert_eq!((s.driver_pid, s.driver_start), (None, 0));
     }

@@ -11,18 +11,19 @@
 //!   page file) and [`MemorySwitch`] (the page's cells on the heap, for
 //!   tests and replay);
 //! - the page file: [`Page`] ([`Page::open`], [`Page::check`] and the
-//!   other holders' calls), [`Opening`], [`Integrity`], [`Damage`],
-//!   [`TimeField`], [`PageError`], [`fix`], [`default_path`], and read-only
-//!   [`inspect`] ([`Inspection`]);
-//! - the layout: [`Cells`], [`LEN`], [`MAGIC`], [`VERSION`],
-//!   [`TRIP_TIME_PENDING`];
+//!   other holders' calls), [`Integrity`], [`Damage`], [`TimeField`],
+//!   [`PageError`], [`fix`], [`default_path`], and read-only [`inspect`]
+//!   ([`Inspection`]);
+//! - the layout's fixed points: [`LEN`], [`MAGIC`], [`VERSION`],
+//!   [`TRIP_TIME_PENDING`] (the layout itself, `Cells`, is the crate's own:
+//!   every switch reaches it through [`Switch`] and [`Snapshot`]);
 //! - the clocks: [`monotonic_ns`], [`unix_ns`] (the actor kit's, re-exported);
 //! - modules: [`flags`] (the runtime's safety flags), [`process`] (a
 //!   process's identity, whether a pid is alive), [`rules`] (the guard's
 //!   rules and the runtime's bounds they rely on), [`stop`] (the UDP stop
 //!   datagram, and [`stop::udp`], the one listener of the runtime and the
 //!   guard), [`socket_file`] (a socket file bound with its mode, no
-//!   window), [`sigbus`] (the fault handler's counters).
+//!   window).
 //!
 //! Under `cfg(loom)` only the layout, the trait and the pure parts are
 //! built (the loom models run the `Cells` methods in memory).
@@ -46,11 +47,11 @@ mod memory;
 #[cfg(not(loom))]
 mod page;
 #[cfg(not(loom))]
-pub mod sigbus;
+mod sigbus;
 #[cfg(not(loom))]
 pub mod socket_file;
 
-pub use cells::{Cells, LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
+pub use cells::{LEN, MAGIC, TRIP_TIME_PENDING, VERSION};
 pub use damage::{Damage, TimeField};
 #[cfg(not(loom))]
 pub use memory::MemorySwitch;
@@ -59,7 +60,7 @@ pub use motion::Motion;
 /// the page's holders use.
 pub use nao_kit::clock::{monotonic_ns, unix_ns};
 #[cfg(not(loom))]
-pub use page::{default_path, fix, inspect, Inspection, Integrity, Opening, Page, PageError};
+pub use page::{default_path, fix, inspect, Inspection, Integrity, Page, PageError};
 pub use reason::Reason;
 pub use switch::{Beat, Switch};
 

@@ -1,4 +1,4 @@
-//! [`MemorySwitch`]: the page's own [`Cells`] on the heap, no file, for
+//! [`MemorySwitch`]: the page's own `Cells` on the heap, no file, for
 //! tests and replay. Every rule is the page's (the `Cells` methods and the
 //! repair of [`crate::Page::check`]); only the file is missing.
 
@@ -9,7 +9,7 @@ use crate::page::{make_whole_lost, trip_lost};
 use crate::switch::{checked, trip_now};
 use crate::{Beat, Reason, Snapshot, Switch};
 
-/// A death switch in memory: the page's [`Cells`] in one heap allocation
+/// A death switch in memory: the page's `Cells` in one heap allocation
 /// made at construction (aligned for them; nothing allocates afterwards),
 /// with the page's rules: the first reason wins, `trip_count` counts armed
 /// -> tripped transitions (a re-arm does not), the heartbeat's order, and

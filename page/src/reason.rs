@@ -113,7 +113,7 @@ impl Reason {
     }
 
     /// The code stored in the page (1..=19).
-    pub fn code(self) -> u32 {
+    pub(crate) fn code(self) -> u32 {
         self as u32
     }
 }

@@ -85,7 +85,7 @@ pub const START_UP_BOUND_NS: u64 = 6_000_000_000;
 /// the busy board every 50 ms ([`RUNTIME_OPEN_RETRY_NS`]), so it has the
 /// free board within 50 ms of the hand-over, plus its link start and
 /// handshake.
-pub const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
+pub(crate) const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
 
 // The runtime's contract with the guard: the runtime keeps these (it uses
 // the constants), and the guard's bounds above are made to cover them.
@@ -94,7 +94,7 @@ pub const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
 /// cycle. The guard's all-off frames keep the same period.
 pub const FRAME_PERIOD_NS: u64 = 12_000_000;
 /// The runtime retries a busy chest board this often, 50 ms: the
-/// hand-over bound ([`HAND_OVER_BOUND_NS`]) covers ten retries.
+/// hand-over bound (`HAND_OVER_BOUND_NS`) covers ten retries.
 pub const RUNTIME_OPEN_RETRY_NS: u64 = 50_000_000;
 /// The runtime gives a busy chest board up after this long, 5 s, and
 /// exits: the start-up bound ([`START_UP_BOUND_NS`]) covers it and 1 s
@@ -111,7 +111,7 @@ pub enum FirstBeat {
     /// The guard found it registered (its start-up, or the guard's own
     /// start): [`START_UP_BOUND_NS`].
     StartUp,
-    /// The guard handed it the chest board: [`HAND_OVER_BOUND_NS`].
+    /// The guard handed it the chest board: `HAND_OVER_BOUND_NS`.
     HandOver,
 }
 
@@ -216,3 +216,6 @@ impl Judge {
         self.beat_lost_ns = None;
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

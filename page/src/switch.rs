@@ -1,7 +1,7 @@
-//! What one cycle needs of the death switch ([`Switch`]), the rules every
-//! switch shares (written once here and in [`Cells`]), and the switch over
-//! the page file (`impl Switch for Page`). The in-memory switch for tests
-//! and replay is [`crate::MemorySwitch`].
+//! What one cycle needs of the death switch ([`Switch`]) and the rules every
+//! switch shares (written once here and in `Cells`). Its two switches: the
+//! page file ([`crate::Page`], `impl Switch for Page` beside it) and the
+//! in-memory switch for tests and replay ([`crate::MemorySwitch`]).
 //!
 //! The order of one cycle (`docs/page.md`, "The switch a cycle uses"):
 //! [`Switch::read`] once before the frame (the integrity check, then every
@@ -82,39 +82,6 @@ pub(crate) fn trip_now(cells: &Cells, reason: Reason) -> bool {
         return false;
     }
     cells.trip(reason, crate::monotonic_ns(), crate::unix_ns())
-}
-
-#[cfg(not(loom))]
-impl Switch for crate::Page {
-    /// [`crate::Page::check`], then [`crate::Page::snapshot`]; `Repaired`
-    /// and `Replaced` read tripped `page-lost` whatever a racing re-arm
-    /// left.
-    fn read(&self) -> Snapshot {
-        let lost = self.check() != crate::Integrity::Intact;
-        checked(lost, self.snapshot())
-    }
-
-    fn trip(&self, reason: Reason) -> bool {
-        crate::Page::trip(self, reason)
-    }
-
-    fn beat(&self, beat: &Beat) {
-        self.cells().beat(beat)
-    }
-
-    /// [`crate::Page::register_driver`].
-    fn register(&self, pid: u32) {
-        self.register_driver(pid)
-    }
-
-    fn path(&self) -> Option<&std::path::Path> {
-        Some(crate::Page::path(self))
-    }
-
-    /// [`crate::Page::snapshot`].
-    fn peek(&self) -> Snapshot {
-        self.snapshot()
-    }
 }
 
 #[cfg(all(test, not(loom)))]

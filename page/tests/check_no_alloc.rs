@@ -37,7 +37,7 @@ fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
         std::fs::create_dir(dir.path().join("run")).unwrap();
         let page = Page::open(&dir.path().join("run").join("deathswitch")).unwrap();
         page.rearm();
-        page.register_driver(4242);
+        page.register(4242);
         sh_ok(script, dir.path());
         let mut results = [0usize; 3];
         let n = allocations(|| {
@@ -47,7 +47,7 @@ fn check_allocates_nothing_while_a_replaced_page_cannot_be_recreated() {
                     Integrity::Repaired => results[1] += 1,
                     Integrity::Replaced => results[2] += 1,
                 }
-                let _ = page.is_tripped();
+                let _ = page.snapshot();
                 page.write_heartbeat(1, deathswitch::monotonic_ns(), true);
             }
         });
@@ -67,7 +67,7 @@ fn check_allocates_nothing_on_an_intact_page_and_while_repairing() {
     let (dir, path) = testkit::page_path();
     let page = Page::open(&path).unwrap();
     page.rearm();
-    page.register_driver(4242);
+    page.register(4242);
     page.set_guard(77, true);
     let n = allocations(|| {
         for _ in 0..1000 {

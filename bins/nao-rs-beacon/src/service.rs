@@ -377,7 +377,7 @@ pub fn judge_wake(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use deathswitch::{Cells, Reason};
+    use deathswitch::{Beat, MemorySwitch, Reason, Switch};
     use nao_rs_beacon::auth::{sign, WakeRefusalKind};
 
     fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
@@ -431,16 +431,7 @@ mod tests {
         assert!(e.0.contains("NAO_RS_BEACON_TARGETS"), "{e}");
     }
 
-    fn page(armed: bool) -> Cells {
-        let c = Cells::zeroed();
-        c.initialize(Reason::Boot, 1, 1, 0xabcd);
-        if armed {
-            c.rearm(2);
-        }
-        c
-    }
-
-    fn view(c: &Cells, driver_alive: bool) -> PageView {
+    fn view(c: &MemorySwitch, driver_alive: bool) -> PageView {
         PageView {
             snapshot: c.snapshot(),
             damage: None,
@@ -468,14 +459,22 @@ mod tests {
 
     #[test]
     fn a_beacon_says_the_page_and_a_fresh_status_of_a_live_runtime_only() {
-        let c = page(true);
-        c.set_motion(deathswitch::Motion::LimpWaitingForWake);
+        let c = MemorySwitch::armed();
         let now = 10_000_000_000;
+        // The runtime's beat: limp, waiting for a wake.
+        c.beat(&Beat {
+            cycle: 0,
+            t_ns: now - 12_000_000,
+            all_off: true,
+            motion: deathswitch::Motion::LimpWaitingForWake,
+            safety_flags: 0,
+        });
         let st = status(now - 100_000_000);
         let b = compose(&settings(), 7, &view(&c, true), Some(&st), now, true);
         assert_eq!(b.switch, SwitchPosition::Armed);
         assert_eq!(b.wake_generation, Some(1));
-        assert_eq!(b.nonce, 0xabcd);
+        assert_eq!(b.nonce, c.snapshot().nonce);
+        assert_ne!(b.nonce, 0, "a whole page's nonce");
         assert_eq!(b.motion, Motion::LimpWaitingForWake);
         assert_eq!(b.max_stiffness, Some(0.6));
         assert_eq!(b.battery, Some(0.8));
@@ -493,7 +492,7 @@ mod tests {
         let b = compose(&settings(), 9, &view(&c, false), Some(&st), now, false);
         assert_eq!((b.motion, b.max_stiffness), (Motion::None, None));
         // Tripped: no generation; damaged: page-lost, named.
-        c.trip(Reason::Udp, 3, 3);
+        c.trip(Reason::Udp);
         let b = compose(&settings(), 10, &view(&c, true), None, now, false);
         assert_eq!(
             (b.switch, b.wake_generation),
@@ -502,7 +501,7 @@ mod tests {
         assert_eq!(b.reason.as_deref(), Some("udp"));
         let damaged = PageView {
             damage: Some(Damage::NoMagic),
-            ..view(&page(true), true)
+            ..view(&MemorySwitch::armed(), true)
         };
         let b = compose(&settings(), 11, &damaged, None, now, false);
         assert_eq!(b.switch, SwitchPosition::Tripped);
@@ -517,10 +516,11 @@ mod tests {
 
     #[test]
     fn a_network_wake_passes_only_signed_by_the_team_key_for_this_page_and_epoch() {
-        let c = page(true);
+        let c = MemorySwitch::armed();
         let k = key(1);
         let v = view(&c, true);
-        let good = sign(&k, "nao1", 0xabcd, 1).encode();
+        let nonce = c.snapshot().nonce;
+        let good = sign(&k, "nao1", nonce, 1).encode();
         assert!(matches!(
             judge_wake(Some(&k), &good, "nao1", &v),
             WakeVerdict::Pass { generation: 1, .. }
@@ -535,13 +535,13 @@ mod tests {
             WakeRefusalKind::WrongKeyId
         );
         // Another team's key.
-        let other = sign(&key(2), "nao1", 0xabcd, 1).encode();
+        let other = sign(&key(2), "nao1", nonce, 1).encode();
         assert!(matches!(
             refused(judge_wake(Some(&k), &other, "nao1", &v)),
             WakeRefusalKind::WrongKeyId | WakeRefusalKind::BadMac
         ));
         // Another robot's wake.
-        let body = sign(&k, "nao2", 0xabcd, 1).encode();
+        let body = sign(&k, "nao2", nonce, 1).encode();
         assert_eq!(
             refused(judge_wake(Some(&k), &body, "nao1", &v)),
             WakeRefusalKind::OtherBody
@@ -552,23 +552,25 @@ mod tests {
             WakeRefusalKind::Malformed
         );
         // A recorded wake after the next trip and re-arm: another epoch.
-        c.trip(Reason::Udp, 3, 3);
+        c.trip(Reason::Udp);
         let tripped = view(&c, true);
         assert_eq!(
             refused(judge_wake(Some(&k), &good, "nao1", &tripped)),
             WakeRefusalKind::NotArmed
         );
-        c.rearm(4);
+        c.rearm();
         assert_eq!(
             refused(judge_wake(Some(&k), &good, "nao1", &view(&c, true))),
             WakeRefusalKind::StaleGeneration
         );
         // After a repair (a new nonce), the same generation is no good either.
-        let repaired = page(true);
-        repaired.initialize_after(Reason::PageLost, 5, 5, 0, 0x9999);
-        repaired.rearm(6);
+        let repaired = MemorySwitch::armed();
+        repaired.damage();
+        assert_eq!(repaired.read().reason, Some(Reason::PageLost));
+        repaired.rearm();
+        assert_ne!(repaired.snapshot().nonce, nonce, "a repair's new nonce");
         let g = repaired.snapshot().wake_generation().unwrap();
-        let old_nonce = sign(&k, "nao1", 0xabcd, g).encode();
+        let old_nonce = sign(&k, "nao1", nonce, g).encode();
         assert_eq!(
             refused(judge_wake(
                 Some(&k),

@@ -916,7 +916,6 @@ mod tests {
         let zeroed = Snapshot {
             magic_ok: true,
             reason: Some(Reason::PageLost),
-            reason_code: Reason::PageLost.code(),
             tripped_at_ns: 30 * MS,
             ..Snapshot::default()
         };
@@ -925,7 +924,6 @@ mod tests {
         let rearmed = Snapshot {
             armed: true,
             reason: None,
-            reason_code: 0,
             ..zeroed
         };
         for (page, reason, at_ms) in [

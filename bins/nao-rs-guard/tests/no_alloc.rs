@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{frozen_runtime, poller, TestBoard};
+use common::{frozen_runtime, poller, TestBoard, HAND_OVER_BOUND};
 use deathswitch::Page;
 use nao_kit::alloc::{self, allocations};
 use nao_rs_guard::board::{Board, WireBoard};
@@ -73,7 +73,7 @@ fn poll_loop_allocates_nothing_watching_holding_handing_over_releasing() {
     // The new runtime never beats: taken back past the hand-over bound
     // (guard rule 6), then a re-arm releases.
     let t2 = deathswitch::monotonic_ns();
-    let bound = deathswitch::rules::HAND_OVER_BOUND_NS;
+    let bound = HAND_OVER_BOUND.as_nanos() as u64;
     let n = allocations(|| {
         p.poll(&page, t2 + 2 * MS);
         p.poll(&page, t2 + bound + 10 * MS);

@@ -164,7 +164,7 @@ impl Watched {
             "{what}: a stiff frame after the take-over"
         );
         let page = Page::open(self.rig.page_path()).unwrap();
-        assert!(page.is_tripped(), "{what}");
+        assert!(!page.snapshot().armed, "{what}");
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{frozen_runtime, poller, TestBoard};
-use deathswitch::{monotonic_ns, Page};
+use deathswitch::{monotonic_ns, Page, Switch};
 use nao_rs_guard::core::GuardState;
 use nao_rs_guard::log::discard_logbook;
 
@@ -20,7 +20,7 @@ fn release_keeps_a_runtime_that_registers_while_the_board_is_let_go() {
     let mut victim = frozen_runtime(&page);
     // A board whose `close` is where a restarting runtime registers.
     let registering = page.clone();
-    let board = TestBoard::on_close(move || registering.register_driver(4_000_000));
+    let board = TestBoard::on_close(move || registering.register(4_000_000));
     let book = discard_logbook();
     let mut p = poller(board, &book);
     let t = monotonic_ns();

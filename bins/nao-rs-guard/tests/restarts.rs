@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use common::{
     guarded, hang_taken_over, poll_for, sent_by, stiff_nao_rs_run, wait_for, GuardRig, Proc, Rig,
-    Runtime,
+    Runtime, HAND_OVER_BOUND,
 };
-use deathswitch::rules::{HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
-use deathswitch::{Page, Reason};
+use deathswitch::rules::START_UP_BOUND_NS;
+use deathswitch::{Page, Reason, Switch};
 use nao_rs_guard::signals::ends_the_guard;
 use nao_rs_sim::TraceLine;
 use nix::sys::signal::Signal;
@@ -128,7 +128,7 @@ fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bo
         (f.len() >= 3).then_some(f)
     });
     let silent_ms = (after[0].t_ns - before) as f64 / 1e6;
-    let bound_ms = (HAND_OVER_BOUND_NS / MS) as f64;
+    let bound_ms = HAND_OVER_BOUND.as_millis() as f64;
     assert!(
         silent_ms > bound_ms - 50.0 && silent_ms < bound_ms + 500.0,
         "the board went {silent_ms:.0} ms without a guard frame (bound {bound_ms} ms)"
@@ -167,14 +167,14 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
     let bystander_start = deathswitch::process::start_time(bystander_pid).unwrap();
     type Store<'a> = Box<dyn Fn() + 'a>;
     let ways: Vec<(&str, Store)> = vec![
-        ("pid 1, page API", Box::new(|| page.register_driver(1))),
+        ("pid 1, page API", Box::new(|| page.register(1))),
         (
             "the simulator, page API",
-            Box::new(|| page.register_driver(rig.sim_pid())),
+            Box::new(|| page.register(rig.sim_pid())),
         ),
         (
             "an unrelated process, page API",
-            Box::new(|| page.register_driver(bystander_pid)),
+            Box::new(|| page.register(bystander_pid)),
         ),
         ("pid 1, raw, no start time", Box::new(|| raw(1, 0))),
         (
@@ -193,8 +193,8 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
         assert!(s.guard_holding, "{what}: the guard let the board go");
         assert!(bystander.running(), "{what}: the bystander was signalled");
     }
-    // Clear what was stored last (raw, no start: not verifiable, kept).
-    page.clear_driver();
+    // Clear what was stored last (raw, a wrong start: not verifiable, kept).
+    assert!(page.clear_driver_if(bystander_pid));
     let frames = rig.frames_from(guard.pid());
     let gap = max_gap_ms(&frames, from);
     assert!(
@@ -423,7 +423,7 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
 fn a_second_guard_refuses_to_start_naming_the_first() {
     let (rig, page, guard) = guarded();
     page.rearm();
-    let count = page.trip_count();
+    let count = page.snapshot().trip_count;
     let log = rig.dir().join("guard2.log");
     let mut second = Proc::spawn(
         "second nao-rs-guard",

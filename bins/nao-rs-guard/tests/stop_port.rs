@@ -10,14 +10,14 @@ mod common;
 
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{wait_for, GuardRig, Proc, Rig, Runtime};
-use deathswitch::stop::udp::{handover_path, send_fd};
+use deathswitch::stop::udp::handover_path;
 use deathswitch::{Page, Reason};
 use nix::sys::signal::Signal;
 use testkit::{free_udp_port, UnixServer};
@@ -62,11 +62,16 @@ fn assert_tripped_and_all_off(rig: &Rig, page: &Page, reason: Reason) {
     assert_eq!(stiff, 0, "{stiff} stiff frames after the trip");
 }
 
-/// Serves `fd` on the listener `l` to every asker until dropped: the
+/// Serves `fd` on the listener `l` to every asker until dropped, as a
+/// holder hands the socket over (one byte with the fd, SCM_RIGHTS): the
 /// bogus holder.
 fn bogus_server(l: UnixListener, fd: OwnedFd) -> UnixServer {
-    UnixServer::start(l, move |c| {
-        let _ = send_fd(c, fd.as_raw_fd());
+    UnixServer::start(l, move |c: &UnixStream| {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+        let fds = [fd.as_raw_fd()];
+        let iov = [std::io::IoSlice::new(b"S")];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        let _ = sendmsg::<()>(c.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None);
     })
 }
 
@@ -117,7 +122,7 @@ fn stop_port_squatters_on_an_abstract_name_and_a_stale_file_change_nothing() {
         Duration::from_secs(15),
     );
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!page.is_tripped(), "tripped: {:?}", page.snapshot());
+    assert!(page.snapshot().armed, "tripped: {:?}", page.snapshot());
     send_stop(port);
     assert_tripped_and_all_off(&rig, &page, Reason::Udp);
     assert!(!rig.log("rt").contains("refused"), "{}", rig.log("rt"));
@@ -166,7 +171,11 @@ fn stop_port_bogus_sockets_on_the_handover_file_are_refused_and_the_stop_lands()
         );
         drop(bogus);
         std::thread::sleep(Duration::from_millis(1200));
-        assert!(!page.is_tripped(), "{what}: tripped: {:?}", page.snapshot());
+        assert!(
+            page.snapshot().armed,
+            "{what}: tripped: {:?}",
+            page.snapshot()
+        );
         send_stop(port);
         assert_tripped_and_all_off(&rig, &page, Reason::Udp);
         println!("{what}: refused ({why}), the stop landed");
@@ -202,7 +211,7 @@ fn stop_port_held_by_nobody_trips_stop_port_unread_and_a_rearm_does_not_stick() 
     let _g = rig.start_guard(port);
     let _rt = rig.start_runtime(&runtime("rt", port));
     wait_for("the trip", Duration::from_secs(5), || {
-        page.is_tripped().then_some(())
+        (!page.snapshot().armed).then_some(())
     });
     println!("tripped {:?} after the guard's spawn", started.elapsed());
     assert_tripped_and_all_off(&rig, &page, Reason::StopPortUnread);
@@ -449,7 +458,7 @@ fn stop_port_from_systemd_socket_activate_is_taken_by_the_guard() {
         "UDP stop listening on systemd's socket",
         Duration::from_secs(5),
     );
-    assert!(!page.is_tripped(), "{:?}", page.snapshot());
+    assert!(page.snapshot().armed, "{:?}", page.snapshot());
     send_stop(port);
     wait_for("the stop", Duration::from_secs(2), || {
         (page.snapshot().reason == Some(Reason::Udp)).then_some(())

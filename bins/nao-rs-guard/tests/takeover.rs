@@ -19,7 +19,7 @@ fn sigstop_runtime_guard_trips_kills_it_and_sends_all_off() {
     let (rig, page, guard) = guarded();
     page.rearm();
     let mut rt = stiff_nao_rs_run(&rig, "rt", None);
-    assert!(!page.is_tripped(), "healthy runtime: armed");
+    assert!(page.snapshot().armed, "healthy runtime: armed");
 
     rt.signal(Signal::SIGSTOP);
     let frames = rig.wait_frames_from(guard.pid(), 12, Duration::from_secs(5));
@@ -235,7 +235,7 @@ fn runtime_exit_of_any_cause_is_taken_over_at_once_by_the_pidfd() {
         page.rearm();
         let fault = (sig == Signal::SIGUSR2).then_some("crash-on-usr2");
         let mut rt = stiff_nao_rs_run(&rig, "rt", fault);
-        let count_before = page.trip_count();
+        let count_before = page.snapshot().trip_count;
         rt.signal(sig);
         let status = rt
             .wait_exit(Duration::from_secs(2))

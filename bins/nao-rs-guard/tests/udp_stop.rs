@@ -62,11 +62,11 @@ fn udp_stop_prefix_trips_udp_anything_else_ignored_no_reply() {
         send(port, other);
     }
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!page.is_tripped(), "other datagrams are ignored");
+    assert!(page.snapshot().armed, "other datagrams are ignored");
 
     let s = send(port, b"NAO-RS STOP and anything after");
     wait_for("the UDP stop", Duration::from_secs(2), || {
-        page.is_tripped().then_some(())
+        (!page.snapshot().armed).then_some(())
     });
     assert_eq!(page.snapshot().reason, Some(Reason::Udp));
     s.set_read_timeout(Some(Duration::from_millis(200)))
@@ -105,10 +105,13 @@ fn udp_port_in_use_by_another_program_trips_stop_port_unread_and_is_retried() {
     );
     page.rearm();
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!page.is_tripped(), "a re-arm sticks once the port is read");
+    assert!(
+        page.snapshot().armed,
+        "a re-arm sticks once the port is read"
+    );
     send(port, b"NAO-RS STOP");
     wait_for("the UDP stop", Duration::from_secs(2), || {
-        page.is_tripped().then_some(())
+        (!page.snapshot().armed).then_some(())
     });
     assert_eq!(page.snapshot().reason, Some(Reason::Udp));
 }
@@ -149,14 +152,18 @@ fn one_stop(page: &Page, port: u16, offset_ms: i64, event: &mut dyn FnMut()) -> 
         send(port, b"NAO-RS STOP");
         std::thread::sleep(Duration::from_millis((-offset_ms) as u64));
         event();
-        poll_for(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
+        poll_for(Duration::from_secs(1), || {
+            (!page.snapshot().armed).then_some(())
+        })?;
         return Some(sent.elapsed());
     }
     event();
     std::thread::sleep(Duration::from_millis(offset_ms as u64));
     let sent = std::time::Instant::now();
     send(port, b"NAO-RS STOP");
-    poll_for(Duration::from_secs(1), || page.is_tripped().then_some(()))?;
+    poll_for(Duration::from_secs(1), || {
+        (!page.snapshot().armed).then_some(())
+    })?;
     Some(sent.elapsed())
 }
 
@@ -177,7 +184,7 @@ fn udp_stop_is_never_lost_around_guard_start_kill_stop_and_runtime_restart() {
     wait_for("the runtime's listener", Duration::from_secs(10), || {
         send(port, b"NAO-RS STOP");
         std::thread::sleep(Duration::from_millis(20));
-        page.is_tripped().then_some(())
+        (!page.snapshot().armed).then_some(())
     });
     let mut failures = Vec::new();
     let mut worst = Duration::ZERO;
@@ -240,7 +247,7 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
     wait_for("the listeners", Duration::from_secs(10), || {
         send(port, b"NAO-RS STOP");
         std::thread::sleep(Duration::from_millis(20));
-        page.is_tripped().then_some(())
+        (!page.snapshot().armed).then_some(())
     });
     std::thread::sleep(Duration::from_millis(200));
     let Ok(other) = UdpSocket::bind("127.0.0.2:0") else {
@@ -260,7 +267,9 @@ fn udp_stop_from_another_source_inside_a_200k_flood_trips() {
             }
         }
         let sent = sent_at.unwrap();
-        let tripped = poll_for(Duration::from_secs(2), || page.is_tripped().then_some(()));
+        let tripped = poll_for(Duration::from_secs(2), || {
+            (!page.snapshot().armed).then_some(())
+        });
         let at = page.snapshot().tripped_at_ns;
         results.push(tripped.map(|_| {
             // The trip's own time stamp against the send, both monotonic.
@@ -316,7 +325,7 @@ fn udp_port_not_owned_is_raised_exactly_when_nobody_reads_the_port() {
     assert!(!not_owned(&page), "a false alarm with a stopped guard");
     send(port, b"NAO-RS STOP");
     wait_for("the stop", Duration::from_secs(2), || {
-        page.is_tripped().then_some(())
+        (!page.snapshot().armed).then_some(())
     });
     g.signal(Signal::SIGCONT);
     // A page repair (zeroed in place): no false alarm once the runtime

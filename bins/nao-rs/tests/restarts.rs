@@ -106,7 +106,7 @@ fn every_start_is_limp_until_a_persons_wake() {
     let _ = rt.wait_exit(Duration::from_secs(5));
     let gpid = _guard.pid();
     wait_for("the guard's take-over", Duration::from_secs(10), || {
-        page.is_tripped()
+        !page.snapshot().armed
             && page.snapshot().guard_holding
             && cycle_frames(&rig)
                 .iter()
@@ -231,7 +231,7 @@ fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
 fn nao_rs_wake_refuses_while_tripped_and_a_wake_without_generation_is_refused() {
     let (rig, page) = rig_and_page();
     let _rt = limp_runtime(&rig);
-    assert!(page.is_tripped(), "a fresh page is tripped (boot)");
+    assert!(!page.snapshot().armed, "a fresh page is tripped (boot)");
     let out = testkit::output(&mut rig.wake_command(RT));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "nao-rs wake while tripped: {err}");
@@ -312,7 +312,7 @@ fn clock_steps_of_two_hours_change_nothing() {
         assert!(stiff(&window(&cycle_frames(&rig), rearmed, u64::MAX)).is_empty());
         stepped(wake, &nao_rs, &wake_args, page_path);
         wait_stiff_after(&rig, rearmed, Duration::from_secs(10));
-        assert!(!page.is_tripped(), "a clock step tripped the switch");
+        assert!(page.snapshot().armed, "a clock step tripped the switch");
         // A wake in this generation, then a trip and a re-arm under
         // stepped clocks: limp until the next wake.
         let g = page.snapshot().wake_generation().unwrap();
@@ -344,17 +344,21 @@ fn a_dead_guard_named_in_the_page_is_flagged_guard_dead() {
     wait_for("the runtime's frames", Duration::from_secs(15), || {
         cycle_frames(&rig).len() > 100
     });
-    assert_eq!(page.safety_flags() & dead, 0, "a live guard is not dead");
+    assert_eq!(
+        page.snapshot().safety_flags & dead,
+        0,
+        "a live guard is not dead"
+    );
     guard.signal(Signal::SIGKILL);
     let _ = guard.wait_exit(Duration::from_secs(5));
     let killed = Instant::now();
     wait_for("guard-dead", Duration::from_secs(10), || {
-        page.safety_flags() & dead != 0
+        page.snapshot().safety_flags & dead != 0
     });
     eprintln!("guard-dead raised {:?} after the kill", killed.elapsed());
     let _guard2 = rig.start_guard(port);
     wait_for("guard-dead cleared", Duration::from_secs(10), || {
-        page.safety_flags() & dead == 0
+        page.snapshot().safety_flags & dead == 0
     });
 }
 

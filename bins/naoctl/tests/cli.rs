@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use deathswitch::{Page, Reason};
+use deathswitch::{Beat, Motion, Page, Reason, Switch};
 use serde_json::Value;
 
 mod common;
@@ -144,16 +144,19 @@ fn status_json_has_every_field_of_the_spec() {
     let e = env();
     let page = Page::open(&e.page).unwrap();
     page.rearm();
-    page.register_driver(31337);
+    page.register(31337);
     page.write_heartbeat(41, deathswitch::monotonic_ns(), false);
     page.trip(Reason::ChestButton);
-    page.write_heartbeat(42, deathswitch::monotonic_ns(), true);
-    page.set_guard(777, true);
-    page.set_safety_flags(
-        (deathswitch::flags::SafetyFlags::CONTROLLER_LOST
+    page.beat(&Beat {
+        cycle: 42,
+        t_ns: page.now_ns(),
+        all_off: true,
+        motion: Motion::LimpTripped,
+        safety_flags: (deathswitch::flags::SafetyFlags::CONTROLLER_LOST
             | deathswitch::flags::SafetyFlags::UDP_PORT_NOT_OWNED)
             .bits(),
-    );
+    });
+    page.set_guard(777, true);
     let v = status_json(&e.page);
     assert_eq!(v["state"], "tripped");
     assert_eq!(v["reason"], "chest-button");
@@ -196,7 +199,7 @@ fn status_json_of_a_fresh_page_has_nulls_for_the_heartbeat() {
 fn status_human_shows_state_reason_heartbeat_driver_and_guard() {
     let e = env();
     let page = Page::open(&e.page).unwrap();
-    page.register_driver(555);
+    page.register(555);
     page.write_heartbeat(9, deathswitch::monotonic_ns(), true);
     // The guard is this test process: alive.
     let me = std::process::id();
@@ -319,32 +322,43 @@ fn dead_pid() -> u32 {
     pid
 }
 
+/// A running runtime's beat of `cycle`, leaving `motion` (`Switch::beat`).
+fn beat(page: &Page, cycle: u64, motion: Motion) {
+    page.beat(&Beat {
+        cycle,
+        t_ns: page.now_ns(),
+        all_off: motion != Motion::Awake,
+        motion,
+        safety_flags: 0,
+    });
+}
+
 #[test]
 fn status_shows_a_robot_limp_and_waiting_for_a_wake_to_every_reader() {
     let e = env();
     let page = Page::open(&e.page).unwrap();
     page.rearm();
     // The runtime is this test process (alive), limp until woken.
-    page.register_driver(std::process::id());
-    page.set_motion(deathswitch::Motion::LimpWaitingForWake);
+    page.register(std::process::id());
+    beat(&page, 0, Motion::LimpWaitingForWake);
     let v = status_json(&e.page);
     assert_eq!(v["state"], "armed");
     assert_eq!(v["motion"], "limp-waiting-for-wake");
     assert_eq!(v["limp_waiting_for_wake"], true);
     assert_eq!(v["driver_alive"], true);
-    assert_eq!(v["wake_generation"], page.trip_count());
+    assert_eq!(v["wake_generation"], page.snapshot().trip_count);
     let t = text(&naoctl(&e.page, &["status"]));
     assert!(t.contains("motion: limp, waiting for a wake"), "{t}");
     assert!(t.contains("wake generation: 1"), "{t}");
     // Awake; then tripped: no wake generation while tripped.
-    page.set_motion(deathswitch::Motion::Awake);
+    beat(&page, 1, Motion::Awake);
     assert_eq!(status_json(&e.page)["limp_waiting_for_wake"], false);
     page.trip(Reason::Naoctl);
     let v = status_json(&e.page);
     assert_eq!(v["wake_generation"], Value::Null);
     // A runtime that is gone says nothing about the joints any more.
-    page.register_driver(dead_pid());
-    page.set_motion(deathswitch::Motion::Awake);
+    page.register(dead_pid());
+    beat(&page, 0, Motion::Awake);
     let v = status_json(&e.page);
     assert_eq!(v["driver_alive"], false);
     assert_eq!(v["motion"], "none");

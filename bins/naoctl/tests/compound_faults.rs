@@ -5,7 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use deathswitch::{Page, LEN, MAGIC};
+use deathswitch::{Page, Switch, LEN, MAGIC};
 use serde_json::Value;
 
 mod common;
@@ -101,7 +101,7 @@ fn naoctl_status_never_writes_to_a_page() {
     // A sound, armed, beating page: read, unchanged.
     let page = Page::open(&e.page).unwrap();
     page.rearm();
-    page.register_driver(4242);
+    page.register(4242);
     page.write_heartbeat(5, deathswitch::monotonic_ns(), true);
     drop(page);
     let before = fingerprint(&e.page);

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deathswitch::{Damage, Integrity, Page, Reason};
+use deathswitch::{Damage, Integrity, Page, Reason, Switch};
 use nao_kit::alloc::{self, allocations};
 use testkit::sh;
 
@@ -76,9 +76,9 @@ fn hold(robot: &common::Robot, dir: &Path, damage: impl FnOnce()) -> u64 {
 
 fn registered(page: &Page) {
     page.rearm();
-    page.register_driver(std::process::id());
+    page.register(std::process::id());
     page.set_guard(77, true);
-    assert!(!page.is_tripped());
+    assert!(page.snapshot().armed);
 }
 
 fn assert_identity(page: &Page) {
@@ -92,7 +92,7 @@ fn checks_while_full(page: &Page, want: Integrity) {
     let n = allocations(|| {
         for _ in 0..100 {
             assert_eq!(page.check(), want);
-            assert!(page.is_tripped());
+            assert!(!page.snapshot().armed);
         }
     });
     assert_eq!(n, 0, "allocations in 100 checks on a full filesystem");
@@ -115,6 +115,20 @@ fn whole_again(page: &Page, mended: Integrity) {
     assert_identity(page);
 }
 
+/// Whether this process maps the file at `path`: a line of
+/// `/proc/self/maps` with its device and inode.
+fn maps_file(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    let dev = format!("{:02x}:{:02x}", libc::major(m.dev()), libc::minor(m.dev()));
+    let ino = m.ino().to_string();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 5 && f[3] == dev && f[4] == ino
+    })
+}
+
 fn truncate_to_zero_on_a_full_tmpfs(dir: &Path) {
     let path = dir.join("deathswitch");
     let page = Page::open(&path).unwrap();
@@ -122,12 +136,15 @@ fn truncate_to_zero_on_a_full_tmpfs(dir: &Path) {
     fill(dir, "filler");
     assert!(sh("truncate -s 0 \"$1/deathswitch\"", dir));
     fill(dir, "filler2"); // takes the page's freed block
-    let detached = deathswitch::sigbus::detachments();
+    assert!(maps_file(&path), "the page maps its file");
     // The read faults; the file cannot hold the page; the handler maps
     // zeroed memory over it and the read returns: tripped page-lost.
-    assert!(page.is_tripped());
+    assert!(!page.snapshot().armed);
     assert_eq!(page.reason(), Some(Reason::PageLost));
-    assert!(deathswitch::sigbus::detachments() > detached);
+    assert!(
+        !maps_file(&path),
+        "zeroed memory over the page, not the file"
+    );
     page.write_heartbeat(3, deathswitch::monotonic_ns(), true); // no fault
     checks_while_full(&page, Integrity::Repaired);
     naoctl_answers(&path, "truncated to 0 on a full tmpfs");

@@ -10,7 +10,7 @@
 //! access (Acquire).
 //!
 //! Identity: a `Page` remembers what its holder registered (the runtime's
-//! pid through [`Page::register_driver`], the guard's pid and holding
+//! pid through [`Switch::register`], the guard's pid and holding
 //! through [`Page::set_guard`]) and stores it again right after every
 //! repair or replacement, and whenever a check finds it zeroed by another
 //! holder's repair, all inside [`Page::check`].
@@ -20,7 +20,7 @@
 //! [`Page::open`] and every file operation is a `libc` call on it.
 //!
 //! What is where: this file holds [`Page`] (opening, the switch's
-//! operations, registration); `error` why a page cannot be opened and the
+//! operations, registration, `impl Switch for Page`); `error` why a page cannot be opened and the
 //! fix; `mapping` one mapping of one file and the opening rules;
 //! `integrity` the check, repair and replacement; `inspect` the read-only
 //! inspection.
@@ -29,6 +29,8 @@ mod error;
 mod inspect;
 mod integrity;
 mod mapping;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -37,8 +39,9 @@ use std::sync::Mutex;
 
 use crate::cells::Cells;
 use crate::damage::Damage;
+use crate::switch::checked;
 use crate::unix_ns;
-use crate::{sigbus, Reason, Snapshot};
+use crate::{sigbus, Beat, Reason, Snapshot, Switch};
 use error::c_path;
 use mapping::{map_page, Make, Mapping};
 
@@ -62,7 +65,7 @@ pub fn default_path() -> PathBuf {
 
 /// What [`Page::open`] found at the path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Opening {
+pub(crate) enum Opening {
     /// An existing, whole page with its magic.
     Existing,
     /// No file: created, tripped `boot`.
@@ -83,7 +86,6 @@ pub struct Page {
     // open, so a replacement's push does not allocate either.
     #[allow(clippy::vec_box)]
     all: Mutex<Vec<Box<Mapping>>>,
-    opening: Opening,
     /// The runtime pid this holder registered (0: none).
     driver: AtomicU32,
     /// That runtime's start time (`driver_start`; 0 unknown).
@@ -135,7 +137,7 @@ impl Page {
     /// ([`PageError::Version`]), any other errno, a full filesystem among
     /// them ([`PageError::Io`]).
     pub fn open(path: &Path) -> Result<Page, PageError> {
-        Page::open_with(path, Make::Open)
+        Page::opened(path, Make::Open).map(|(page, _)| page)
     }
 
     /// [`Page::open`] for a stop (`naoctl stop`): a page of another layout
@@ -146,29 +148,31 @@ impl Page {
     ///
     /// As [`Page::open`], but never [`PageError::Version`].
     pub fn open_to_trip(path: &Path) -> Result<Page, PageError> {
-        Page::open_with(path, Make::OpenAny)
+        Page::opened(path, Make::OpenAny).map(|(page, _)| page)
     }
 
-    fn open_with(path: &Path, make: Make) -> Result<Page, PageError> {
+    /// The page at `path` by the rules of `make`, and what the opening
+    /// found there.
+    fn opened(path: &Path, make: Make) -> Result<(Page, Opening), PageError> {
         let cpath = c_path(path)?;
         let (m, opening) = map_page(&cpath, make).map_err(|f| f.into_error(path))?;
         let ptr = &*m as *const Mapping as *mut Mapping;
         let seen = m.cells().trip_count();
         let mut all = Vec::with_capacity(sigbus::SLOTS + 1);
         all.push(m);
-        Ok(Page {
+        let page = Page {
             path: path.to_path_buf(),
             cpath,
             current: AtomicPtr::new(ptr),
             all: Mutex::new(all),
-            opening,
             driver: AtomicU32::new(0),
             driver_start: AtomicU64::new(0),
             guard: AtomicU64::new(0),
             guard_start: AtomicU64::new(0),
             seen: AtomicU64::new(seen),
             damage: AtomicU64::new(0),
-        })
+        };
+        Ok((page, opening))
     }
 
     pub(crate) fn cells(&self) -> &Cells {
@@ -182,11 +186,6 @@ impl Page {
     fn mapping(&self) -> &Mapping {
         // SAFETY: as in `cells`.
         unsafe { &*self.current.load(Ordering::Acquire) }
-    }
-
-    /// What [`Page::open`] found at the path.
-    pub fn opening(&self) -> Opening {
-        self.opening
     }
 
     /// The path the page was opened at.
@@ -207,17 +206,6 @@ impl Page {
         self.cells().rearm(unix_ns())
     }
 
-    /// True when tripped or without its magic. Atomic loads only, no syscall.
-    pub fn is_tripped(&self) -> bool {
-        self.cells().is_tripped()
-    }
-
-    /// Armed -> tripped transitions since the page was made whole
-    /// (the page's `trip_count`).
-    pub fn trip_count(&self) -> u64 {
-        self.cells().trip_count()
-    }
-
     /// The reason (page-lost for a page without its magic), `None` while armed.
     pub fn reason(&self) -> Option<Reason> {
         self.cells().reason()
@@ -234,41 +222,9 @@ impl Page {
         self.cells().write_heartbeat(cycle, t_ns, all_off)
     }
 
-    /// Stores the runtime's identity (`driver_pid` and its start time,
-    /// looked up once here: [`crate::process::start_time`]) and remembers
-    /// it: [`Page::check`] stores it again after any repair or replacement,
-    /// and counts another identity in the page as damage. `0` clears the
-    /// registration (nothing is stored again).
-    pub fn register_driver(&self, pid: u32) {
-        let start = crate::process::start_time(pid).unwrap_or(0);
-        self.driver_start.store(start, Ordering::Release);
-        self.driver.store(pid, Ordering::Release);
-        self.cells().register_driver(pid, start)
-    }
-
-    /// The runtime publishes its motion state (every frame; one store).
-    pub fn set_motion(&self, motion: crate::Motion) {
-        self.cells().set_motion(motion)
-    }
-
-    /// The runtime pid this holder registered ([`Page::register_driver`]).
-    pub fn registered_driver(&self) -> Option<u32> {
-        match self.driver.load(Ordering::Acquire) {
-            0 => None,
-            p => Some(p),
-        }
-    }
-
     /// Guard hand-over: clears the heartbeat fields, keeps `driver_pid`.
     pub fn clear_heartbeat(&self) {
         self.cells().clear_heartbeat()
-    }
-
-    /// Guard release: clears `driver_pid` and the heartbeat (and this
-    /// holder's own driver registration, if any).
-    pub fn clear_driver(&self) {
-        self.driver.store(0, Ordering::Release);
-        self.cells().clear_driver()
     }
 
     /// Guard release without a race: clears `driver_pid` (and then the
@@ -280,16 +236,6 @@ impl Page {
             .driver
             .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
         self.cells().clear_driver_if(pid)
-    }
-
-    /// Publishes the runtime's [`crate::flags::SafetyFlags`] bits.
-    pub fn set_safety_flags(&self, bits: u32) {
-        self.cells().set_safety_flags(bits)
-    }
-
-    /// The published safety flag bits.
-    pub fn safety_flags(&self) -> u32 {
-        self.cells().safety_flags()
     }
 
     /// The guard publishes its process id (0: none, which clears this
@@ -320,13 +266,44 @@ impl Page {
     pub fn damage(&self) -> Option<Damage> {
         Damage::decode(self.damage.load(Ordering::Acquire))
     }
+}
 
-    /// How many files this `Page` has mapped (1 + replacements).
-    pub fn mappings(&self) -> usize {
-        match self.all.lock() {
-            Ok(v) => v.len(),
-            Err(p) => p.into_inner().len(),
-        }
+/// The switch over the page file.
+impl Switch for Page {
+    /// [`Page::check`], then [`Page::snapshot`]; `Repaired` and `Replaced`
+    /// read tripped `page-lost` whatever a racing re-arm left.
+    fn read(&self) -> Snapshot {
+        let lost = self.check() != Integrity::Intact;
+        checked(lost, self.snapshot())
+    }
+
+    fn trip(&self, reason: Reason) -> bool {
+        Page::trip(self, reason)
+    }
+
+    fn beat(&self, beat: &Beat) {
+        self.cells().beat(beat)
+    }
+
+    /// Stores the runtime's identity (`driver_pid` and its start time,
+    /// looked up once here: [`crate::process::start_time`]) and remembers
+    /// it: [`Page::check`] stores it again after any repair or replacement,
+    /// and counts another identity in the page as damage. `0` clears the
+    /// registration (nothing is stored again).
+    fn register(&self, pid: u32) {
+        let start = crate::process::start_time(pid).unwrap_or(0);
+        self.driver_start.store(start, Ordering::Release);
+        self.driver.store(pid, Ordering::Release);
+        self.cells().register_driver(pid, start)
+    }
+
+    fn path(&self) -> Option<&Path> {
+        Some(Page::path(self))
+    }
+
+    /// [`Page::snapshot`].
+    fn peek(&self) -> Snapshot {
+        self.snapshot()
     }
 }
 

@@ -23,7 +23,7 @@
 //!    queue in it and are read when either process starts.
 //! 2. **The hand-over socket file** (no systemd: tests, the demo, a
 //!    developer's machine): a process that holds the socket serves its fd
-//!    (SCM_RIGHTS, [`send_fd`]) on the unix socket FILE [`handover_path`]
+//!    (SCM_RIGHTS, `send_fd`) on the unix socket FILE [`handover_path`]
 //!    next to the page (`stop-PORT.sock`, mode 0660, the page directory's
 //!    group; made in a private directory and renamed into place by
 //!    [`crate::socket_file::bind_private`], so it is never reachable with a
@@ -43,14 +43,14 @@
 //!
 //! ## A port no process of ours reads trips
 //!
-//! A listener that holds no checked socket [`UNREAD_DEADLINE_NS`] after its
+//! A listener that holds no checked socket `UNREAD_DEADLINE_NS` after its
 //! start trips the switch `stop-port-unread`, and again on every retry
 //! (every 50 ms) while it still holds none, so a re-arm does not stick
 //! (`UnreadRule`). It raises `udp-port-not-owned` meanwhile. Once held,
 //! the socket is never let go.
 //!
 //! Each wake drains the socket (reads with MSG_DONTWAIT until EAGAIN); the
-//! receive buffer is raised to [`RCVBUF`] bytes (never lowered). An error
+//! receive buffer is raised to `RCVBUF` bytes (never lowered). An error
 //! on the socket or on the hand-over's accept backs off (`Backoff`: 10 ms
 //! doubling to 1 s) and is logged once: no loop at real-time priority spins
 //! on an error (at a low fd limit `accept` fails with EMFILE while the
@@ -82,11 +82,10 @@ mod rules;
 mod systemd;
 
 pub(crate) use check::{SocketFault, Source};
-pub use handover::send_fd;
 pub use systemd::{inherit_from_systemd, Inherited, ListenFdsError};
 
 use check::{adopt, bind, inode_of};
-use handover::{ask, fetch, serve, AskError, Server};
+use handover::{ask, fetch, send_fd, serve, AskError, Server};
 use rules::{Backoff, Unread, UnreadRule};
 
 #[cfg(test)]
@@ -104,7 +103,7 @@ const RETRY_MS: u64 = WAKE_MS;
 /// The receive buffer asked for: 8 MiB (a flood is drained, not buffered,
 /// but a burst while the reader is off the CPU must not overflow). The
 /// socket unit asks for the same (`ReceiveBuffer=8M`).
-pub const RCVBUF: usize = 8 << 20;
+pub(crate) const RCVBUF: usize = 8 << 20;
 /// At most this many datagrams are read per wake before the loop looks at
 /// its stop flag and its hand-over socket again (a flood is drained in turns).
 const DRAIN_MAX: usize = 4096;
@@ -249,13 +248,13 @@ pub struct ListenConfig {
     /// The hand-over socket file ([`handover_path`]).
     pub handover: PathBuf,
     /// How long the listener may hold no socket before it trips
-    /// `stop-port-unread`, ns ([`UNREAD_DEADLINE_NS`]).
+    /// `stop-port-unread`, ns (`UNREAD_DEADLINE_NS`).
     pub unread_deadline_ns: u64,
 }
 
 impl ListenConfig {
     /// The stop on `port`, its hand-over file `handover` ([`handover_path`]
-    /// of the page), the deadline [`UNREAD_DEADLINE_NS`].
+    /// of the page), the deadline `UNREAD_DEADLINE_NS`.
     pub fn new(port: u16, handover: PathBuf) -> ListenConfig {
         ListenConfig {
             port,

@@ -20,6 +20,11 @@ use nao_rs_sim::TraceLine;
 use nao_wire::LinkError;
 pub use testkit::{poll_for, wait_for, Proc, Rig, Runtime};
 
+/// Guard rule 6, the hand-over bound the guard is held to (docs/guard.md,
+/// "Fixed points": 1 s): a runtime handed the board beats within it or is
+/// taken back. The page's own rules test pins its constant to the same.
+pub const HAND_OVER_BOUND: Duration = Duration::from_secs(1);
+
 /// The virtual robot, its armed-or-not page and the guard on it (UDP stop
 /// off), published in the page. Dropped in reverse: guard, page, rig.
 pub fn guarded() -> (Rig, Page, Proc) {

@@ -65,7 +65,7 @@ fn recv_fd(conn: RawFd) -> io::Result<OwnedFd> {
 ///
 /// The `sendmsg` error (the peer gone, a full socket buffer) as an
 /// [`io::Error`].
-pub fn send_fd(conn: &UnixStream, fd: RawFd) -> io::Result<()> {
+pub(crate) fn send_fd(conn: &UnixStream, fd: RawFd) -> io::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     let fds = [fd];
     let cmsg = [ControlMessage::ScmRights(&fds)];

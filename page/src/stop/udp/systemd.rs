@@ -39,7 +39,7 @@ pub enum ListenFdsError {
         /// The names in `LISTEN_FDNAMES`.
         names: u32,
     },
-    /// No fd is named [`SYSTEMD_FD_NAME`] (or `nao-rs-stop.socket`).
+    /// No fd is named `SYSTEMD_FD_NAME` (or `nao-rs-stop.socket`).
     NotNamed {
         /// `LISTEN_FDS`.
         fds: u32,

@@ -239,6 +239,31 @@ fn netns_without_siocgskns_is_told_by_proc_net_udp() {
     }
 }
 
+/// The socket unit asks systemd for the receive buffer the listener raises
+/// a socket to (`ReceiveBuffer=` of `config/systemd/nao-rs-stop.socket`,
+/// K/M/G in units of 1024): 8 MiB.
+#[test]
+fn the_socket_units_receive_buffer_is_the_listeners() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/systemd/nao-rs-stop.socket"
+    );
+    let unit = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let asked = unit
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("ReceiveBuffer="))
+        .unwrap_or_else(|| panic!("{path}: no ReceiveBuffer="));
+    let (digits, unit_bytes) = match asked.char_indices().last() {
+        Some((i, 'K')) => (&asked[..i], 1 << 10),
+        Some((i, 'M')) => (&asked[..i], 1 << 20),
+        Some((i, 'G')) => (&asked[..i], 1 << 30),
+        _ => (asked, 1),
+    };
+    let bytes = digits.parse::<usize>().unwrap() * unit_bytes;
+    assert_eq!(bytes, RCVBUF, "{path}: ReceiveBuffer={asked}");
+    assert_eq!(RCVBUF, 8 << 20);
+}
+
 #[test]
 fn facts_of_real_sockets_are_checked() {
     let own = UdpSocket::bind("0.0.0.0:0").unwrap();

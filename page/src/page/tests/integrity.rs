@@ -6,17 +6,15 @@
 use std::path::Path;
 use std::process::Command;
 
-use deathswitch::{Integrity, Page, Reason, LEN};
+use super::{registered, tripped, Fixture};
+use crate::{Integrity, Page, Reason, LEN};
 use testkit::sh_ok;
-
-mod common;
-use common::{registered, Fixture};
 
 /// An armed page with a heartbeat, as a running runtime leaves it.
 fn armed_page() -> Fixture {
     let f = registered("deathswitch", 4242);
     f.page.write_heartbeat(7, 1_000, false);
-    assert!(!f.page.is_tripped());
+    assert!(!tripped(&f.page));
     f
 }
 
@@ -25,7 +23,7 @@ fn file_len(path: &Path) -> u64 {
 }
 
 fn assert_whole_and_page_lost(f: &Fixture) {
-    assert!(f.page.is_tripped());
+    assert!(tripped(&f.page));
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
     assert!(f.page.snapshot().magic_ok);
     assert_eq!(file_len(&f.path), LEN as u64);
@@ -37,7 +35,7 @@ fn assert_whole_and_page_lost(f: &Fixture) {
 
 /// Damage the holder reads as tripped page-lost, which `check` repairs.
 fn assert_lost_then_repaired(f: &Fixture) {
-    assert!(f.page.is_tripped());
+    assert!(tripped(&f.page));
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
     assert_eq!(f.page.check(), Integrity::Repaired);
     assert_whole_and_page_lost(f);
@@ -48,7 +46,7 @@ fn truncation_to_8_bytes_reads_tripped_page_lost_and_is_repaired() {
     let f = armed_page();
     sh_ok("truncate -s 8 \"$1\"", &f.path);
     // The head magic survives in the first 8 bytes; the rest reads zero.
-    assert!(f.page.is_tripped());
+    assert!(tripped(&f.page));
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
     f.page.write_heartbeat(8, 2_000, false); // no crash
     assert_eq!(f.page.check(), Integrity::Repaired);
@@ -58,12 +56,12 @@ fn truncation_to_8_bytes_reads_tripped_page_lost_and_is_repaired() {
 #[test]
 fn truncation_to_zero_raises_sigbus_which_re_extends_the_file() {
     let f = armed_page();
-    let before = deathswitch::sigbus::handled();
+    let before = crate::sigbus::handled();
     sh_ok("truncate -s 0 \"$1\"", &f.path);
     // The access faults; the handler re-extends the file and the retried
     // access reads zero: no magic, tripped.
-    assert!(f.page.is_tripped());
-    assert!(deathswitch::sigbus::handled() > before);
+    assert!(tripped(&f.page));
+    assert!(crate::sigbus::handled() > before);
     assert_eq!(file_len(&f.path), LEN as u64);
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
     f.page.write_heartbeat(8, 2_000, true);
@@ -96,7 +94,7 @@ fn overwriting_with_garbage_reads_tripped_page_lost_and_is_repaired() {
 fn growing_the_file_keeps_the_page_intact() {
     let f = armed_page();
     sh_ok("truncate -s 4096 \"$1\"", &f.path);
-    assert!(!f.page.is_tripped());
+    assert!(!tripped(&f.page));
     assert_eq!(f.page.check(), Integrity::Intact);
 }
 
@@ -106,14 +104,14 @@ fn deletion_is_detected_and_a_new_page_tripped_page_lost_is_mapped() {
     let old = Page::open(&f.path).unwrap(); // another holder of the old file
     sh_ok("rm -f \"$1\"", &f.path);
     assert_eq!(f.page.check(), Integrity::Replaced);
-    assert_eq!(f.page.mappings(), 2);
+    assert_eq!(f.page.all.lock().unwrap().len(), 2, "two files mapped");
     assert_whole_and_page_lost(&f);
     // The old file, still mapped by others, is tripped too.
     assert_eq!(old.reason(), Some(Reason::PageLost));
     assert_eq!(old.check(), Integrity::Replaced);
     f.page.trip(Reason::Naoctl);
     f.page.rearm();
-    assert!(!old.is_tripped(), "both now share the new file");
+    assert!(!tripped(&old), "both now share the new file");
 }
 
 #[test]
@@ -122,7 +120,7 @@ fn replacement_by_a_valid_armed_copy_is_detected_and_trips_page_lost() {
     // The nastiest replacement: a copy of the armed page itself, magic and
     // all, renamed over the path.
     sh_ok("cp \"$1\" \"$1.new\" && mv -f \"$1.new\" \"$1\"", &f.path);
-    assert!(!f.page.is_tripped(), "the old mapping can't see the rename");
+    assert!(!tripped(&f.page), "the old mapping can't see the rename");
     assert_eq!(f.page.check(), Integrity::Replaced);
     assert_whole_and_page_lost(&f);
     // Writes now land in the file at the path.
@@ -171,7 +169,7 @@ fn check_reports_intact_for_an_untouched_page() {
     for _ in 0..3 {
         assert_eq!(f.page.check(), Integrity::Intact);
     }
-    assert!(!f.page.is_tripped());
+    assert!(!tripped(&f.page));
     assert_eq!(f.page.snapshot().driver_pid, Some(4242));
 }
 
@@ -208,7 +206,7 @@ fn sigbus_at_other_addresses_goes_to_the_previous_handler() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sigbus_at_other_addresses_goes_to_the_previous_handler",
+            "page::tests::integrity::sigbus_at_other_addresses_goes_to_the_previous_handler",
             "--nocapture",
             "--test-threads=1",
         ])

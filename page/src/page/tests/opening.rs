@@ -1,8 +1,11 @@
-//! The opening rules of the page (docs/page.md).
+//! The opening rules of the page (docs/page.md): what [`Page::open`]
+//! finds at the path and what it leaves there.
 
 use std::os::unix::fs::PermissionsExt;
 
-use deathswitch::{Page, PageError, Reason, LEN, MAGIC};
+use super::tripped;
+use crate::page::{mapping::Make, Opening};
+use crate::{Page, PageError, Reason, Switch, LEN, MAGIC};
 
 /// `err`'s message names the page's `path` and says each of `words` (the
 /// fix).
@@ -21,9 +24,9 @@ fn len(p: &std::path::Path) -> u64 {
 #[test]
 fn a_created_page_starts_tripped_with_reason_boot() {
     let (_dir, path) = testkit::page_path();
-    let page = Page::open(&path).unwrap();
-    assert_eq!(page.opening(), deathswitch::Opening::Created);
-    assert!(page.is_tripped());
+    let (page, opening) = Page::opened(&path, Make::Open).unwrap();
+    assert_eq!(opening, Opening::Created);
+    assert!(tripped(&page));
     assert_eq!(page.reason(), Some(Reason::Boot));
     let s = page.snapshot();
     assert!(s.magic_ok);
@@ -47,14 +50,14 @@ fn an_existing_page_is_opened_without_o_creat_and_kept_as_it_is() {
     {
         let page = Page::open(&path).unwrap();
         page.rearm();
-        page.register_driver(1234);
+        page.register(1234);
     }
     // A mode the creation path would have changed: opening an existing page
     // neither re-creates it nor touches its mode or its state.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-    let page = Page::open(&path).unwrap();
-    assert_eq!(page.opening(), deathswitch::Opening::Existing);
-    assert!(!page.is_tripped());
+    let (page, opening) = Page::opened(&path, Make::Open).unwrap();
+    assert_eq!(opening, Opening::Existing);
+    assert!(!tripped(&page));
     assert_eq!(page.snapshot().driver_pid, Some(1234));
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o640);
@@ -64,8 +67,8 @@ fn an_existing_page_is_opened_without_o_creat_and_kept_as_it_is() {
 fn an_existing_page_without_the_magic_is_made_whole_and_tripped_page_lost() {
     let (_dir, path) = testkit::page_path();
     std::fs::write(&path, [0u8; LEN]).unwrap();
-    let page = Page::open(&path).unwrap();
-    assert_eq!(page.opening(), deathswitch::Opening::MadeWhole);
+    let (page, opening) = Page::opened(&path, Make::Open).unwrap();
+    assert_eq!(opening, Opening::MadeWhole);
     assert_eq!(page.reason(), Some(Reason::PageLost));
     assert!(page.snapshot().magic_ok);
     assert_eq!(len(&path), LEN as u64);
@@ -93,7 +96,7 @@ fn a_short_page_is_made_whole_and_tripped_page_lost_even_with_a_surviving_magic(
     let head = std::fs::read(&path).unwrap();
     assert_eq!(u64::from_le_bytes(head[..8].try_into().unwrap()), MAGIC);
     let page = Page::open(&path).unwrap();
-    assert!(page.is_tripped());
+    assert!(tripped(&page));
     assert_eq!(page.reason(), Some(Reason::PageLost));
     assert_eq!(len(&path), LEN as u64);
 }
@@ -145,7 +148,7 @@ fn two_opens_of_one_path_share_the_page() {
     let a = Page::open(&path).unwrap();
     let b = Page::open(&path).unwrap();
     a.rearm();
-    assert!(!b.is_tripped());
+    assert!(!tripped(&b));
     assert!(b.trip(Reason::Naoctl));
     assert!(!a.trip(Reason::Udp));
     assert_eq!(a.reason(), Some(Reason::Naoctl));
@@ -156,7 +159,7 @@ fn two_opens_of_one_path_share_the_page() {
 #[test]
 fn default_path_is_the_env_var_or_run_nao_rs() {
     // Read only: the variable may be set by whoever runs the tests.
-    let p = deathswitch::default_path();
+    let p = crate::default_path();
     match std::env::var_os("NAO_RS_DEATHSWITCH") {
         Some(v) if !v.is_empty() => assert_eq!(p, std::path::PathBuf::from(v)),
         _ => assert_eq!(p, std::path::PathBuf::from("/run/nao-rs/deathswitch")),

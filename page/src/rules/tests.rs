@@ -1,7 +1,7 @@
 //! The guard's rules (seed "The guard's rules"), one row per case.
 
-use deathswitch::rules::{decide, GuardVerdict, Settings};
-use deathswitch::{Reason, Snapshot, TRIP_TIME_PENDING};
+use super::{decide, GuardVerdict, Settings};
+use crate::{Page, Reason, Snapshot, Switch, TRIP_TIME_PENDING};
 
 const MS: u64 = 1_000_000;
 const NOW: u64 = 10_000 * MS;
@@ -155,8 +155,8 @@ fn guard_rules_table_one_row_per_case_of_the_seed() {
 #[test]
 fn no_heartbeat_since_the_page_was_cleared_is_fine() {
     let dir = tempfile::tempdir().unwrap();
-    let page = deathswitch::Page::open(&dir.path().join("deathswitch")).unwrap();
-    page.register_driver(1);
+    let page = Page::open(&dir.path().join("deathswitch")).unwrap();
+    page.register(1);
     page.write_heartbeat(3, 0, false);
     page.clear_heartbeat();
     let s = page.snapshot();
@@ -170,11 +170,11 @@ fn no_heartbeat_since_the_page_was_cleared_is_fine() {
 fn a_confirmation_from_before_the_trip_does_not_count() {
     // The same rule on a real page: all-off confirmed, then a trip, then no beat.
     let dir = tempfile::tempdir().unwrap();
-    let page = deathswitch::Page::open(&dir.path().join("deathswitch")).unwrap();
+    let page = Page::open(&dir.path().join("deathswitch")).unwrap();
     page.rearm();
-    let t0 = deathswitch::monotonic_ns();
+    let t0 = crate::monotonic_ns();
     page.write_heartbeat(10, t0, true);
-    while deathswitch::monotonic_ns() == t0 {
+    while crate::monotonic_ns() == t0 {
         std::hint::spin_loop();
     }
     page.trip(Reason::Udp);
@@ -201,9 +201,7 @@ fn a_confirmation_from_before_the_trip_does_not_count() {
 /// passed in.
 #[test]
 fn first_beat_bounds_table_start_up_6_s_hand_over_1_s() {
-    use deathswitch::rules::{
-        first_beat_overdue, FirstBeat, HAND_OVER_BOUND_NS, START_UP_BOUND_NS,
-    };
+    use super::{first_beat_overdue, FirstBeat, HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
     const S: u64 = 1_000 * MS;
     assert_eq!(START_UP_BOUND_NS, 6 * S);
     assert_eq!(HAND_OVER_BOUND_NS, S);

@@ -4,11 +4,11 @@
 //! `page-lost`, `check` says so, and the identity it registered is on the
 //! page again after that check.
 
-use deathswitch::{Damage, Integrity, Page, Reason, TimeField, LEN, MAGIC};
-use testkit::{poke, sh_ok};
+use std::sync::atomic::Ordering;
 
-mod common;
-use common::{registered, Fixture};
+use super::{registered, tripped, Fixture};
+use crate::{Damage, Integrity, Page, Reason, Switch, TimeField, LEN, MAGIC};
+use testkit::{poke, sh_ok};
 
 const DRIVER: u32 = 4242;
 const GUARD: u32 = 77;
@@ -17,10 +17,9 @@ const GUARD: u32 = 77;
 /// one holder registered as the runtime and as the guard (holding).
 fn armed_page() -> Fixture {
     let f = armed_page_at("deathswitch");
-    f.page
-        .write_heartbeat(7, deathswitch::monotonic_ns(), false);
+    f.page.write_heartbeat(7, crate::monotonic_ns(), false);
     assert_eq!(f.page.check(), Integrity::Intact);
-    assert!(!f.page.is_tripped());
+    assert!(!tripped(&f.page));
     f
 }
 
@@ -45,7 +44,7 @@ fn assert_identity(page: &Page, what: &str) {
 
 fn assert_lost_then_intact(f: &Fixture, got: Integrity, want: Integrity, what: &str) {
     assert_eq!(got, want, "{what}: {:?}", f.page.damage());
-    assert!(f.page.is_tripped(), "{what}");
+    assert!(tripped(&f.page), "{what}");
     assert_eq!(f.page.reason(), Some(Reason::PageLost), "{what}");
     assert!(f.page.snapshot().magic_ok, "{what}");
     assert_identity(&f.page, what);
@@ -125,14 +124,14 @@ fn identity_zeroed_by_another_holders_repair_is_stored_again_within_one_check() 
     let runtime = Page::open(&path).unwrap();
     let guard = Page::open(&path).unwrap();
     runtime.rearm();
-    runtime.register_driver(DRIVER);
+    runtime.register(DRIVER);
     guard.set_guard(GUARD, false);
     sh_ok("truncate -s 64 \"$1\"", &path);
     // The runtime repairs first: the guard's registration is zeroed.
     assert_eq!(runtime.check(), Integrity::Repaired);
     assert_eq!(runtime.snapshot().guard_pid, None);
     // The guard's next poll stores it again (not damage: no second trip).
-    let count = runtime.trip_count();
+    let count = runtime.snapshot().trip_count;
     assert_eq!(guard.check(), Integrity::Intact);
     let s = guard.snapshot();
     assert_eq!((s.driver_pid, s.guard_pid), (Some(DRIVER), Some(GUARD)));
@@ -147,15 +146,19 @@ fn identity_zeroed_by_another_holders_repair_is_stored_again_within_one_check() 
 #[test]
 fn a_holder_that_cleared_its_registration_is_not_re_registered() {
     let f = armed_page();
-    f.page.register_driver(0);
+    f.page.register(0);
     f.page.set_guard(0, false);
-    assert_eq!(f.page.registered_driver(), None);
+    assert_eq!(
+        f.page.driver.load(Ordering::Acquire),
+        0,
+        "nothing registered"
+    );
     sh_ok("truncate -s 8 \"$1\"", &f.path);
     assert_eq!(f.page.check(), Integrity::Repaired);
     let s = f.page.snapshot();
     assert_eq!((s.driver_pid, s.guard_pid), (None, None), "{s:?}");
     // clear_driver_if of its own pid forgets the registration too.
-    f.page.register_driver(DRIVER);
+    f.page.register(DRIVER);
     assert!(f.page.clear_driver_if(DRIVER));
     sh_ok("rm -f \"$1\"", &f.path);
     assert_eq!(f.page.check(), Integrity::Replaced);
@@ -192,7 +195,7 @@ fn impossible_reason_while_armed_counts_as_page_lost() {
 #[test]
 fn impossible_times_in_the_future_count_as_page_lost() {
     let hour = 3_600_000_000_000u64;
-    let future = deathswitch::monotonic_ns() + hour;
+    let future = crate::monotonic_ns() + hour;
     // A tripped page whose trip time lies an hour ahead.
     let f = armed_page();
     f.page.trip(Reason::Udp);
@@ -215,17 +218,14 @@ fn impossible_times_in_the_future_count_as_page_lost() {
     );
     // Within the tolerance is fine: a beat stamped now.
     let f = armed_page();
-    f.page.write_heartbeat(8, deathswitch::monotonic_ns(), true);
+    f.page.write_heartbeat(8, crate::monotonic_ns(), true);
     assert_eq!(f.page.check(), Integrity::Intact);
 }
 
 #[test]
 fn wall_clock_times_are_display_only_and_a_clock_step_of_two_hours_is_no_damage() {
     let hour = 3_600_000_000_000u64;
-    for t in [
-        deathswitch::unix_ns() + 2 * hour,
-        deathswitch::unix_ns() - 2 * hour,
-    ] {
+    for t in [crate::unix_ns() + 2 * hour, crate::unix_ns() - 2 * hour] {
         let f = armed_page();
         poke(&f.path, 80, &t.to_le_bytes());
         assert_eq!(f.page.check(), Integrity::Intact, "armed_at_unix_ns {t}");
@@ -281,23 +281,23 @@ fn a_trip_count_that_went_back_counts_as_page_lost_and_a_repair_changes_it() {
     f.page.trip(Reason::Udp);
     f.page.rearm();
     assert_eq!(f.page.check(), Integrity::Intact);
-    let before = f.page.trip_count();
+    let before = f.page.snapshot().trip_count;
     assert_eq!(before, 2);
     poke(&f.path, 72, &1u64.to_le_bytes());
     assert_eq!(f.page.check(), Integrity::Repaired);
     assert_eq!(f.page.damage(), Some(Damage::TripCountWentBack));
     // Zeroing then repairing gives a count none of the holders read before.
     let f = armed_page();
-    let count = f.page.trip_count();
+    let count = f.page.snapshot().trip_count;
     sh_ok(
         "dd if=/dev/zero of=\"$1\" bs=128 count=1 conv=notrunc status=none",
         &f.path,
     );
     assert_eq!(f.page.check(), Integrity::Repaired);
     assert!(
-        f.page.trip_count() > count,
+        f.page.snapshot().trip_count > count,
         "{} vs {count}",
-        f.page.trip_count()
+        f.page.snapshot().trip_count
     );
 }
 
@@ -306,16 +306,16 @@ fn a_trip_count_that_went_back_counts_as_page_lost_and_a_repair_changes_it() {
 fn assert_path_damage(f: &Fixture, errno: i32, fix: &str, after_fix: Integrity) {
     for _ in 0..5 {
         assert_eq!(f.page.check(), Integrity::Replaced);
-        assert!(f.page.is_tripped());
+        assert!(tripped(&f.page));
         assert_eq!(f.page.reason(), Some(Reason::PageLost));
         assert_eq!(f.page.damage(), Some(Damage::Path { errno }));
-        f.page.write_heartbeat(9, deathswitch::monotonic_ns(), true); // no crash
+        f.page.write_heartbeat(9, crate::monotonic_ns(), true); // no crash
     }
     // A re-arm of the old page (say through another path) is undone by
     // the next check: the path still does not name it.
     f.page.rearm();
     assert_eq!(f.page.check(), Integrity::Replaced);
-    assert!(f.page.is_tripped());
+    assert!(tripped(&f.page));
     sh_ok(fix, f.dir.path());
     assert_eq!(f.page.check(), after_fix, "{:?}", f.page.damage());
     assert_eq!(f.page.reason(), Some(Reason::PageLost));
@@ -389,7 +389,7 @@ fn a_page_zeroed_then_made_whole_and_re_armed_by_another_process_has_a_count_no_
         "dd if=/dev/zero of=\"$1\" bs=128 count=1 conv=notrunc status=none",
     ] {
         let f = armed_page();
-        let read = f.page.trip_count();
+        let read = f.page.snapshot().trip_count;
         sh_ok(damage, &f.path);
         let other = Page::open_to_trip(&f.path).unwrap();
         other.rearm();

@@ -1,12 +1,15 @@
 //! Loom models of the page's orderings, on an in-memory [`Cells`] (no file):
 //! the heartbeat order (a reader that sees cycle N sees N's confirmation,
-//! and the motion and safety flags of N's `Switch::beat`), the trip compare-and-swap (the first reason wins), and the impossible
-//! values check racing a trip or a re-arm.
+//! and the motion and safety flags of N's `Switch::beat`), the trip
+//! compare-and-swap (the first reason wins), and the impossible values
+//! check racing a trip or a re-arm.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" cargo test -p deathswitch --release --test loom_heartbeat`.
-#![cfg(loom)]
+//! Built only under `cfg(loom)`, where the atomics facade (`crate::sync`)
+//! is loom's. Run: `RUSTFLAGS="--cfg loom" cargo test -p deathswitch
+//! --release --lib cells::loom_tests`.
 
-use deathswitch::{Beat, Cells, Damage, Motion, Reason};
+use super::Cells;
+use crate::{Beat, Damage, Motion, Reason};
 use loom::sync::Arc;
 use loom::thread;
 

@@ -402,6 +402,30 @@ fn status_file_and_sockets_have_their_modes_under_umask_000() {
     assert!(s.limp && !s.tripped);
 }
 
+/// A wake-socket path another program holds is an error: `nao-rs run`
+/// exits non-zero, naming the path and the fix, before sending any frame;
+/// the other program's socket stays and still receives. A squatter there
+/// could otherwise read (or fake) every person's wake.
+#[test]
+fn a_wake_path_held_by_another_program_is_an_error_naming_the_path() {
+    let rig = Rig::start();
+    let path = rig.wake_socket(RT);
+    let squatter = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    let out = testkit::output(&mut rig.runtime_command(&Runtime::new(RT).priority(0)));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exit status {:?}: {err}", out.status);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("another program serves it"), "{err}");
+    assert!(err.contains("--wake-socket"), "the fix: {err}");
+    assert!(cycle_frames(&rig).is_empty(), "no frame sent");
+    std::os::unix::net::UnixDatagram::unbound()
+        .unwrap()
+        .send_to(b"ping", &path)
+        .expect("the squatter's socket is still there");
+    let mut buf = [0u8; 8];
+    assert_eq!(squatter.recv(&mut buf).unwrap(), 4);
+}
+
 /// `nao-rs run --controller lola --priority 0` as [`RT`] with its LoLA
 /// socket at `lola`.
 fn lola_runtime(lola: &Path) -> Runtime {

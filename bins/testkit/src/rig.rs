@@ -472,12 +472,49 @@ impl Rig {
     }
 }
 
+/// How long [`output`] lets a command run: a command that should have
+/// exited (a refused start, a one-shot tool) and hangs fails the test.
+pub const OUTPUT_DEADLINE: Duration = Duration::from_secs(120);
+
 /// Runs `cmd` (stdin from /dev/null) to its end; its output. Panics when
-/// it cannot start.
+/// it cannot start, or kills it and panics (with what it wrote) when it
+/// runs past [`OUTPUT_DEADLINE`].
 pub fn output(cmd: &mut Command) -> Output {
-    cmd.stdin(std::process::Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()))
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()));
+    let read_all = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = read_all(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read_all(child.stderr.take().map(|p| Box::new(p) as _));
+    let status = poll_for(OUTPUT_DEADLINE, || child.try_wait().ok().flatten());
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let err = stderr.join().unwrap_or_default();
+        panic!(
+            "{:?} still ran after {} s (killed); its stderr: {}",
+            cmd.get_program(),
+            OUTPUT_DEADLINE.as_secs(),
+            String::from_utf8_lossy(&err)
+        );
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }
 
 /// `cmd` run by `sh -c "PREFIX; exec PROGRAM ARGS..."` with `cmd`'s

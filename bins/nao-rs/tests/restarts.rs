@@ -402,6 +402,19 @@ fn status_file_and_sockets_have_their_modes_under_umask_000() {
     assert!(s.limp && !s.tripped);
 }
 
+/// `nao-rs run` as `rt` refuses to start because another program serves
+/// the socket at `path`: non-zero exit, an error naming the path and the
+/// fix (the option `fix`), and no frame sent.
+fn refused_for_a_held_path(rig: &Rig, rt: &Runtime, path: &Path, fix: &str) {
+    let out = testkit::output(&mut rig.runtime_command(rt));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exit status {:?}: {err}", out.status);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("another program serves it"), "{err}");
+    assert!(err.contains(fix), "the fix: {err}");
+    assert!(cycle_frames(rig).is_empty(), "no frame sent");
+}
+
 /// A wake-socket path another program holds is an error: `nao-rs run`
 /// exits non-zero, naming the path and the fix, before sending any frame;
 /// the other program's socket stays and still receives. A squatter there
@@ -411,13 +424,7 @@ fn a_wake_path_held_by_another_program_is_an_error_naming_the_path() {
     let rig = Rig::start();
     let path = rig.wake_socket(RT);
     let squatter = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
-    let out = testkit::output(&mut rig.runtime_command(&Runtime::new(RT).priority(0)));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "exit status {:?}: {err}", out.status);
-    assert!(err.contains(&path.display().to_string()), "{err}");
-    assert!(err.contains("another program serves it"), "{err}");
-    assert!(err.contains("--wake-socket"), "the fix: {err}");
-    assert!(cycle_frames(&rig).is_empty(), "no frame sent");
+    refused_for_a_held_path(&rig, &Runtime::new(RT).priority(0), &path, "--wake-socket");
     std::os::unix::net::UnixDatagram::unbound()
         .unwrap()
         .send_to(b"ping", &path)
@@ -444,13 +451,7 @@ fn a_lola_path_held_by_another_listener_is_an_error_naming_the_path() {
     let rig = Rig::start();
     let lola = rig.dir().join("robocup");
     let _squatter = std::os::unix::net::UnixListener::bind(&lola).unwrap();
-    let out = testkit::output(&mut rig.runtime_command(&lola_runtime(&lola)));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "exit status {:?}: {err}", out.status);
-    assert!(err.contains(&lola.display().to_string()), "{err}");
-    assert!(err.contains("another program serves it"), "{err}");
-    assert!(err.contains("--lola-socket"), "the fix: {err}");
-    assert!(cycle_frames(&rig).is_empty(), "no frame sent");
+    refused_for_a_held_path(&rig, &lola_runtime(&lola), &lola, "--lola-socket");
     assert!(std::os::unix::net::UnixStream::connect(&lola).is_ok());
 
     // A socket file of another user (root only: chown).

@@ -20,10 +20,10 @@
 //! [`Page::open`] and every file operation is a `libc` call on it.
 //!
 //! What is where: this file holds [`Page`] (opening, the switch's
-//! operations, registration, `impl Switch for Page`); `error` why a page cannot be opened and the
-//! fix; `mapping` one mapping of one file and the opening rules;
-//! `integrity` the check, repair and replacement; `inspect` the read-only
-//! inspection.
+//! operations, registration, `impl Switch for Page`); `error` why a page
+//! cannot be opened and the fix; `mapping` one mapping of one file and the
+//! opening rules; `integrity` the check, repair and replacement; `inspect`
+//! the read-only inspection.
 
 mod error;
 mod inspect;

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use common::{config, start, Rig};
 use deathswitch::MemorySwitch;
-use nao_rs_sim::TraceLine;
 use nao_runtime::{Config, NoHook, ProgramIo, Reason, Runtime, SensorFrame};
 use nao_wire::link::sim::SimLink;
 use nao_wire::Command;
@@ -31,9 +30,37 @@ fn awake() -> (Rig, Arc<MemorySwitch>, Runtime<SimLink>, ProgramIo) {
     (rig, board, rt, io)
 }
 
-/// The simulator's trace so far.
+/// One frame the virtual robot received, as its trace file says
+/// (`docs/sim.md`, "The trace"): the fields these tests judge by. The
+/// runtime's tests read the file the robot writes, not the simulator's
+/// crate: tests point down (the simulator is a program above the runtime).
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+struct TraceLine {
+    seq: u16,
+    all_off: bool,
+    stiffness_slots: u16,
+}
+
+impl TraceLine {
+    /// A cycle frame (it carries the stiffness broadcasts), not one of the
+    /// two start-up frames.
+    fn is_cycle_frame(&self) -> bool {
+        self.stiffness_slots > 0
+    }
+}
+
+/// The simulator's trace so far: every complete line (a last line still
+/// being written is left out); panics on a line that is not a frame.
 fn trace(rig: &Rig) -> Vec<TraceLine> {
-    nao_rs_sim::trace::read(rig.trace_path()).expect("read the simulator's trace")
+    let path = rig.trace_path();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("read the simulator's trace {}: {e}", path.display()));
+    let complete = text.rfind('\n').map_or("", |i| &text[..i]);
+    complete
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display())))
+        .collect()
 }
 
 fn stiff() -> Command {

@@ -253,6 +253,7 @@ impl Monitor {
         let s2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("nao-rs-status".into())
+            .stack_size(nao_kit::actor::STACK_BYTES)
             .spawn(move || {
                 let period = Duration::from_nanos(crate::config::STATUS_PERIOD_NS);
                 let guard_every =

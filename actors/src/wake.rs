@@ -204,6 +204,7 @@ impl BoundWake {
         let s2 = stop.clone();
         let thread = std::thread::Builder::new()
             .name("nao-rs-wake".into())
+            .stack_size(nao_kit::actor::STACK_BYTES)
             .spawn(move || {
                 let mut buf = [0u8; MAX_LEN + 2];
                 let mut refused = 0u64;

@@ -452,6 +452,31 @@ mod tests {
         malformed(&rmp_serde::to_vec(&std::collections::BTreeMap::from([(key, value)])).unwrap())
     }
 
+    /// A client's message whose ignored LED value is `depth` arrays deep,
+    /// decoded on a thread with the LoLA server's stack.
+    fn decode_nested_on_the_servers_stack(depth: usize) -> Result<usize, DecodeError> {
+        let mut msg = vec![0x81, 0xa4, b'L', b'E', b'a', b'r'];
+        msg.extend(std::iter::repeat_n(0x91, depth));
+        msg.push(0xc0);
+        std::thread::Builder::new()
+            .stack_size(crate::lola::SERVER_STACK_BYTES)
+            .spawn(move || decode(&msg).map(|(_, n)| n))
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_value_nested_past_the_depth_limit_is_malformed_within_the_servers_stack() {
+        assert_eq!(decode_nested_on_the_servers_stack(1_000).unwrap(), 1_007);
+        for depth in [1_100, 1_000_000] {
+            match decode_nested_on_the_servers_stack(depth) {
+                Err(DecodeError::Malformed(m)) => assert!(m.contains("depth limit"), "{m}"),
+                other => panic!("depth {depth}: {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn malformed_messages_name_the_problem() {
         // Not a map.

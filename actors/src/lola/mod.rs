@@ -45,6 +45,14 @@ pub use server::LolaServer;
 /// LoLA's socket path.
 pub(crate) const DEFAULT_SOCKET: &str = "/tmp/robocup";
 
+/// The stack of the thread that serves the socket (`nao-rs run
+/// --controller lola`), 1 MiB: the actuator decoder skips a nested value a
+/// client sends under an ignored key by recursion, up to `rmp-serde`'s depth
+/// limit (1,024; deeper is `Malformed`), which takes under 512 KiB in a
+/// debug build. Smaller than std's 2 MiB because the runtime locks its
+/// memory: see [`nao_kit::actor::STACK_BYTES`].
+pub const SERVER_STACK_BYTES: usize = 1 << 20;
+
 /// What the bridge needs of the runtime: one small capability.
 pub(crate) trait Body {
     /// Waits up to `timeout` for the next cycle's sensors (the runtime's

@@ -637,6 +637,7 @@ pub fn spawn_key_reader<In: Read + Send + 'static>(
 ) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("nao-rs-keys".into())
+        .stack_size(nao_kit::actor::STACK_BYTES)
         .spawn(move || {
             let mut parser = KeyParser::default();
             let mut buf = [0u8; 64];
@@ -668,6 +669,7 @@ pub fn spawn_script(
 ) -> io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("nao-rs-script".into())
+        .stack_size(nao_kit::actor::STACK_BYTES)
         .spawn(move || {
             let t0 = Instant::now();
             for s in steps {
@@ -950,6 +952,7 @@ pub fn main(args: BringupArgs) -> Result<(), String> {
             crate::run::describe_robot(&mut server, rt.identity(), rt.logger());
             let served = std::thread::Builder::new()
                 .name("nao-rs-lola".into())
+                .stack_size(nao_runtime::lola::SERVER_STACK_BYTES)
                 .spawn(move || nao_runtime::lola::serve_runtime_on(server, io_));
             if let Err(e) = served {
                 return abandon(rt, format!("cannot start the LoLA thread: {e}"));

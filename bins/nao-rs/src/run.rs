@@ -155,6 +155,7 @@ pub fn catch_stop_signals() -> Result<Signals, String> {
 pub fn stop_on_signals(mut signals: Signals, handle: Handle) {
     let _ = std::thread::Builder::new()
         .name("nao-rs-signals".into())
+        .stack_size(nao_kit::actor::STACK_BYTES)
         .spawn(move || {
             if signals.forever().next().is_some() {
                 handle.request_stop();
@@ -253,6 +254,7 @@ fn spawn_controller(
 ) -> Result<std::thread::JoinHandle<()>, String> {
     std::thread::Builder::new()
         .name("nao-rs-control".into())
+        .stack_size(nao_runtime::lola::SERVER_STACK_BYTES)
         .spawn(move || {
             let handle = io.handle().clone();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match kind {

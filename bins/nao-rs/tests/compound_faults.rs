@@ -339,19 +339,20 @@ fn every_stop_signal_trips_shutdown_and_the_last_frame_is_all_off() {
 
 // ---- Memory ----
 
-fn vm_lck_kb(pid: u32) -> u64 {
+/// A number of `/proc/PID/status` (`field` with its colon; kB for sizes).
+fn status_number(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmLck:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmLck in /proc/PID/status")
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
 
 #[test]
 fn memory_locked() {
     let s = setup();
-    let locked = vm_lck_kb(s.rt.pid());
+    let locked = status_number(s.rt.pid(), "VmLck:");
     drop(s.rt);
     let stderr = s.rig.log(RT);
     let warnings = stderr.matches("memory not locked").count();
@@ -366,4 +367,29 @@ fn memory_locked() {
         );
     }
     eprintln!("VmLck of nao-rs run: {locked} kB");
+}
+
+/// Under `mlockall` every byte of every thread's stack is resident, and a
+/// killed runtime's exit frees all of it before the kernel lets the chest
+/// board go to the guard: the runtime's threads have small stacks
+/// (`nao_kit::actor::STACK_BYTES`), so the running runtime stays under
+/// 16 MiB resident (with std's 2 MiB stacks it was 21 MiB).
+#[test]
+fn the_runtimes_threads_have_small_stacks_so_little_memory_is_locked() {
+    let s = setup();
+    let pid = s.rt.pid();
+    let (rss, threads) = (status_number(pid, "VmRSS:"), status_number(pid, "Threads:"));
+    eprintln!("nao-rs run: VmRSS {rss} kB, {threads} threads");
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not root: mlockall may be refused, stacks are then not resident; not judged");
+        return;
+    }
+    assert!(
+        threads >= 6,
+        "{threads} threads: the runtime's threads are counted"
+    );
+    assert!(
+        rss < 16 << 10,
+        "nao-rs run has {rss} kB resident with {threads} threads: a thread with a large stack?"
+    );
 }

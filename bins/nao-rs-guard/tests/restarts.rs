@@ -200,15 +200,11 @@ fn a_live_pid_stored_in_driver_pid_never_takes_the_board_from_the_guard() {
     }
     // What was stored last, a live pid with a wrong start time, is a reused
     // pid to the guard: it clears it from the page (and signals nobody).
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while page.snapshot().driver_pid.is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the guard kept a live pid with a wrong start time in the page for 5 s: {:?}",
-            page.snapshot().driver_pid
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(
+        "the guard to clear a live pid with a wrong start time from the page",
+        Duration::from_secs(5),
+        || page.snapshot().driver_pid.is_none().then_some(()),
+    );
     assert!(bystander.running(), "the bystander was signalled");
     let frames = rig.frames_from(guard.pid());
     let gap = max_gap_ms(&frames, from);

@@ -251,66 +251,70 @@ impl Monitor {
     ) -> std::io::Result<Monitor> {
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("nao-rs-status".into())
-            .stack_size(nao_kit::actor::STACK_BYTES)
-            .spawn(move || {
-                let period = Duration::from_nanos(crate::config::STATUS_PERIOD_NS);
-                let guard_every =
-                    (crate::config::GUARD_CHECK_PERIOD_NS / crate::config::STATUS_PERIOD_NS).max(1);
-                let mut failing = false;
-                // Writes until the next look at the guard (0: look now).
-                let mut until_guard: u64 = 0;
-                if let Some(p) = &path {
-                    slog::info!(log, "status file"; "path" => %p.display());
-                }
-                loop {
-                    // Acquire: pairs with the Release in `stop`.
-                    let last = s2.load(Ordering::Acquire);
-                    if until_guard == 0 {
-                        until_guard = guard_every;
-                        let s = handle.death_switch().peek();
-                        let named = s.guard_pid.map(|pid| deathswitch::process::ProcessIdentity {
+        let thread = nao_kit::actor::thread("nao-rs-status").spawn(move || {
+            let period = Duration::from_nanos(crate::config::STATUS_PERIOD_NS);
+            let guard_every =
+                (crate::config::GUARD_CHECK_PERIOD_NS / crate::config::STATUS_PERIOD_NS).max(1);
+            let mut failing = false;
+            // Writes until the next look at the guard (0: look now).
+            let mut until_guard: u64 = 0;
+            if let Some(p) = &path {
+                slog::info!(log, "status file"; "path" => %p.display());
+            }
+            loop {
+                // Acquire: pairs with the Release in `stop`.
+                let last = s2.load(Ordering::Acquire);
+                if until_guard == 0 {
+                    until_guard = guard_every;
+                    let s = handle.death_switch().peek();
+                    let named = s
+                        .guard_pid
+                        .map(|pid| deathswitch::process::ProcessIdentity {
                             pid,
                             start: s.guard_start,
                         });
-                        let dead = guard_dead(named, || named.is_some_and(|g| g.is_alive()));
-                        // Relaxed: a status flag the cycle reads.
-                        if guard_dead_flag.swap(dead, Ordering::Relaxed) != dead {
-                            if dead {
-                                slog::warn!(log, "the guard named in the page is not alive: \
+                    let dead = guard_dead(named, || named.is_some_and(|g| g.is_alive()));
+                    // Relaxed: a status flag the cycle reads.
+                    if guard_dead_flag.swap(dead, Ordering::Relaxed) != dead {
+                        if dead {
+                            slog::warn!(log, "the guard named in the page is not alive: \
                                     no take-over if this runtime hangs. Start it \
                                     (`systemctl start nao-rs-guard`)";
                                     "guard_pid" => named.map_or(0, |g| g.pid));
-                            } else {
-                                slog::info!(log, "the guard named in the page is alive");
-                            }
+                        } else {
+                            slog::info!(log, "the guard named in the page is alive");
                         }
                     }
-                    if let Some(p) = &path {
-                        match StatusFile::of(&handle).write(p) {
-                            Ok(()) if failing => {
-                                failing = false;
-                                slog::info!(log, "status file written again"; "path" => %p.display());
-                            }
-                            Ok(()) => {}
-                            Err(e) if !failing => {
-                                failing = true;
-                                slog::warn!(log, "cannot write the status file {}: {} (the \
+                }
+                if let Some(p) = &path {
+                    match StatusFile::of(&handle).write(p) {
+                        Ok(()) if failing => {
+                            failing = false;
+                            slog::info!(log, "status file written again"; "path" => %p.display());
+                        }
+                        Ok(()) => {}
+                        Err(e) if !failing => {
+                            failing = true;
+                            slog::warn!(
+                                log,
+                                "cannot write the status file {}: {} (the \
                                     beacon shows no battery, temperatures or stiffness). Fix: \
                                     make its directory writable, or set {} / --status-file",
-                                    p.display(), e, ENV_STATUS);
-                            }
-                            Err(_) => {}
+                                p.display(),
+                                e,
+                                ENV_STATUS
+                            );
                         }
+                        Err(_) => {}
                     }
-                    if last {
-                        return;
-                    }
-                    until_guard -= 1;
-                    std::thread::park_timeout(period);
                 }
-            })?;
+                if last {
+                    return;
+                }
+                until_guard -= 1;
+                std::thread::park_timeout(period);
+            }
+        })?;
         Ok(Monitor {
             stop,
             thread: Some(thread),

@@ -202,37 +202,34 @@ impl BoundWake {
         sock.set_read_timeout(Some(Duration::from_millis(200)))?;
         let stop = Arc::new(AtomicBool::new(false));
         let s2 = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("nao-rs-wake".into())
-            .stack_size(nao_kit::actor::STACK_BYTES)
-            .spawn(move || {
-                let mut buf = [0u8; MAX_LEN + 2];
-                let mut refused = 0u64;
-                let mut logged_at: Option<std::time::Instant> = None;
-                // Acquire: pairs with the Release in Drop.
-                while !s2.load(Ordering::Acquire) {
-                    let Ok(n) = sock.recv(&mut buf) else {
-                        continue;
-                    };
-                    match parse(&buf[..n.min(buf.len())]) {
-                        Ok(g) => {
-                            signal.wake(g);
-                            slog::info!(log, "wake received"; "generation" => g);
-                        }
-                        Err(why) => {
-                            refused += 1;
-                            if match logged_at {
-                                None => true,
-                                Some(t) => t.elapsed() >= Duration::from_secs(1),
-                            } {
-                                slog::warn!(log, "wake socket: {}", why;
+        let thread = nao_kit::actor::thread("nao-rs-wake").spawn(move || {
+            let mut buf = [0u8; MAX_LEN + 2];
+            let mut refused = 0u64;
+            let mut logged_at: Option<std::time::Instant> = None;
+            // Acquire: pairs with the Release in Drop.
+            while !s2.load(Ordering::Acquire) {
+                let Ok(n) = sock.recv(&mut buf) else {
+                    continue;
+                };
+                match parse(&buf[..n.min(buf.len())]) {
+                    Ok(g) => {
+                        signal.wake(g);
+                        slog::info!(log, "wake received"; "generation" => g);
+                    }
+                    Err(why) => {
+                        refused += 1;
+                        if match logged_at {
+                            None => true,
+                            Some(t) => t.elapsed() >= Duration::from_secs(1),
+                        } {
+                            slog::warn!(log, "wake socket: {}", why;
                                     "refused_so_far" => refused);
-                                logged_at = Some(std::time::Instant::now());
-                            }
+                            logged_at = Some(std::time::Instant::now());
                         }
                     }
                 }
-            })?;
+            }
+        })?;
         Ok(WakeListener {
             path,
             stop,

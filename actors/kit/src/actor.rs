@@ -30,6 +30,15 @@ pub struct ActorSpec {
 /// guard (docs/runtime.md, "Start").
 pub const STACK_BYTES: usize = 256 << 10;
 
+/// The builder of every thread of nao-rs's processes that is no actor (no
+/// priority, no CPU): named `name`, with a stack of [`STACK_BYTES`]. A
+/// thread that needs more sets `stack_size` on it again.
+pub fn thread(name: &str) -> std::thread::Builder {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .stack_size(STACK_BYTES)
+}
+
 impl ActorSpec {
     /// An actor with a name, no real-time priority and no pinning.
     pub fn new(name: &str) -> Self {
@@ -220,8 +229,7 @@ where
 {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let thread_spec = spec.clone();
-    let handle = std::thread::Builder::new()
-        .name(spec.name.clone())
+    let handle = thread(&spec.name)
         .stack_size(spec.stack_bytes)
         .spawn(move || {
             let placement = place_current_thread(&thread_spec);

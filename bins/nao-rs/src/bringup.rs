@@ -635,30 +635,27 @@ pub fn spawn_key_reader<In: Read + Send + 'static>(
     mut input: In,
     tx: Sender<Key>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("nao-rs-keys".into())
-        .stack_size(nao_kit::actor::STACK_BYTES)
-        .spawn(move || {
-            let mut parser = KeyParser::default();
-            let mut buf = [0u8; 64];
-            loop {
-                let n = match input.read(&mut buf) {
-                    Ok(0) | Err(_) => 0,
-                    Ok(n) => n,
-                };
-                if n == 0 {
-                    let _ = tx.send(Key::Quit);
-                    return;
-                }
-                for &b in &buf[..n] {
-                    if let Some(k) = parser.feed(b) {
-                        if tx.send(k).is_err() {
-                            return;
-                        }
+    nao_kit::actor::thread("nao-rs-keys").spawn(move || {
+        let mut parser = KeyParser::default();
+        let mut buf = [0u8; 64];
+        loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) | Err(_) => 0,
+                Ok(n) => n,
+            };
+            if n == 0 {
+                let _ = tx.send(Key::Quit);
+                return;
+            }
+            for &b in &buf[..n] {
+                if let Some(k) = parser.feed(b) {
+                    if tx.send(k).is_err() {
+                        return;
                     }
                 }
             }
-        })
+        }
+    })
 }
 
 /// Sends the script's steps at their times (from now) in a thread of its
@@ -667,22 +664,19 @@ pub fn spawn_script(
     steps: Vec<ScriptStep>,
     tx: Sender<Key>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("nao-rs-script".into())
-        .stack_size(nao_kit::actor::STACK_BYTES)
-        .spawn(move || {
-            let t0 = Instant::now();
-            for s in steps {
-                let at = t0 + Duration::from_millis(s.t_ms);
-                let now = Instant::now();
-                if at > now {
-                    std::thread::sleep(at - now);
-                }
-                if tx.send(s.key).is_err() {
-                    return;
-                }
+    nao_kit::actor::thread("nao-rs-script").spawn(move || {
+        let t0 = Instant::now();
+        for s in steps {
+            let at = t0 + Duration::from_millis(s.t_ms);
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
             }
-        })
+            if tx.send(s.key).is_err() {
+                return;
+            }
+        }
+    })
 }
 
 // ---------------------------------------------------------------- terminal
@@ -950,8 +944,7 @@ pub fn main(args: BringupArgs) -> Result<(), String> {
     let _io = match lola.take() {
         Some(mut server) => {
             crate::run::describe_robot(&mut server, rt.identity(), rt.logger());
-            let served = std::thread::Builder::new()
-                .name("nao-rs-lola".into())
+            let served = nao_kit::actor::thread("nao-rs-lola")
                 .stack_size(nao_runtime::lola::SERVER_STACK_BYTES)
                 .spawn(move || nao_runtime::lola::serve_runtime_on(server, io_));
             if let Err(e) = served {

@@ -153,14 +153,11 @@ pub fn catch_stop_signals() -> Result<Signals, String> {
 /// Waits in a thread for the first of [`STOP_SIGNALS`], then asks `handle`
 /// to stop (later ones change nothing: the stop is under way).
 pub fn stop_on_signals(mut signals: Signals, handle: Handle) {
-    let _ = std::thread::Builder::new()
-        .name("nao-rs-signals".into())
-        .stack_size(nao_kit::actor::STACK_BYTES)
-        .spawn(move || {
-            if signals.forever().next().is_some() {
-                handle.request_stop();
-            }
-        });
+    let _ = nao_kit::actor::thread("nao-rs-signals").spawn(move || {
+        if signals.forever().next().is_some() {
+            handle.request_stop();
+        }
+    });
 }
 
 /// Locks every page of the process in memory, now and later
@@ -252,8 +249,7 @@ fn spawn_controller(
     board: Arc<dyn Switch>,
     lola: Option<nao_runtime::lola::LolaServer>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
-    std::thread::Builder::new()
-        .name("nao-rs-control".into())
+    nao_kit::actor::thread("nao-rs-control")
         .stack_size(nao_runtime::lola::SERVER_STACK_BYTES)
         .spawn(move || {
             let handle = io.handle().clone();

@@ -171,8 +171,9 @@ impl<L: Link + 'static> Runtime<L> {
                     .clone()
                     .unwrap_or_else(|| handover_path(&deathswitch::default_path(), port));
                 let spec = ActorSpec {
+                    name: "nao-rs-udp".into(),
                     priority: config.udp_priority,
-                    ..ActorSpec::new("nao-rs-udp")
+                    cpu: None,
                 };
                 let l = UdpListener::start(
                     ListenConfig::new(port, handover),
@@ -224,9 +225,9 @@ impl<L: Link + 'static> Runtime<L> {
             fault: config.fault,
         });
         let spec = ActorSpec {
+            name: "nao-rs-cycle".into(),
             priority: config.cycle_priority,
             cpu: config.cycle_cpu,
-            ..ActorSpec::new("nao-rs-cycle")
         };
         let period = config.period_ns;
         let cycle = nao_kit::actor::spawn(spec, move || {

@@ -18,12 +18,10 @@ pub struct ActorSpec {
     pub priority: Option<u8>,
     /// The CPU to pin to, or `None` to keep the inherited affinity.
     pub cpu: Option<usize>,
-    /// The thread's stack size in bytes ([`STACK_BYTES`] unless set).
-    pub stack_bytes: usize,
 }
 
-/// The stack of an actor thread unless its spec asks for more: 256 KiB, not
-/// std's 2 MiB. Under `mlockall(MCL_CURRENT | MCL_FUTURE)` (the runtime and
+/// The stack of every thread the kit makes (actors and [`thread`]): 256 KiB,
+/// not std's 2 MiB. Under `mlockall(MCL_CURRENT | MCL_FUTURE)` (the runtime and
 /// the guard lock their memory) every byte of every thread's stack is
 /// resident, and a killed runtime's exit unlocks and frees all of it before
 /// the kernel closes its descriptors and lets the chest board go to the
@@ -46,7 +44,6 @@ impl ActorSpec {
             name: name.to_string(),
             priority: None,
             cpu: None,
-            stack_bytes: STACK_BYTES,
         }
     }
 
@@ -229,13 +226,11 @@ where
 {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let thread_spec = spec.clone();
-    let handle = thread(&spec.name)
-        .stack_size(spec.stack_bytes)
-        .spawn(move || {
-            let placement = place_current_thread(&thread_spec);
-            let _ = tx.send(placement);
-            body()
-        })?;
+    let handle = thread(&spec.name).spawn(move || {
+        let placement = place_current_thread(&thread_spec);
+        let _ = tx.send(placement);
+        body()
+    })?;
     let placement = rx.recv().map_err(|_| {
         io::Error::other(format!("actor {} ended before it placed itself", spec.name))
     })?;

@@ -87,11 +87,12 @@ unshare --mount --net --fork bash -euo pipefail -c '
     if "$floor" chroot "$root" /bin/nao-rs demo --seconds 3 >"$root/tmp/demo.out" 2>&1 \
         && grep -q cycle "$root/tmp/demo.out"; then
         echo "   nao-rs demo --seconds 3 under the 4.4 floor: ok"
-        grep -m1 "start-up facts" "$root/tmp/demo.out" | sed "s/^/   /" || true
+        echo "   (its output: target/robot-check/demo.out)"
     else
         cat "$root/tmp/demo.out"
         echo "nao-rs demo failed in the empty root under the 4.4 floor" >&2
         exit 1
     fi
 ' bash "$root" "$tools/kernel-floor" "${PROGRAMS[@]}" || fail "the empty-root check (above)"
+cp "$root/tmp/demo.out" "$tools/demo.out" 2>/dev/null || true
 echo "robot build: ok: ${PROGRAMS[*]} in $out/ ($((t1 - t0)) s to build)"

@@ -2,7 +2,7 @@
 # The robot build (docs/deploy.md, "The robot build"): builds nao-rs,
 # nao-rs-guard, naoctl and nao-rs-beacon as static, stripped x86_64
 # binaries (`cargo robot-build`: profile `robot`, crt-static), puts them in
-# target/robot/ and checks them:
+# target/robot-bin/ and checks them:
 #   - no NEEDED entry and no interpreter (readelf): they start on any x86_64
 #     Linux, the NAO's 32-bit userland included;
 #   - in an empty root (a mount and network namespace, chroot) holding only
@@ -21,7 +21,9 @@ cd "$(dirname "$0")/.."
 PROGRAMS=(nao-rs nao-rs-guard naoctl nao-rs-beacon)
 CHECK_TOOLS=(nao-rs-sim kernel-floor)
 built=target/x86_64-unknown-linux-gnu/robot
-out=target/robot
+# Not target/robot/: with --target, cargo keeps the host's build scripts
+# and proc-macros of the profile `robot` there.
+out=target/robot-bin
 tools=target/robot-check
 
 fail() {

@@ -64,6 +64,10 @@ echo "== in an empty root: --help of each, nao-rs demo under the 4.4 floor"
 if [ "$(id -u)" != 0 ]; then
     fail "the empty-root check needs root (chroot, mounts, a network namespace); this is uid $(id -u)"
 fi
+for tool in unshare chroot ip timeout; do
+    command -v "$tool" >/dev/null 2>&1 ||
+        fail "the empty-root check needs $tool (util-linux, coreutils, iproute2: apt-get install util-linux coreutils iproute2)"
+done
 root=$(mktemp -d /tmp/nao-rs-robot-root.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root"/{bin,etc,proc,dev,tmp}
@@ -82,11 +86,11 @@ unshare --mount --net --fork bash -euo pipefail -c '
     mount -t proc proc "$root/proc"
     mount --rbind /dev "$root/dev"
     for p in "$@"; do
-        chroot "$root" "/bin/$p" --help >"$root/tmp/help.out" 2>&1 \
+        timeout 10 chroot "$root" "/bin/$p" --help >"$root/tmp/help.out" 2>&1 \
             || { cat "$root/tmp/help.out"; echo "$p --help failed in the empty root" >&2; exit 1; }
         echo "   $p --help: ok ($(head -1 "$root/tmp/help.out"))"
     done
-    if "$floor" chroot "$root" /bin/nao-rs demo --seconds 3 >"$root/tmp/demo.out" 2>&1 \
+    if timeout 60 "$floor" chroot "$root" /bin/nao-rs demo --seconds 3 >"$root/tmp/demo.out" 2>&1 \
         && grep -q cycle "$root/tmp/demo.out"; then
         echo "   nao-rs demo --seconds 3 under the 4.4 floor: ok"
         echo "   (its output: target/robot-check/demo.out)"

@@ -181,6 +181,10 @@ fn wake_loop(
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    log(format_args!(
+        "start-up facts: {}",
+        nao_kit::facts::StartupFacts::probe()
+    ));
     let settings = BeaconSettings::from_vars(|k| std::env::var(k).ok(), &hostname())
         .map_err(|e| e.to_string())?;
     let page = cli.page.unwrap_or_else(deathswitch::default_path);

@@ -323,6 +323,11 @@ pub fn main(args: RunArgs) -> Result<(), String> {
         "body_id" => id.body_id(),
         "page" => page_path.display().to_string(), "link" => &args.host.link,
         "controller" => format!("{:?}", args.controller));
+    slog::info!(
+        rt.logger(),
+        "start-up facts: {}",
+        nao_kit::facts::StartupFacts::probe()
+    );
     let Serving {
         rt,
         handle,

@@ -145,10 +145,10 @@ impl<L: Link + 'static> Runtime<L> {
         let mut step = Step::new(&identity, &config.accepted, &start, wake_latch)
             .with_chest_button(chest_button);
         slog::info!(logger, "chest button"; "mode" => %chest_button,
-            "stops" => match chest_button {
-                ChestButtonMode::Trip => "every press".to_string(),
-                ChestButtonMode::Hold { ms } => format!("a press held {ms} ms; shorter presses reach the program only"),
-            });
+        "stops" => match chest_button {
+            ChestButtonMode::Trip => "every press".to_string(),
+            ChestButtonMode::Hold { ms } => format!("a press held {ms} ms; shorter presses reach the program only"),
+        });
         if let Some(b) = &config.bringup {
             step = step.with_bringup(BringUp::new(b.joint, b.limits));
             slog::warn!(logger, "bring-up: only this joint may move, with a person at the robot";

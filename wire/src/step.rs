@@ -169,9 +169,7 @@ impl Step {
         );
         // Which press trips: the chest button rule, with the step's time
         // (in `trip` mode exactly the answer's own: every press).
-        out.trips.chest_button = self
-            .chest_button
-            .step(out.trips.chest_seen, input.now_ns);
+        out.trips.chest_button = self.chest_button.step(out.trips.chest_seen, input.now_ns);
         // The heartbeat after the frame: motion and flags, then
         // confirmation, time, cycle.
         switch.beat(&Beat {

@@ -92,9 +92,7 @@ impl ChestButton {
             (ChestButton::Unknown { path }, _) => {
                 format!("unknown (no status file of the running runtime at {path})")
             }
-            (ChestButton::Mode(m), _) if m == "trip" => {
-                "trip: every press stops the robot".into()
-            }
+            (ChestButton::Mode(m), _) if m == "trip" => "trip: every press stops the robot".into(),
             (ChestButton::Mode(m), Some(ms)) => format!(
                 "{m}: a press held {ms} ms stops the robot; shorter presses reach the program only"
             ),

@@ -395,7 +395,11 @@ fn status_shows_the_runtimes_chest_button_mode_from_its_status_file() {
     let t = naoctl_ok(&e.page, &["status"]);
     assert!(t.contains("chest button: unknown (no status file"), "{t}");
 
-    std::fs::write(&status, format!("{{\"pid\":{me},\"chest_button\":\"hold:1000\"}}\n")).unwrap();
+    std::fs::write(
+        &status,
+        format!("{{\"pid\":{me},\"chest_button\":\"hold:1000\"}}\n"),
+    )
+    .unwrap();
     let v = status_json(&e.page);
     assert_eq!(v["chest_button"], "hold:1000");
     assert_eq!(v["chest_button_hold_ms"], 1000);
@@ -405,11 +409,18 @@ fn status_shows_the_runtimes_chest_button_mode_from_its_status_file() {
         "{t}"
     );
 
-    std::fs::write(&status, format!("{{\"pid\":{me},\"chest_button\":\"trip\"}}\n")).unwrap();
+    std::fs::write(
+        &status,
+        format!("{{\"pid\":{me},\"chest_button\":\"trip\"}}\n"),
+    )
+    .unwrap();
     assert_eq!(status_json(&e.page)["chest_button"], "trip");
     assert_eq!(status_json(&e.page)["chest_button_hold_ms"], Value::Null);
     let t = naoctl_ok(&e.page, &["status"]);
-    assert!(t.contains("chest button: trip: every press stops the robot"), "{t}");
+    assert!(
+        t.contains("chest button: trip: every press stops the robot"),
+        "{t}"
+    );
 
     // Another process's status file (a stale one) is not this runtime's.
     std::fs::write(&status, "{\"pid\":1,\"chest_button\":\"hold:1000\"}\n").unwrap();

@@ -243,7 +243,11 @@ mod tests {
             (
                 "held exactly MS: trips",
                 HOLD_300,
-                &[(12, PRESSED, false), (311, PRESSED, false), (312, PRESSED, true)],
+                &[
+                    (12, PRESSED, false),
+                    (311, PRESSED, false),
+                    (312, PRESSED, true),
+                ],
             ),
             (
                 "held across cycles: trips at MS and on every answer after, until released",
@@ -358,7 +362,10 @@ mod tests {
             ("hold:299", Err(OutOfRange { ms: 299 })),
             ("hold:3001", Err(OutOfRange { ms: 3001 })),
             ("hold:0", Err(OutOfRange { ms: 0 })),
-            ("hold:99999999999999999999999", Err(OutOfRange { ms: u64::MAX })),
+            (
+                "hold:99999999999999999999999",
+                Err(OutOfRange { ms: u64::MAX }),
+            ),
             ("hold:", Err(NotANumber)),
             ("hold:1s", Err(NotANumber)),
             ("hold:-5", Err(NotANumber)),
@@ -375,6 +382,9 @@ mod tests {
             assert_eq!(ChestButtonMode::parse(&m.to_string()), Ok(m));
         }
         let e = ChestButtonMode::parse("hold:5000").unwrap_err().to_string();
-        assert!(e.contains("5000") && e.contains("300") && e.contains("3000"), "{e}");
+        assert!(
+            e.contains("5000") && e.contains("300") && e.contains("3000"),
+            "{e}"
+        );
     }
 }

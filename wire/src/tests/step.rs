@@ -168,7 +168,10 @@ fn chest_button_hold_trips_a_long_press_and_passes_a_short_one() {
     r.runs(&c, 2);
     r.switch.rearm();
     for _ in 0..10 {
-        assert!(r.run(Some(&c), None).cycle.all_off, "a re-arm resumes nothing");
+        assert!(
+            r.run(Some(&c), None).cycle.all_off,
+            "a re-arm resumes nothing"
+        );
     }
 }
 

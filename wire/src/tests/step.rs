@@ -112,6 +112,69 @@ fn chest_button_in_an_answer_trips_and_the_next_frame_is_all_off() {
     assert!(!out.cycle.all_off);
 }
 
+/// In `hold:300` a press shorter than 300 ms reaches the sensors only and
+/// the robot stays stiff; a press held 300 ms trips `chest-button` and the
+/// next frame is all-off, limp until a re-arm and a wake.
+#[test]
+fn chest_button_hold_trips_a_long_press_and_passes_a_short_one() {
+    use crate::protocol::chest_button::ChestButtonMode;
+    let mut r = Rig::new(WakeLatch::On);
+    r.step = r
+        .step
+        .clone()
+        .with_chest_button(ChestButtonMode::Hold { ms: 300 });
+    let c = stiff(1.0);
+    r.runs(&c, 5);
+    let g = r.generation();
+    r.run(Some(&c), g);
+    r.runs(&c, 5);
+    // A short press: 20 answers (240 ms) show it, then released.
+    r.board.chest_button = true;
+    let mut seen = 0;
+    for _ in 0..20 {
+        let out = r.run(Some(&c), None);
+        assert!(!out.cycle.all_off, "a short press does not stop the robot");
+        assert_eq!(out.answer_trip, None);
+        seen += usize::from(out.cycle.sensors.chest_button);
+    }
+    assert!(seen >= 18, "the program sees the press: {seen} answers");
+    r.board.chest_button = false;
+    r.runs(&c, 5);
+    assert!(r.switch.snapshot().armed);
+    // A long press: the first answer that shows it starts the count; the
+    // step 300 ms later trips, the frame after it is all-off.
+    r.board.chest_button = true;
+    let mut first = None;
+    let mut trip = None;
+    for _ in 0..40 {
+        let out = r.run(Some(&c), None);
+        if out.cycle.sensors.chest_button && first.is_none() {
+            first = Some(r.t_ms);
+        }
+        if out.answer_trip.is_some() {
+            assert_eq!(out.answer_trip, Some(Reason::ChestButton));
+            trip = Some(r.t_ms);
+            break;
+        }
+        assert!(!out.cycle.all_off);
+    }
+    let (first, trip) = (first.unwrap(), trip.expect("a trip within 40 cycles"));
+    assert_eq!(trip - first, 300, "held exactly 300 ms");
+    assert_eq!(r.switch.snapshot().reason, Some(Reason::ChestButton));
+    let out = r.run(Some(&c), None);
+    assert!(out.cycle.all_off, "the next frame is all-off");
+    // Released, re-armed: limp until a wake (the wake latch).
+    r.board.chest_button = false;
+    r.runs(&c, 2);
+    r.switch.rearm();
+    for _ in 0..10 {
+        assert!(
+            r.run(Some(&c), None).cycle.all_off,
+            "a re-arm resumes nothing"
+        );
+    }
+}
+
 #[test]
 fn a_silent_controller_never_leaves_a_stiff_command_held() {
     let mut r = Rig::new(WakeLatch::On);

@@ -859,7 +859,10 @@ mod tests {
         for (from, to) in [
             ("\"seq\":7", "\"seq\":8"),
             ("\"motion\":\"awake\"", "\"motion\":\"none\""),
-            ("\"start\":\"0000000000000001\"", "\"start\":\"0000000000000002\""),
+            (
+                "\"start\":\"0000000000000001\"",
+                "\"start\":\"0000000000000002\"",
+            ),
         ] {
             assert!(text.contains(from), "{from}");
             assert_eq!(kind(text.replace(from, to).as_bytes()), K::BadMac, "{to}");

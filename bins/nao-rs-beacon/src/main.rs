@@ -253,7 +253,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
     };
     // With a key every beacon is sealed (docs/app.md "The beacon's seal").
-    let seal = key.clone().map(|k| start_nonce().map(|n| (k, n))).transpose()?;
+    let seal = key
+        .clone()
+        .map(|k| start_nonce().map(|n| (k, n)))
+        .transpose()?;
     if let Some((k, n)) = &seal {
         log(format_args!(
             "beacons sealed with team key {}, start nonce {n:016x}",

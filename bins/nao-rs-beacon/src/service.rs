@@ -502,7 +502,11 @@ mod tests {
         for ahead in [1, 2 * STATUS_FRESH_NS, u64::MAX - now] {
             let future = status(now + ahead);
             let b = compose(&settings(), 8, &view(&c, true), Some(&future), now, false);
-            assert_eq!((b.max_stiffness, b.battery), (None, None), "{ahead} ns ahead");
+            assert_eq!(
+                (b.max_stiffness, b.battery),
+                (None, None),
+                "{ahead} ns ahead"
+            );
         }
         // A dead runtime says nothing about the joints.
         let b = compose(&settings(), 9, &view(&c, false), Some(&st), now, false);
@@ -539,7 +543,11 @@ mod tests {
             (u64::MAX, 0, false),
             (u64::MAX, u64::MAX, true),
         ] {
-            assert_eq!(status_fresh(written, now), fresh, "written {written}, now {now}");
+            assert_eq!(
+                status_fresh(written, now),
+                fresh,
+                "written {written}, now {now}"
+            );
         }
     }
 

@@ -489,26 +489,38 @@ impl FleetView {
                     ));
                 }
             }
-            // An offline claimant goes once another one is not offline; a
-            // verified one's start is retired: its beacons are replays now.
+            // An offline claimant goes once another one at least as
+            // trusted is not offline (an unverified sender never pushes a
+            // verified robot out); of the offline ones left, the newest of
+            // each trust stays. A verified start that goes is retired: its
+            // beacons are replays from then on (it was followed by another
+            // verified start).
             let offline =
                 |c: &Claimant| link(now_ms.saturating_sub(c.last_ms)) == LinkQuality::Offline;
-            let any_alive = card.claimants.iter().any(|c| !offline(c));
-            let newest = card.claimants.iter().map(|c| c.last_ms).max().unwrap_or(0);
-            let mut kept = Vec::with_capacity(card.claimants.len());
-            for c in std::mem::take(&mut card.claimants) {
-                let keep = if any_alive {
-                    !offline(&c)
-                } else {
-                    c.last_ms == newest && kept.is_empty()
-                };
+            let alive_rank = card
+                .claimants
+                .iter()
+                .filter(|c| !offline(c))
+                .map(|c| c.trust.rank())
+                .max();
+            let mut all = std::mem::take(&mut card.claimants);
+            all.sort_by_key(|c| std::cmp::Reverse(c.last_ms));
+            let mut kept: Vec<Claimant> = Vec::with_capacity(all.len());
+            for c in all {
+                let keep = !offline(&c)
+                    || (alive_rank.map_or(true, |r| r < c.trust.rank())
+                        && !kept.iter().any(|k| offline(k) && k.trust == c.trust));
                 if keep {
                     kept.push(c);
-                } else if let Some(s) = c.start {
-                    card.retired.push_front(s);
-                    card.retired.truncate(MAX_RETIRED);
+                } else if let (Some(s), Trust::Verified) = (c.start, c.trust) {
+                    if alive_rank == Some(Trust::Verified.rank()) {
+                        card.retired.push_front(s);
+                        card.retired.truncate(MAX_RETIRED);
+                    }
                 }
             }
+            // Heard order again: newest heard last.
+            kept.reverse();
             card.claimants = kept;
             for t in lost {
                 card.log(now_ms, wall_ms, "lost", t);
@@ -995,6 +1007,32 @@ mod tests {
         let p = f.card("B1").unwrap().primary().unwrap().clone();
         assert_eq!(p.last_ms, 1_000);
         assert_eq!(link(9_000 - p.last_ms), LinkQuality::Offline);
+    }
+
+    /// A spoofer heard while the robot's beacons are lost (a network
+    /// outage) does not push the verified robot out: its card stays
+    /// offline, not the spoofer's, and the robot's own start is taken again
+    /// when it is heard again.
+    #[test]
+    fn an_unverified_sender_never_pushes_a_quiet_verified_robot_out() {
+        let mut f = FleetView::new();
+        let (robot, spoofer) = (ip("10.0.0.5"), ip("10.0.0.66"));
+        f.on_beacon(0, 0, robot, beacon("B1", "nao1", 7, 1), v(1));
+        for t in (500..10_000).step_by(500) {
+            let lie = limp(beacon("B1", "nao1", 7, 100 + t));
+            f.on_beacon(t, t, spoofer, lie, Proof::Refused("unsealed".into()));
+            f.tick(t, t);
+        }
+        let c = f.card("B1").unwrap();
+        let p = c.primary().unwrap();
+        assert_eq!((p.trust, p.start), (Trust::Verified, Some(1)));
+        assert_eq!(claimant_state(p, link(10_000 - p.last_ms)).code, "offline");
+        assert!(f.wake_target("B1", 10_000, true).is_err());
+        // The robot back: its start is no replay, it is shown again.
+        f.on_beacon(10_000, 0, robot, beacon("B1", "nao1", 7, 20), v(1));
+        let c = f.card("B1").unwrap();
+        assert_eq!(c.primary().unwrap().beacon.seq, 20);
+        assert!(c.duplicate, "the spoofer is still heard");
     }
 
     #[test]

@@ -145,7 +145,19 @@ pub struct Claimant {
     pub beacons: u64,
     /// Offline was logged and no beacon came since.
     lost: bool,
+    /// Unauthenticated: where the newest beacon taken came from.
+    newest_from: Option<IpAddr>,
+    /// Unauthenticated: beacons with a lower `seq` than the newest, from
+    /// another address than the newest's, within [`LATE_MS`] of each
+    /// other, and when the last came: two senders interleaving one
+    /// sequence (a copy with its `seq` ahead).
+    interleaved: (u32, u64),
 }
+
+/// That many interleaved beacons ([`Claimant`]) within [`LATE_MS`] of each
+/// other flag a card without a key: one is a beacon reordered over a
+/// second link, three are a second sender.
+const INTERLEAVED: u32 = 3;
 
 impl Claimant {
     fn new(b: Beacon, trust: Trust, now_ms: u64, src: IpAddr) -> Claimant {
@@ -159,6 +171,8 @@ impl Claimant {
             addrs: vec![(src, now_ms)],
             beacons: 1,
             lost: false,
+            newest_from: Some(src),
+            interleaved: (0, 0),
         }
     }
 
@@ -256,6 +270,12 @@ impl Card {
     }
 
     fn conflict(&self, now_ms: u64) -> bool {
+        let interleaved = self.claimants.iter().any(|c| {
+            c.interleaved.0 >= INTERLEAVED && now_ms.saturating_sub(c.interleaved.1) <= LATE_MS
+        });
+        if interleaved {
+            return true;
+        }
         let alive: Vec<&Claimant> = self
             .claimants
             .iter()
@@ -572,10 +592,22 @@ fn unauthenticated(card: &mut Card, now_ms: u64, wall_ms: u64, src: IpAddr, b: B
         let mut ev: Vec<(&'static str, String)> = c.back(now_ms).into_iter().collect();
         let prev_seq = c.beacon.seq;
         let reordered = b.seq < prev_seq && prev_seq - b.seq <= REORDER_WINDOW;
+        if b.seq < prev_seq && c.newest_from != Some(src) {
+            // Below the newest, from elsewhere: a slow link, or a second
+            // sender whose sequence runs ahead.
+            let (n, at) = c.interleaved;
+            let n = if now_ms.saturating_sub(at) <= LATE_MS {
+                n
+            } else {
+                0
+            };
+            c.interleaved = (n.saturating_add(1), now_ms);
+        }
         if b.seq != prev_seq && !reordered {
             ev.extend(changes(&c.beacon, &b));
             c.beacon = b;
             c.beacons += 1;
+            c.newest_from = Some(src);
         }
         c.last_ms = c.last_ms.max(now_ms);
         ev.extend(c.heard_at(src, now_ms));
@@ -768,9 +800,9 @@ fn update_duplicate(card: &mut Card, now_ms: u64, wall_ms: u64) {
                     format!("{:?} at {}", c.beacon.name, a.join(", "))
                 })
                 .collect();
-            format!("two robots claim this body id: {}", names.join("; "))
+            format!("a second sender claims this body id: {}", names.join("; "))
         } else {
-            "only one robot claims this body id again".into()
+            "only one sender claims this body id again".into()
         };
         card.log(now_ms, wall_ms, "duplicate", text);
     }
@@ -1091,6 +1123,36 @@ mod tests {
         let c = g.card("B1").unwrap();
         assert_eq!(c.primary().unwrap().start, Some(1));
         assert_eq!(c.primary().unwrap().beacon.motion, Motion::Awake);
+    }
+
+    /// Without a key, the spoofer (the robot's body id, name and
+    /// nonce, its seq ahead) merges with the robot's claimant; its
+    /// interleaving with the robot's own sequence flags the card; one
+    /// beacon reordered over a slow link does not.
+    #[test]
+    fn without_a_key_a_copy_with_its_seq_ahead_is_flagged_as_a_second_sender() {
+        let mut f = FleetView::new();
+        let (robot, spoofer) = (ip("10.0.0.5"), ip("10.0.0.66"));
+        f.on_beacon(0, 0, robot, beacon("B1", "nao1", 7, 10), N);
+        // A slow second link delivers one older beacon: no flag.
+        f.on_beacon(10, 10, ip("10.0.1.5"), beacon("B1", "nao1", 7, 9), N);
+        assert!(!f.card("B1").unwrap().duplicate);
+        for (t, seq) in [(500, 11), (1000, 12), (1500, 13)] {
+            f.on_beacon(t, t, spoofer, beacon("B1", "nao1", 7, seq + 5), N);
+            f.on_beacon(t + 1, t, robot, beacon("B1", "nao1", 7, seq), N);
+        }
+        let c = f.card("B1").unwrap();
+        assert!(c.duplicate, "{:?}", c.events);
+        assert!(
+            c.events[0].text.contains("second sender"),
+            "{:?}",
+            c.events[0]
+        );
+        // The spoofer quiet for 4 s: the flag clears.
+        for t in (2_000..7_000).step_by(500) {
+            f.on_beacon(t, t, robot, beacon("B1", "nao1", 7, 100 + t), N);
+        }
+        assert!(!f.card("B1").unwrap().duplicate);
     }
 
     #[test]

@@ -176,6 +176,15 @@ impl Claimant {
         }
     }
 
+    /// Its name as the page and the log may show it: an unverified
+    /// claimant's (anyone's words) never.
+    pub fn label(&self) -> &str {
+        match self.trust {
+            Trust::Unverified => "(not verified)",
+            _ => &self.beacon.name,
+        }
+    }
+
     fn same_robot(&self, b: &Beacon) -> bool {
         self.trust == Trust::Unauthenticated
             && self.beacon.name == b.name
@@ -504,7 +513,7 @@ impl FleetView {
                     c.lost = true;
                     lost.push(format!(
                         "beacon lost: {:?} not heard for {:.1} s",
-                        c.beacon.name,
+                        c.label(),
                         age as f64 / 1000.0
                     ));
                 }
@@ -797,7 +806,7 @@ fn update_duplicate(card: &mut Card, now_ms: u64, wall_ms: u64) {
                 .iter()
                 .map(|c| {
                     let a: Vec<String> = c.addrs.iter().map(|(a, _)| a.to_string()).collect();
-                    format!("{:?} at {}", c.beacon.name, a.join(", "))
+                    format!("{:?} at {}", c.label(), a.join(", "))
                 })
                 .collect();
             format!("a second sender claims this body id: {}", names.join("; "))
@@ -988,6 +997,16 @@ mod tests {
             .wake_target("B2", 0, false)
             .unwrap_err()
             .contains("needs a key"));
+        // Its words are never shown, in the log either.
+        g.tick(5_000, 5_000);
+        let c = g.card("B2").unwrap();
+        assert_eq!(c.primary().unwrap().label(), "(not verified)");
+        assert!(kinds(c).contains(&"lost"));
+        assert!(
+            c.events.iter().all(|e| !e.text.contains("nao2")),
+            "{:?}",
+            c.events
+        );
     }
 
     #[test]

@@ -219,7 +219,7 @@ fn robot(id: &str, c: &Card, now: u64, have_key: bool) -> Value {
             // What did not verify is never shown: no name, no fields.
             let shown = cl.trust != Trust::Unverified;
             json!({
-                "name": if shown { cl.beacon.name.as_str() } else { "(not verified)" },
+                "name": cl.label(),
                 "trust": cl.trust,
                 "why": cl.why,
                 "start": cl.start.map(|s| format!("{s:016x}")),

@@ -945,7 +945,7 @@ class Field:
                 lie = dict(real)
                 lie["seq"] = real["seq"] + 1000 + i
                 lie["motion"] = "limp-waiting-for-wake"
-                lie["wake_generation"] = (real.get("wake_generation") or 0) + 1
+                lie["wake_generation"] = (real.get("wake_generation") or 0) ^ 1  # another generation, any value
                 s.sendto(b"NAO-RS BEACON 1\n" + json.dumps(lie, separators=(",", ":")).encode(), ("127.0.0.1", BEACON_PORT))
                 time.sleep(0.05)
             s.close()

@@ -11,6 +11,10 @@
 //! page's current nonce and the generation the page is armed at now, so
 //! a recorded wake is useless after the next trip (the generation moves
 //! on), a reboot or a page repair (a new nonce).
+//!
+//! The same key seals every beacon a robot sends ([`seal_beacon`],
+//! [`open_beacon`]; `docs/app.md` "The beacon's seal"): the app shows only
+//! beacons that verify and signs a wake only from one of them.
 
 use std::path::Path;
 

@@ -340,7 +340,7 @@ fn a_forged_beacon_gets_no_wake_signed_and_the_robot_stays_limp() {
     let t0 = deathswitch::monotonic_ns();
     let spoofer = UdpSocket::bind("127.0.0.1:0").unwrap();
     let mut lie = real.clone();
-    lie.wake_generation = real.wake_generation.map(|g| g.wrapping_add(1));
+    lie.wake_generation = real.wake_generation.map(|g| g ^ 1);
     lie.trip_count = real.trip_count + 1;
     let card = {
         let mut card = None;

@@ -1,10 +1,11 @@
 //! `nao-rs wake`: a person wakes the robot (after every start of the
 //! runtime, and after a re-arm). Never re-arms. It reads the page (read
 //! only: `deathswitch::inspect`) and sends the wake generation it finds
-//! (`wake <generation>`); while the switch is tripped or the page lost
-//! there is none, and it refuses with the fix and a non-zero exit. The
-//! runtime counts the wake only if the page is still armed in that
-//! generation when its cycle reads it.
+//! (`wake <generation>`: a mix of the last re-arm's random nonce and the
+//! running runtime's); while the switch is tripped, the page lost or no
+//! runtime registered there is none, and it refuses with the fix and a
+//! non-zero exit. The runtime counts the wake only if the page still reads
+//! that generation when its cycle reads it.
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +36,13 @@ pub fn generation_of(i: &deathswitch::Inspection, page: &Path) -> Result<u64, St
     }
     let s = &i.snapshot;
     s.wake_generation().ok_or_else(|| {
+        if s.armed {
+            return format!(
+                "no runtime is registered in the death switch page {}: start `nao-rs run`, \
+                 then wake",
+                page.display()
+            );
+        }
         let r = s.reason.map_or("tripped", deathswitch::Reason::name);
         format!("tripped ({r}); re-arm first with `naoctl rearm`, then wake")
     })
@@ -87,17 +95,23 @@ mod tests {
                 armed,
                 reason: (!armed).then_some(deathswitch::Reason::Naoctl),
                 trip_count: count,
+                driver_pid: Some(7),
+                arm_nonce: 0xa1,
+                driver_nonce: 0xd1,
                 ..Default::default()
             },
             damage,
-            len: 128,
+            len: 144,
         }
     }
 
     #[test]
     fn a_wake_is_sent_only_in_an_armed_generation_of_a_sound_page() {
         let p = Path::new("/run/nao-rs/deathswitch");
-        assert_eq!(generation_of(&inspection(true, 4, None), p), Ok(4));
+        let i = inspection(true, 4, None);
+        let g = generation_of(&i, p).unwrap();
+        assert_eq!(Some(g), i.snapshot.wake_generation());
+        assert_ne!(g, 4, "not the trip count");
         let e = generation_of(&inspection(false, 4, None), p).unwrap_err();
         assert_eq!(
             e,
@@ -106,5 +120,9 @@ mod tests {
         let e =
             generation_of(&inspection(true, 4, Some(deathswitch::Damage::NoMagic)), p).unwrap_err();
         assert!(e.contains("damaged") && e.contains("naoctl rearm"), "{e}");
+        let mut none = inspection(true, 4, None);
+        none.snapshot.driver_pid = None;
+        let e = generation_of(&none, p).unwrap_err();
+        assert!(e.contains("no runtime") && e.contains("nao-rs run"), "{e}");
     }
 }

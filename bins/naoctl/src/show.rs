@@ -57,6 +57,7 @@ pub fn json(path: &Path, ins: &Inspection, alive: Alive, now: u64) -> serde_json
     } else {
         s.reason
     };
+    let generation = if ins.damage.is_none() { s.wake_generation() } else { None };
     json!({
         "state": if armed { "armed" } else { "tripped" },
         "reason": reason.map(Reason::name),
@@ -67,7 +68,8 @@ pub fn json(path: &Path, ins: &Inspection, alive: Alive, now: u64) -> serde_json
         "driver_alive": alive.driver,
         "motion": if alive.driver == Some(true) { s.motion.name() } else { Motion::None.name() },
         "limp_waiting_for_wake": alive.driver == Some(true) && s.motion == Motion::LimpWaitingForWake,
-        "wake_generation": if ins.damage.is_none() { s.wake_generation() } else { None },
+        "wake_generation": generation,
+        "wake_generation_string": generation.map(|g| g.to_string()),
         "cycle": s.last_cycle,
         "heartbeat_age_ms": s.last_beat_ns.map(|t| now.saturating_sub(t) / 1_000_000),
         "all_off_confirmed_cycle": s.all_off_confirmed_cycle,
@@ -148,7 +150,9 @@ pub fn human(path: &Path, ins: &Inspection, alive: Alive, now: u64, unix: u64) -
     );
     if ins.damage.is_none() {
         if let Some(g) = s.wake_generation() {
-            out += &format!("  wake generation: {g} (a wake counts in this armed epoch only)\n");
+            out += &format!(
+                "  wake generation: {g} (a wake counts only until the next re-arm or runtime start)\n"
+            );
         }
     }
     out += &format!("  motion: {}\n", motion_text(s, alive));

@@ -778,7 +778,11 @@ mod tests {
     #[test]
     fn the_wake_generation_changes_at_every_re_arm_and_every_start_of_a_runtime() {
         let c = armed();
-        assert_eq!(c.snapshot().wake_generation(), None, "no runtime registered");
+        assert_eq!(
+            c.snapshot().wake_generation(),
+            None,
+            "no runtime registered"
+        );
         c.register_driver(42, 1000, 0xd7);
         let g1 = c.snapshot().wake_generation().unwrap();
         assert_eq!(g1, wake_generation_of(0xa7, 0xd7));

@@ -287,7 +287,10 @@ fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
         );
     }
     let log = rig.log(RT);
-    assert!(log.contains("wake ignored: its generation is not the page's"), "{log}");
+    assert!(
+        log.contains("wake ignored: its generation is not the page's"),
+        "{log}"
+    );
 }
 
 /// A wake recorded for a runtime never wakes its successor: runtime 1
@@ -326,7 +329,11 @@ fn a_wake_recorded_for_a_killed_runtime_never_wakes_its_successor() {
     });
     let s = page.snapshot();
     assert_eq!(s.driver_pid, Some(pid2));
-    assert_ne!(s.wake_generation(), Some(recorded), "a new runtime, a new generation");
+    assert_ne!(
+        s.wake_generation(),
+        Some(recorded),
+        "a new runtime, a new generation"
+    );
     for _ in 0..10 {
         raw_wake(&rig, RT, recorded);
         std::thread::sleep(Duration::from_millis(30));

@@ -57,7 +57,11 @@ pub fn json(path: &Path, ins: &Inspection, alive: Alive, now: u64) -> serde_json
     } else {
         s.reason
     };
-    let generation = if ins.damage.is_none() { s.wake_generation() } else { None };
+    let generation = if ins.damage.is_none() {
+        s.wake_generation()
+    } else {
+        None
+    };
     json!({
         "state": if armed { "armed" } else { "tripped" },
         "reason": reason.map(Reason::name),

@@ -364,7 +364,10 @@ fn status_shows_a_robot_limp_and_waiting_for_a_wake_to_every_reader() {
     page.rearm();
     let v = status_json(&e.page);
     assert_ne!(v["wake_generation"], g);
-    assert_eq!(v["wake_generation"], page.snapshot().wake_generation().unwrap());
+    assert_eq!(
+        v["wake_generation"],
+        page.snapshot().wake_generation().unwrap()
+    );
     page.trip(Reason::Naoctl);
     // A runtime that is gone says nothing about the joints any more.
     page.register(dead_pid());

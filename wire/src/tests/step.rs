@@ -38,7 +38,7 @@ impl Rig {
         let id = Startup::run(&mut *board).expect("start-up");
         let switch = MemorySwitch::armed();
         switch.register(std::process::id());
-    switch.register(std::process::id());
+        switch.register(std::process::id());
         let mut step = Step::new(&id, &[10], &switch.read(), wake);
         if let Some(b) = bringup {
             step = step.with_bringup(b);

@@ -135,7 +135,10 @@ fn a_page_of_layout_3_is_another_version_and_counts_as_damage() {
     v3[120..128].copy_from_slice(&MAGIC.to_le_bytes());
     std::fs::write(&path, v3).unwrap();
     let err = Page::open(&path).unwrap_err();
-    assert!(matches!(err, PageError::Version { found: 3, .. }), "{err:?}");
+    assert!(
+        matches!(err, PageError::Version { found: 3, .. }),
+        "{err:?}"
+    );
     assert_eq!(std::fs::read(&path).unwrap(), v3, "left as it was");
     let i = crate::inspect(&path).unwrap();
     assert!(i.damage.is_some() && !i.snapshot.armed, "{i:?}");

@@ -458,7 +458,10 @@ fn a_wake_formed_before_the_re_arm_never_counts_after_it() {
     let stale = [0, 1, 2, 3, 4, 5, u64::MAX, gen(2), forged_g, predecessor];
     for w in stale {
         let mut g = Gate::new(&read_in(true, 2, 2), WakeLatch::On);
-        assert_eq!(g.decide(&input(&read_in(true, 2, 2), None)).change, Unchanged);
+        assert_eq!(
+            g.decide(&input(&read_in(true, 2, 2), None)).change,
+            Unchanged
+        );
         let v = g.decide(&input(&tripped, Some(w)));
         assert_eq!(v.change, Tripped, "wake {w}");
         // The wake sent while tripped, read after the re-arm (a stalled

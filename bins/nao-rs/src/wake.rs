@@ -4,10 +4,13 @@
 //! (`wake <generation>`: a mix of the last re-arm's random nonce and the
 //! running runtime's); while the switch is tripped, the page lost or no
 //! runtime registered there is none, and it refuses with the fix and a
-//! non-zero exit. The runtime counts the wake only if the page still reads
+//! non-zero exit (an armed page naming no live runtime is looked at again
+//! for up to 3 s: a runtime serves its wake socket just before it
+//! registers). The runtime counts the wake only if the page still reads
 //! that generation when its cycle reads it.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nao_runtime::wake;
 
@@ -48,24 +51,61 @@ pub fn generation_of(i: &deathswitch::Inspection, page: &Path) -> Result<u64, St
     })
 }
 
-/// The page's wake generation, read twice: both looks must agree (a trip
-/// between them, or within one look, is not taken for an armed switch).
-fn read_generation(page: &Path) -> Result<u64, String> {
-    let look = || {
-        deathswitch::inspect(page)
-            .map_err(|e| format!("cannot read the death switch page: {e}"))
-            .and_then(|i| generation_of(&i, page))
-    };
-    for _ in 0..5 {
-        let a = look()?;
-        if look()? == a {
-            return Ok(a);
+/// How long `nao-rs wake` waits for a runtime to register in an armed
+/// page (a runtime serves its wake socket a moment before it registers,
+/// and a restarted one replaces a dead predecessor's registration).
+const REGISTRATION_WAIT: Duration = Duration::from_secs(3);
+
+/// One look: the generation, `Ok(None)` while the page is armed but names
+/// no live runtime (none registered yet, or a dead one: its generation is
+/// not the next runtime's), or why there is no wake to send.
+fn look(page: &Path) -> Result<Option<u64>, String> {
+    let i = deathswitch::inspect(page)
+        .map_err(|e| format!("cannot read the death switch page: {e}"))?;
+    let s = &i.snapshot;
+    if i.damage.is_none() && s.armed {
+        let live = s.driver_pid.is_some_and(|pid| {
+            deathswitch::process::ProcessIdentity {
+                pid,
+                start: s.driver_start,
+            }
+            .is_alive()
+        });
+        if !live {
+            return Ok(None);
         }
     }
-    Err(format!(
-        "the death switch page {} changed at every look (trips in a row?); try again",
-        page.display()
-    ))
+    generation_of(&i, page).map(Some)
+}
+
+/// The page's wake generation, read twice: both looks must agree (a trip
+/// between them, or within one look, is not taken for an armed switch). An
+/// armed page naming no live runtime is looked at again, every 10 ms, for
+/// up to [`REGISTRATION_WAIT`].
+fn read_generation(page: &Path) -> Result<u64, String> {
+    let t0 = Instant::now();
+    let mut changed = 0;
+    loop {
+        match (look(page)?, look(page)?) {
+            (Some(a), Some(b)) if a == b => return Ok(a),
+            (Some(_), Some(_)) => changed += 1,
+            _ if t0.elapsed() >= REGISTRATION_WAIT => {
+                return Err(format!(
+                    "no running runtime is registered in the death switch page {} \
+                     (waited {} s): start `nao-rs run`, then wake",
+                    page.display(),
+                    REGISTRATION_WAIT.as_secs()
+                ))
+            }
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+        if changed >= 5 {
+            return Err(format!(
+                "the death switch page {} changed at every look (trips in a row?); try again",
+                page.display()
+            ));
+        }
+    }
 }
 
 /// Runs `nao-rs wake`.

@@ -111,7 +111,10 @@ fn opening_any_file_contents_never_panics_and_damage_reads_tripped() {
             // Another version is named by the head magic and the version
             // word, whatever the length (layout 3 was shorter).
             Err(PageError::Version { .. }) => {
-                assert!(bytes.len() >= 12 && bytes[..8] == MAGIC.to_le_bytes(), "case {case}")
+                assert!(
+                    bytes.len() >= 12 && bytes[..8] == MAGIC.to_le_bytes(),
+                    "case {case}"
+                )
             }
             Err(e) => panic!("case {case}: unexpected error: {e}"),
         }

@@ -36,13 +36,15 @@ fn stiff(frames: &[nao_rs_sim::TraceLine]) -> Vec<nao_rs_sim::TraceLine> {
 }
 
 /// [`runtime`] `stand` as [`RT`], started once its wake socket is there
-/// (limp: every start is).
+/// and it registered in the page (its wake generation is its own from
+/// then on; limp: every start is).
 fn limp_runtime(rig: &Rig) -> Proc {
     let rt = rig.start_runtime(&runtime("stand", free_udp_port()));
     let socket = rig.wake_socket(RT);
     wait_for("the wake socket", Duration::from_secs(15), || {
         socket.exists()
     });
+    rig.wait_log(RT, "every start is limp", Duration::from_secs(15));
     rt
 }
 

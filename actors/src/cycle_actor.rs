@@ -257,8 +257,8 @@ impl CycleActor {
             ),
             Change::WakeStale => (
                 Level::Warning,
-                "wake ignored: its generation is not the page's now (sent before a trip or a \
-                 re-arm, or for another page); wake again (cycle)",
+                "wake ignored: its generation is not the page's now (formed before the last \
+                 re-arm or this runtime's start, for another page, or guessed); wake again (cycle)",
             ),
         };
         self.events.emit(level, what, k);

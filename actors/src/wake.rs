@@ -1,12 +1,14 @@
 //! The wake: a person's "the robot may move again" after a re-arm (and
 //! after every start of the runtime).
 //!
-//! A wake carries the page's **wake generation** its sender read (the
-//! trip count while armed: `deathswitch::Snapshot::wake_generation`);
-//! [`WakeSignal`] carries it to the runtime's cycle, where the gate
-//! (`nao_wire::protocol::gate`) counts it only if the page is armed in
-//! exactly that generation when the cycle reads it. A wake read before a trip carries
-//! an older generation and is used up; no clock is compared. It is set by
+//! A wake carries the page's **wake generation** its sender read (a mix
+//! of the last re-arm's random nonce and the runtime's, while armed:
+//! `deathswitch::Snapshot::wake_generation`); [`WakeSignal`] carries it to
+//! the runtime's cycle, where the gate (`nao_wire::protocol::gate`) counts
+//! it only if the page reads exactly that generation when the cycle reads
+//! it. A wake read, guessed or recorded before the re-arm or before this
+//! runtime's start carries another value and is used up; no clock is
+//! compared. It is set by
 //! the wake socket (`nao-rs wake`) and by [`super::Handle::wake`]; no
 //! controller wakes the robot.
 //!
@@ -39,28 +41,29 @@ pub(crate) const MAX_LEN: usize = 25;
 /// blocks, never allocates.
 #[derive(Debug, Default)]
 pub struct WakeSignal {
-    /// The generation of the newest wake not yet taken, plus 1 (0: none).
-    generation_plus_1: AtomicU64,
+    /// The generation of the newest wake not yet taken (0: none; no page
+    /// has generation 0).
+    generation: AtomicU64,
 }
 
 impl WakeSignal {
     /// A wake in `generation` (the page's wake generation its sender
-    /// read). Of several wakes before the cycle takes one, the highest
-    /// generation is kept (generations only grow on one page; a wrong one
-    /// is used up, never worse).
+    /// read). Of several wakes before the cycle takes one, the newest is
+    /// kept (generations are random: no order among them); it is used up
+    /// at the cycle's next read whatever it carries. A wake in generation 0
+    /// (no page's) is nothing.
     pub(crate) fn wake(&self, generation: u64) {
         // Relaxed: the number itself is the whole message.
-        self.generation_plus_1
-            .fetch_max(generation.saturating_add(1), Ordering::Relaxed);
+        self.generation.swap(generation, Ordering::Relaxed);
     }
 
     /// Takes the newest wake since the last call (the cycle's side): its
     /// generation.
     pub(crate) fn take(&self) -> Option<u64> {
         // Relaxed: as in `wake`.
-        match self.generation_plus_1.swap(0, Ordering::Relaxed) {
+        match self.generation.swap(0, Ordering::Relaxed) {
             0 => None,
-            g => Some(g - 1),
+            g => Some(g),
         }
     }
 }
@@ -287,22 +290,23 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    /// The newest wake is kept (never "the highest": generations are
+    /// random) and taken once; a wake in generation 0 is nothing.
     #[test]
-    fn the_highest_generation_wins_and_is_taken_once() {
+    fn the_newest_wake_is_kept_and_taken_once() {
         let s = WakeSignal::default();
         assert_eq!(s.take(), None);
         s.wake(5);
         s.wake(3);
-        assert_eq!(s.take(), Some(5));
+        assert_eq!(s.take(), Some(3), "the newest, not the highest");
         assert_eq!(s.take(), None);
-        s.wake(0);
-        assert_eq!(s.take(), Some(0));
         s.wake(u64::MAX);
-        assert_eq!(
-            s.take(),
-            Some(u64::MAX - 1),
-            "saturates, never wraps to none"
-        );
+        s.wake(7);
+        assert_eq!(s.take(), Some(7));
+        s.wake(u64::MAX);
+        assert_eq!(s.take(), Some(u64::MAX));
+        s.wake(0);
+        assert_eq!(s.take(), None, "no page has generation 0");
     }
 
     #[test]

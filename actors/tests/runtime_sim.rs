@@ -196,7 +196,8 @@ fn every_start_is_limp_until_a_wake_whatever_the_page_says() {
         board.snapshot().motion,
         nao_runtime::Motion::LimpWaitingForWake
     );
-    let generation = board.snapshot().trip_count;
+    let generation = board.snapshot().wake_generation().unwrap();
+    assert_ne!(generation, board.snapshot().trip_count);
     assert_eq!(
         rt.handle().wake(),
         Ok(generation),

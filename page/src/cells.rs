@@ -16,12 +16,13 @@ use crate::{Beat, Motion, Reason, Snapshot};
 /// The magic value at offset 0 and offset 120 (ASCII "NAORS-DS", little
 /// endian). A page without both counts as tripped.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NAORS-DS");
-/// The layout version this crate reads and writes (3: the identities'
-/// start times, the runtime's motion state and the page's nonce took the
-/// reserved words of version 2).
-pub const VERSION: u32 = 3;
+/// The layout version this crate reads and writes (4: the re-arm's and
+/// the runtime's random values, `arm_nonce` and `driver_nonce`, before the
+/// tail magic, which moved from 120 to 136; version 3 took the identities'
+/// start times, the runtime's motion state and the page's nonce).
+pub const VERSION: u32 = 4;
 /// The size of the layout and of the page file, in bytes.
-pub const LEN: usize = 128;
+pub const LEN: usize = 144;
 /// `tripped_at_ns` while armed, and while a trip is being stored.
 pub const TRIP_TIME_PENDING: u64 = u64::MAX;
 
@@ -49,6 +50,8 @@ pub(crate) struct Cells {
     motion: AtomicU32,
     reserved: AtomicU32,
     nonce: AtomicU64,
+    arm_nonce: AtomicU64,
+    driver_nonce: AtomicU64,
     magic_tail: AtomicU64,
 }
 
@@ -75,8 +78,32 @@ const _: () = {
     assert!(std::mem::offset_of!(Cells, motion) == 104);
     assert!(std::mem::offset_of!(Cells, reserved) == 108);
     assert!(std::mem::offset_of!(Cells, nonce) == 112);
-    assert!(std::mem::offset_of!(Cells, magic_tail) == 120);
+    assert!(std::mem::offset_of!(Cells, arm_nonce) == 120);
+    assert!(std::mem::offset_of!(Cells, driver_nonce) == 128);
+    assert!(std::mem::offset_of!(Cells, magic_tail) == 136);
 };
+
+/// splitmix64's finalizer: a bijection of u64 whose every output bit
+/// depends on every input bit (the wake generation's mix, the nonce's
+/// fallback when the kernel has no random bytes yet). Pure.
+pub(crate) const fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The wake generation of a page re-armed with `arm_nonce` and driven by
+/// the runtime that registered `driver_nonce` (both random, neither 0):
+/// never 0, and another value when either changes. Pure.
+pub(crate) const fn wake_generation_of(arm_nonce: u64, driver_nonce: u64) -> u64 {
+    let g = mix64(mix64(arm_nonce) ^ driver_nonce);
+    if g == 0 {
+        1
+    } else {
+        g
+    }
+}
 
 fn some_if_nonzero_minus_one(v: u64) -> Option<u64> {
     v.checked_sub(1)
@@ -113,6 +140,8 @@ impl Cells {
             motion: AtomicU32::new(0),
             reserved: AtomicU32::new(0),
             nonce: AtomicU64::new(0),
+            arm_nonce: AtomicU64::new(0),
+            driver_nonce: AtomicU64::new(0),
             magic_tail: AtomicU64::new(0),
         }
     }
@@ -165,6 +194,8 @@ impl Cells {
         self.motion.store(Motion::None.code(), Ordering::Release);
         self.reserved.store(0, Ordering::Release);
         self.nonce.store(nonce.max(1), Ordering::Release);
+        self.arm_nonce.store(0, Ordering::Release);
+        self.driver_nonce.store(0, Ordering::Release);
         self.version.store(VERSION, Ordering::Release);
         self.magic_tail.store(MAGIC, Ordering::Release);
         // Release: pairs with the Acquire loads of `magic_ok`; the magic is
@@ -216,15 +247,21 @@ impl Cells {
     }
 
     /// Re-arms: a person's act, for `naoctl rearm` only. The trip time is
-    /// set pending before the reason is cleared (Release), so a later
-    /// trip's reader never pairs the new reason with the old time.
-    /// `unix_ns` is stored as the time of the re-arm (display only).
-    pub(crate) fn rearm(&self, unix_ns: u64) {
+    /// set pending and `nonce` (a new random value: 0 is stored as 1) is
+    /// stored as `arm_nonce` before the reason is cleared (Release), so a
+    /// later trip's reader never pairs the new reason with the old time,
+    /// and a reader that sees this re-arm's armed state sees its nonce:
+    /// its wake generation exists only from this re-arm on
+    /// ([`Snapshot::wake_generation`]). `unix_ns` is stored as the time of
+    /// the re-arm (display only).
+    pub(crate) fn rearm(&self, unix_ns: u64, nonce: u64) {
         self.tripped_at_ns
             .store(TRIP_TIME_PENDING, Ordering::Release);
         self.tripped_at_unix_ns.store(0, Ordering::Release);
         self.armed_at_unix_ns.store(unix_ns, Ordering::Release);
-        // Release: the pending time above is visible to whoever sees armed.
+        self.arm_nonce.store(nonce.max(1), Ordering::Release);
+        // Release: the pending time and the nonce above are visible to
+        // whoever sees armed (Acquire load of `reason` in `snapshot`).
         self.reason.store(0, Ordering::Release);
     }
 
@@ -284,8 +321,10 @@ impl Cells {
     /// they are not the new runtime's, and a guard that judged the beat
     /// would see a runtime still in its start-up as hung since the
     /// predecessor's last beat and kill it. The same identity again (or
-    /// one stored after a repair zeroed it) keeps the beat.
-    pub(crate) fn register_driver(&self, pid: u32, start: u64) {
+    /// one stored after a repair zeroed it) keeps the beat. `nonce` is the
+    /// runtime's random value (`driver_nonce`, new at every start of a
+    /// runtime: its wake generation is its own), stored before the pid.
+    pub(crate) fn register_driver(&self, pid: u32, start: u64, nonce: u64) {
         let before = self.driver_pid.load(Ordering::Acquire);
         let before_start = self.driver_start.load(Ordering::Acquire);
         if before != 0 && (before != pid || before_start != start) {
@@ -293,15 +332,21 @@ impl Cells {
             self.motion.store(Motion::None.code(), Ordering::Release);
         }
         self.driver_start.store(start, Ordering::Release);
+        self.driver_nonce.store(nonce, Ordering::Release);
         // Release: pairs with the Acquire load of `driver_pid` in
-        // `snapshot`: a reader that sees the new pid sees the cleared beat
-        // and the new start time.
+        // `snapshot`: a reader that sees the new pid sees the cleared beat,
+        // the new start time and the new runtime's nonce.
         self.driver_pid.store(pid, Ordering::Release);
     }
 
     /// The stored `driver_start` (0: unknown).
     pub(crate) fn driver_start(&self) -> u64 {
         self.driver_start.load(Ordering::Acquire)
+    }
+
+    /// The stored `driver_nonce` (0: no runtime registered).
+    pub(crate) fn driver_nonce(&self) -> u64 {
+        self.driver_nonce.load(Ordering::Acquire)
     }
 
     /// The stored `guard_start` (0: unknown).
@@ -348,6 +393,7 @@ impl Cells {
             self.clear_heartbeat();
             self.motion.store(Motion::None.code(), Ordering::Release);
             self.driver_start.store(0, Ordering::Release);
+            self.driver_nonce.store(0, Ordering::Release);
         }
         cleared
     }
@@ -416,6 +462,15 @@ impl Cells {
         // Acquire: pairs with the Release increment in `trip`.
         let trip_count = self.trip_count.load(Ordering::Acquire);
         let code = self.reason.load(Ordering::Acquire);
+        // The re-arm's nonce after the reason: Acquire on `reason` pairs
+        // with the re-arm's Release store of 0, so an armed read that saw a
+        // re-arm carries that re-arm's nonce (or a later one), never the
+        // one of the epoch before the trip (loom:
+        // `loom_an_armed_read_after_a_trip_never_carries_the_old_generation`).
+        let arm_nonce = self.arm_nonce.load(Ordering::Acquire);
+        // The pid before its nonce: pairs with `register_driver`'s Release.
+        let driver_pid = self.driver_pid.load(Ordering::Acquire);
+        let driver_nonce = self.driver_nonce.load(Ordering::Acquire);
         let magic_ok = self.magic_ok();
         let reason = if !magic_ok {
             Some(Reason::PageLost)
@@ -431,7 +486,7 @@ impl Cells {
             reason_code: code,
             tripped_at_ns: self.tripped_at_ns.load(Ordering::Acquire),
             tripped_at_unix_ns: self.tripped_at_unix_ns.load(Ordering::Acquire),
-            driver_pid: pid(self.driver_pid.load(Ordering::Acquire)),
+            driver_pid: pid(driver_pid),
             last_cycle,
             last_beat_ns: last_cycle.map(|_| beat),
             all_off_confirmed_cycle: some_if_nonzero_minus_one(conf),
@@ -446,6 +501,8 @@ impl Cells {
             guard_start: self.guard_start.load(Ordering::Acquire),
             motion: Motion::from_code(self.motion.load(Ordering::Acquire)).unwrap_or(Motion::None),
             nonce: self.nonce.load(Ordering::Acquire),
+            arm_nonce,
+            driver_nonce,
         }
     }
 }
@@ -511,7 +568,9 @@ impl Cells {
         c.motion.store(u32_at(104), r);
         c.reserved.store(u32_at(108), r);
         c.nonce.store(u64_at(112), r);
-        c.magic_tail.store(u64_at(120), r);
+        c.arm_nonce.store(u64_at(120), r);
+        c.driver_nonce.store(u64_at(128), r);
+        c.magic_tail.store(u64_at(136), r);
         c
     }
 }
@@ -526,7 +585,7 @@ mod tests {
     fn armed() -> Cells {
         let c = Cells::zeroed();
         c.initialize(Reason::Boot, 10, 20, 99);
-        c.rearm(30);
+        c.rearm(30, 0xa7);
         c
     }
 
@@ -555,7 +614,7 @@ mod tests {
         assert_eq!(s.reason, Some(Reason::Udp));
         assert_eq!(s.tripped_at_ns, 100);
         assert_eq!(s.tripped_at_unix_ns, 1000);
-        c.rearm(30);
+        c.rearm(30, 0xa7);
         assert!(!tripped(&c));
         assert_eq!(c.snapshot().tripped_at_ns, TRIP_TIME_PENDING);
         assert_eq!(c.snapshot().armed_at_unix_ns, 30);
@@ -586,13 +645,13 @@ mod tests {
     #[test]
     fn a_restarted_runtime_is_not_judged_by_its_predecessors_beat() {
         let c = armed();
-        c.register_driver(42, 1000);
+        c.register_driver(42, 1000, 0xd7);
         c.write_heartbeat(9, 9, true);
         // The same runtime again (e.g. after a repair): its beat stays.
-        c.register_driver(42, 1000);
+        c.register_driver(42, 1000, 0xd7);
         assert_eq!(c.snapshot().last_cycle, Some(9));
         // A new runtime: no beat until it writes its own.
-        c.register_driver(43, 1000);
+        c.register_driver(43, 1000, 0xd7);
         let s = c.snapshot();
         assert_eq!(s.driver_pid, Some(43));
         assert_eq!(
@@ -604,7 +663,7 @@ mod tests {
     #[test]
     fn clear_heartbeat_keeps_driver_pid_and_clear_driver_drops_it() {
         let c = armed();
-        c.register_driver(42, 1000);
+        c.register_driver(42, 1000, 0xd7);
         c.write_heartbeat(9, 9, true);
         c.clear_heartbeat();
         let s = c.snapshot();
@@ -623,9 +682,9 @@ mod tests {
     #[test]
     fn clear_driver_if_keeps_a_runtime_that_registered_in_between() {
         let c = armed();
-        c.register_driver(42, 1000);
+        c.register_driver(42, 1000, 0xd7);
         c.write_heartbeat(9, 9, true);
-        c.register_driver(43, 1000); // a restarted runtime registers and beats
+        c.register_driver(43, 1000, 0xd7); // a restarted runtime registers and beats
         c.write_heartbeat(1, 10, true);
         assert!(!c.clear_driver_if(42));
         let s = c.snapshot();
@@ -667,7 +726,7 @@ mod tests {
         // The wall clock is display only: a re-arm or a trip stamped hours
         // ahead (a clock stepped back since) is no damage.
         let c = armed();
-        c.rearm(unix + 2 * 3_600_000_000_000);
+        c.rearm(unix + 2 * 3_600_000_000_000, 0xa7);
         assert_eq!(impossible(&c.snapshot(), now), None);
         c.trip(Reason::Udp, now, unix + 2 * 3_600_000_000_000);
         assert_eq!(impossible(&c.snapshot(), now), None);
@@ -688,9 +747,9 @@ mod tests {
         assert_eq!(c.judge(clock), Some(Damage::NoMagic));
         c.initialize(Reason::Boot, 10, 10, 99);
         assert_eq!(c.judge(clock), None);
-        c.rearm(20);
+        c.rearm(20, 0xa7);
         assert_eq!(c.judge(clock), None);
-        c.register_driver(5, 1000);
+        c.register_driver(5, 1000, 0xd7);
         c.set_guard(6, 6, true);
         c.set_safety_flags(u32::MAX);
         c.write_heartbeat(3, 30, true);
@@ -712,17 +771,63 @@ mod tests {
         assert_eq!(c.reason(), Some(Reason::PageLost));
     }
 
+    /// The wake generation exists only from the re-arm and the runtime's
+    /// registration that make it: none while tripped, lost or with no
+    /// runtime registered; another value after every re-arm and every new
+    /// runtime, however the trip count stands; never 0.
     #[test]
-    fn the_wake_generation_is_the_trip_count_while_armed_and_none_while_tripped() {
+    fn the_wake_generation_changes_at_every_re_arm_and_every_start_of_a_runtime() {
         let c = armed();
-        let g = c.snapshot().wake_generation();
-        assert_eq!(g, Some(1));
+        assert_eq!(
+            c.snapshot().wake_generation(),
+            None,
+            "no runtime registered"
+        );
+        c.register_driver(42, 1000, 0xd7);
+        let g1 = c.snapshot().wake_generation().unwrap();
+        assert_eq!(g1, wake_generation_of(0xa7, 0xd7));
+        assert_ne!(g1, 0);
         c.trip(Reason::Naoctl, 40, 40);
+        let tripped = c.snapshot();
+        assert_eq!(tripped.wake_generation(), None);
+        // What a forged view of the tripped page (armed, every other field
+        // as read while tripped) would carry is the old epoch's generation.
+        let forged = Snapshot {
+            armed: true,
+            ..tripped
+        };
+        assert_eq!(forged.wake_generation(), Some(g1));
+        c.rearm(50, 0xa8);
+        let g2 = c.snapshot().wake_generation().unwrap();
+        assert_ne!(g2, g1, "a new armed epoch");
+        // Neither the old trip count nor the new one, nor a count-based
+        // guess, is the generation.
+        for guess in [1, 2, 3, tripped.trip_count, tripped.trip_count + 1] {
+            assert_ne!(Some(guess), c.snapshot().wake_generation());
+        }
+        // A re-arm of an armed page is a re-arm: a new generation too.
+        c.rearm(60, 0xa9);
+        let g3 = c.snapshot().wake_generation().unwrap();
+        assert!(g3 != g2 && g3 != g1);
+        // A new runtime (a restart, with or without a trip): a new one.
+        c.register_driver(43, 1001, 0xd8);
+        let g4 = c.snapshot().wake_generation().unwrap();
+        assert!(![g1, g2, g3].contains(&g4));
+        // No runtime: none.
+        assert!(c.clear_driver_if(43));
+        assert_eq!(c.snapshot().driver_nonce, 0);
         assert_eq!(c.snapshot().wake_generation(), None);
-        c.rearm(50);
-        assert_eq!(c.snapshot().wake_generation(), Some(2), "a new armed epoch");
         let lost = Cells::zeroed();
         assert_eq!(lost.snapshot().wake_generation(), None);
+        // A repair forgets both nonces.
+        c.register_driver(43, 1001, 0xd8);
+        c.initialize_after(Reason::PageLost, 70, 70, 0, 5);
+        let s = c.snapshot();
+        assert_eq!((s.arm_nonce, s.driver_nonce), (0, 0));
+        // 0 is stored as 1 and a mix of 0 is never 0.
+        c.rearm(80, 0);
+        assert_eq!(c.snapshot().arm_nonce, 1);
+        assert_ne!(wake_generation_of(0, 0), 0);
     }
 
     #[test]
@@ -740,11 +845,11 @@ mod tests {
     #[test]
     fn a_restarted_runtime_with_a_reused_pid_is_a_new_identity() {
         let c = armed();
-        c.register_driver(42, 1000);
+        c.register_driver(42, 1000, 0xd7);
         c.write_heartbeat(9, 9, true);
         c.set_motion(Motion::Awake);
         // The same pid with another start time: another process.
-        c.register_driver(42, 2000);
+        c.register_driver(42, 2000, 0xd7);
         let s = c.snapshot();
         assert_eq!((s.driver_pid, s.driver_start), (Some(42), 2000));
         assert_eq!(s.last_cycle, None, "not judged by the predecessor's beat");

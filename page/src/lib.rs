@@ -128,15 +128,26 @@ pub struct Snapshot {
     /// The page's random value, new whenever the page is made whole (the
     /// network wake's authentication covers it).
     pub nonce: u64,
+    /// The random value the last re-arm stored (`arm_nonce`; 0: not
+    /// re-armed since the page was made whole).
+    pub arm_nonce: u64,
+    /// The random value the registered runtime stored when it started
+    /// (`driver_nonce`; 0: none registered).
+    pub driver_nonce: u64,
 }
 
 impl Snapshot {
-    /// The wake generation: the trip count while armed, `None` while
-    /// tripped or lost. Every trip and every repair increments the trip
-    /// count and a re-arm does not, so each armed epoch has its own
-    /// number: a wake carries the generation it saw and counts only in
-    /// that epoch (`docs/page.md`, "The wake generation").
+    /// The wake generation: while the switch is armed with a runtime
+    /// registered, a mix of the last re-arm's random `arm_nonce` and the
+    /// runtime's random `driver_nonce` (never 0); `None` while tripped,
+    /// lost or with no runtime registered. Every re-arm and every start of
+    /// a runtime store a new nonce, so a generation cannot be read, guessed
+    /// or recorded before the re-arm and the start it belongs to: a wake
+    /// carries the generation it saw and counts only while the page reads
+    /// exactly that one (`docs/page.md`, "The wake generation").
     pub fn wake_generation(&self) -> Option<u64> {
-        self.armed.then_some(self.trip_count)
+        let whole = self.armed && self.driver_pid.is_some();
+        (whole && self.arm_nonce != 0 && self.driver_nonce != 0)
+            .then(|| cells::wake_generation_of(self.arm_nonce, self.driver_nonce))
     }
 }

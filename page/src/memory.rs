@@ -2,10 +2,10 @@
 //! tests and replay. Every rule is the page's (the `Cells` methods and the
 //! repair of [`crate::Page::check`]); only the file is missing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::cells::Cells;
-use crate::page::{make_whole_lost, trip_lost};
+use crate::page::{fresh_nonce, make_whole_lost, trip_lost};
 use crate::switch::{checked, trip_now};
 use crate::{Beat, Reason, Snapshot, Switch};
 
@@ -19,6 +19,10 @@ pub struct MemorySwitch {
     cells: Box<Cells>,
     /// [`MemorySwitch::damage`] was called: the next read repairs.
     damaged: AtomicBool,
+    /// The runtime registered through [`Switch::register`] (0: none) and
+    /// its nonce: stored again after a repair, as the page does.
+    driver: AtomicU32,
+    driver_nonce: AtomicU64,
 }
 
 impl MemorySwitch {
@@ -29,6 +33,8 @@ impl MemorySwitch {
         MemorySwitch {
             cells,
             damaged: AtomicBool::new(false),
+            driver: AtomicU32::new(0),
+            driver_nonce: AtomicU64::new(0),
         }
     }
 
@@ -39,10 +45,11 @@ impl MemorySwitch {
         s
     }
 
-    /// Re-arms (on a real page only `naoctl rearm` does, a person's act).
-    /// Does not change `trip_count`.
+    /// Re-arms (on a real page only `naoctl rearm` does, a person's act),
+    /// with a new random `arm_nonce`, as the page does. Does not change
+    /// `trip_count`.
     pub fn rearm(&self) {
-        self.cells.rearm(crate::unix_ns())
+        self.cells.rearm(crate::unix_ns(), fresh_nonce())
     }
 
     /// Damages the page: the next [`Switch::read`] finds it lost, makes it
@@ -70,6 +77,11 @@ impl MemorySwitch {
         }
         trip_lost(&self.cells);
         make_whole_lost(&self.cells, self.cells.trip_count());
+        let driver = self.driver.load(Ordering::Acquire);
+        if driver != 0 {
+            let nonce = self.driver_nonce.load(Ordering::Acquire);
+            self.cells.register_driver(driver, 0, nonce);
+        }
         true
     }
 }
@@ -95,9 +107,13 @@ impl Switch for MemorySwitch {
     }
 
     /// Stores `pid` as the runtime's, its start time unknown (0): no
-    /// process is looked up.
+    /// process is looked up; a new random `driver_nonce` as the page does
+    /// (none for pid 0). Stored again after a repair, as the page does.
     fn register(&self, pid: u32) {
-        self.cells.register_driver(pid, 0)
+        let nonce = if pid == 0 { 0 } else { fresh_nonce() };
+        self.driver_nonce.store(nonce, Ordering::Release);
+        self.driver.store(pid, Ordering::Release);
+        self.cells.register_driver(pid, 0, nonce)
     }
 
     fn peek(&self) -> Snapshot {
@@ -140,7 +156,9 @@ mod tests {
         let a = MemorySwitch::armed();
         let r = a.read();
         assert_eq!((r.armed, r.reason, r.trip_count), (true, None, 1));
-        assert_eq!(r.wake_generation(), Some(1));
+        assert_eq!(r.wake_generation(), None, "no runtime registered");
+        a.register(42);
+        assert!(a.read().wake_generation().is_some());
     }
 
     #[test]
@@ -177,7 +195,6 @@ mod tests {
         s.rearm();
         let r = s.read();
         assert_eq!((r.armed, r.trip_count), (true, 2), "re-arms do not count");
-        assert_eq!(r.wake_generation(), Some(2));
         s.trip(Reason::Api);
         assert_eq!(s.read().trip_count, 3);
     }
@@ -188,6 +205,7 @@ mod tests {
         s.register(42);
         s.beat(&beat(5, true, Motion::Awake));
         let before = s.read();
+        let g = before.wake_generation().unwrap();
         s.damage();
         // A re-arm racing the repair: the read still says page-lost.
         s.rearm();
@@ -205,7 +223,8 @@ mod tests {
         s.rearm();
         let armed = s.read();
         assert!(armed.armed);
-        assert_eq!(armed.wake_generation(), Some(r.trip_count));
+        let g2 = armed.wake_generation().unwrap();
+        assert_ne!(g2, g, "a new generation after the repair and the re-arm");
     }
 
     #[test]

@@ -162,9 +162,13 @@ pub(crate) fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport
         WakeLatch::Off
     };
     let mut link = ReplayLink::new(lines);
+    // The replayed runtime registers at its start, as the runtime does
+    // (its own wake generation).
+    let switch = MemorySwitch::armed();
+    switch.register(std::process::id());
     let mut inputs = Inputs {
         accepted: DEFAULT_ACCEPTED.to_vec(),
-        switch: MemorySwitch::armed(),
+        switch,
         command: None,
         wake: false,
         bringup: None,
@@ -292,8 +296,10 @@ pub(crate) fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport
 
 fn run_one(step: &mut Step, link: &mut ReplayLink, inputs: &mut Inputs, t_ms: u64) {
     // A person's wake in the switch's generation as it stands (while
-    // tripped it is used up, as the runtime's would be).
-    let wake = std::mem::take(&mut inputs.wake).then(|| inputs.switch.snapshot().trip_count);
+    // tripped there is none: 0, no page's generation, used up as the
+    // runtime's would be).
+    let wake = std::mem::take(&mut inputs.wake)
+        .then(|| inputs.switch.snapshot().wake_generation().unwrap_or(0));
     let input = StepInput {
         command: inputs.command.as_ref(),
         wake,

@@ -469,6 +469,7 @@ mod tests {
     #[test]
     fn a_beacon_says_the_page_and_a_fresh_status_of_a_live_runtime_only() {
         let c = MemorySwitch::armed();
+        c.register(42);
         let now = 10_000_000_000;
         // The runtime's beat: limp, waiting for a wake.
         c.beat(&Beat {
@@ -481,7 +482,8 @@ mod tests {
         let st = status(now - 100_000_000);
         let b = compose(&settings(), 7, &view(&c, true), Some(&st), now, true);
         assert_eq!(b.switch, SwitchPosition::Armed);
-        assert_eq!(b.wake_generation, Some(1));
+        assert_eq!(b.wake_generation, c.snapshot().wake_generation());
+        assert!(b.wake_generation.is_some());
         assert_eq!(b.nonce, c.snapshot().nonce);
         assert_ne!(b.nonce, 0, "a whole page's nonce");
         assert_eq!(b.motion, Motion::LimpWaitingForWake);
@@ -558,13 +560,15 @@ mod tests {
     #[test]
     fn a_network_wake_passes_only_signed_by_the_team_key_for_this_page_and_epoch() {
         let c = MemorySwitch::armed();
+        c.register(42);
         let k = key(1);
         let v = view(&c, true);
         let nonce = c.snapshot().nonce;
-        let good = sign(&k, "nao1", nonce, 1).encode();
+        let g1 = c.snapshot().wake_generation().unwrap();
+        let good = sign(&k, "nao1", nonce, g1).encode();
         assert!(matches!(
             judge_wake(Some(&k), &good, "nao1", &v),
-            WakeVerdict::Pass { generation: 1, .. }
+            WakeVerdict::Pass { generation, .. } if generation == g1
         ));
         let refused = |verdict| match verdict {
             WakeVerdict::Refuse(r) => r.kind(),
@@ -576,13 +580,13 @@ mod tests {
             WakeRefusalKind::WrongKeyId
         );
         // Another team's key.
-        let other = sign(&key(2), "nao1", nonce, 1).encode();
+        let other = sign(&key(2), "nao1", nonce, g1).encode();
         assert!(matches!(
             refused(judge_wake(Some(&k), &other, "nao1", &v)),
             WakeRefusalKind::WrongKeyId | WakeRefusalKind::BadMac
         ));
         // Another robot's wake.
-        let body = sign(&k, "nao2", nonce, 1).encode();
+        let body = sign(&k, "nao2", nonce, g1).encode();
         assert_eq!(
             refused(judge_wake(Some(&k), &body, "nao1", &v)),
             WakeRefusalKind::OtherBody
@@ -606,6 +610,7 @@ mod tests {
         );
         // After a repair (a new nonce), the same generation is no good either.
         let repaired = MemorySwitch::armed();
+        repaired.register(42);
         repaired.damage();
         assert_eq!(repaired.read().reason, Some(Reason::PageLost));
         repaired.rearm();

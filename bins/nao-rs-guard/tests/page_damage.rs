@@ -83,7 +83,7 @@ fn damage(d: Damage, path: &Path, armed_copy: &[u8]) {
             let mut g = garbage(11);
             g[0..8].copy_from_slice(&deathswitch::MAGIC.to_le_bytes());
             g[8..12].copy_from_slice(&deathswitch::VERSION.to_le_bytes());
-            g[120..128].copy_from_slice(&deathswitch::MAGIC.to_le_bytes());
+            g[deathswitch::LEN - 8..].copy_from_slice(&deathswitch::MAGIC.to_le_bytes());
             write_at(path, 0, &g);
         }
         Damage::InPlaceAnotherVersion => {

@@ -107,12 +107,12 @@ impl CycleHook<Rec> for InputRecorder {
             }
             _ => {}
         }
-        // A wake in the epoch read (or one the switch uses up while
+        // A wake in the generation read (or one the switch uses up while
         // tripped): replay gives a `wake` line the generation of its switch
         // as it stands, so a wake of another generation (stale, used up by
         // the gate) is not written.
         if let Some(g) = seen.input.wake {
-            if tripped || g == trip_count {
+            if tripped || Some(g) == seen.switch.wake_generation() {
                 let _ = link.wake();
             }
         }

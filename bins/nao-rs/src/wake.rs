@@ -1,12 +1,16 @@
 //! `nao-rs wake`: a person wakes the robot (after every start of the
 //! runtime, and after a re-arm). Never re-arms. It reads the page (read
 //! only: `deathswitch::inspect`) and sends the wake generation it finds
-//! (`wake <generation>`); while the switch is tripped or the page lost
-//! there is none, and it refuses with the fix and a non-zero exit. The
-//! runtime counts the wake only if the page is still armed in that
-//! generation when its cycle reads it.
+//! (`wake <generation>`: a mix of the last re-arm's random nonce and the
+//! running runtime's); while the switch is tripped, the page lost or no
+//! runtime registered there is none, and it refuses with the fix and a
+//! non-zero exit (an armed page naming no live runtime is looked at again
+//! for up to 3 s: a runtime serves its wake socket just before it
+//! registers). The runtime counts the wake only if the page still reads
+//! that generation when its cycle reads it.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nao_runtime::wake;
 
@@ -35,29 +39,73 @@ pub fn generation_of(i: &deathswitch::Inspection, page: &Path) -> Result<u64, St
     }
     let s = &i.snapshot;
     s.wake_generation().ok_or_else(|| {
+        if s.armed {
+            return format!(
+                "no runtime is registered in the death switch page {}: start `nao-rs run`, \
+                 then wake",
+                page.display()
+            );
+        }
         let r = s.reason.map_or("tripped", deathswitch::Reason::name);
         format!("tripped ({r}); re-arm first with `naoctl rearm`, then wake")
     })
 }
 
-/// The page's wake generation, read twice: both looks must agree (a trip
-/// between them, or within one look, is not taken for an armed switch).
-fn read_generation(page: &Path) -> Result<u64, String> {
-    let look = || {
-        deathswitch::inspect(page)
-            .map_err(|e| format!("cannot read the death switch page: {e}"))
-            .and_then(|i| generation_of(&i, page))
-    };
-    for _ in 0..5 {
-        let a = look()?;
-        if look()? == a {
-            return Ok(a);
+/// How long `nao-rs wake` waits for a runtime to register in an armed
+/// page (a runtime serves its wake socket a moment before it registers,
+/// and a restarted one replaces a dead predecessor's registration).
+const REGISTRATION_WAIT: Duration = Duration::from_secs(3);
+
+/// One look: the generation, `Ok(None)` while the page is armed but names
+/// no live runtime (none registered yet, or a dead one: its generation is
+/// not the next runtime's), or why there is no wake to send.
+fn look(page: &Path) -> Result<Option<u64>, String> {
+    let i = deathswitch::inspect(page)
+        .map_err(|e| format!("cannot read the death switch page: {e}"))?;
+    let s = &i.snapshot;
+    if i.damage.is_none() && s.armed {
+        let live = s.driver_pid.is_some_and(|pid| {
+            deathswitch::process::ProcessIdentity {
+                pid,
+                start: s.driver_start,
+            }
+            .is_alive()
+        });
+        if !live {
+            return Ok(None);
         }
     }
-    Err(format!(
-        "the death switch page {} changed at every look (trips in a row?); try again",
-        page.display()
-    ))
+    generation_of(&i, page).map(Some)
+}
+
+/// The page's wake generation, read twice: both looks must agree (a trip
+/// between them, or within one look, is not taken for an armed switch). An
+/// armed page naming no live runtime is looked at again, every 10 ms, for
+/// up to [`REGISTRATION_WAIT`].
+fn read_generation(page: &Path) -> Result<u64, String> {
+    let t0 = Instant::now();
+    let mut changed = 0;
+    loop {
+        match (look(page)?, look(page)?) {
+            (Some(a), Some(b)) if a == b => return Ok(a),
+            (Some(_), Some(_)) => changed += 1,
+            _ if t0.elapsed() >= REGISTRATION_WAIT => {
+                return Err(format!(
+                    "no running runtime is registered in the death switch page {} \
+                     (waited {} s): start `nao-rs run`, then wake",
+                    page.display(),
+                    REGISTRATION_WAIT.as_secs()
+                ))
+            }
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+        if changed >= 5 {
+            return Err(format!(
+                "the death switch page {} changed at every look (trips in a row?); try again",
+                page.display()
+            ));
+        }
+    }
 }
 
 /// Runs `nao-rs wake`.
@@ -87,17 +135,23 @@ mod tests {
                 armed,
                 reason: (!armed).then_some(deathswitch::Reason::Naoctl),
                 trip_count: count,
+                driver_pid: Some(7),
+                arm_nonce: 0xa1,
+                driver_nonce: 0xd1,
                 ..Default::default()
             },
             damage,
-            len: 128,
+            len: 144,
         }
     }
 
     #[test]
     fn a_wake_is_sent_only_in_an_armed_generation_of_a_sound_page() {
         let p = Path::new("/run/nao-rs/deathswitch");
-        assert_eq!(generation_of(&inspection(true, 4, None), p), Ok(4));
+        let i = inspection(true, 4, None);
+        let g = generation_of(&i, p).unwrap();
+        assert_eq!(Some(g), i.snapshot.wake_generation());
+        assert_ne!(g, 4, "not the trip count");
         let e = generation_of(&inspection(false, 4, None), p).unwrap_err();
         assert_eq!(
             e,
@@ -106,5 +160,9 @@ mod tests {
         let e =
             generation_of(&inspection(true, 4, Some(deathswitch::Damage::NoMagic)), p).unwrap_err();
         assert!(e.contains("damaged") && e.contains("naoctl rearm"), "{e}");
+        let mut none = inspection(true, 4, None);
+        none.snapshot.driver_pid = None;
+        let e = generation_of(&none, p).unwrap_err();
+        assert!(e.contains("no runtime") && e.contains("nao-rs run"), "{e}");
     }
 }

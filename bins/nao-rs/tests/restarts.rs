@@ -36,13 +36,15 @@ fn stiff(frames: &[nao_rs_sim::TraceLine]) -> Vec<nao_rs_sim::TraceLine> {
 }
 
 /// [`runtime`] `stand` as [`RT`], started once its wake socket is there
-/// (limp: every start is).
+/// and it registered in the page (its wake generation is its own from
+/// then on; limp: every start is).
 fn limp_runtime(rig: &Rig) -> Proc {
     let rt = rig.start_runtime(&runtime("stand", free_udp_port()));
     let socket = rig.wake_socket(RT);
     wait_for("the wake socket", Duration::from_secs(15), || {
         socket.exists()
     });
+    rig.wait_log(RT, "every start is limp", Duration::from_secs(15));
     rt
 }
 
@@ -171,32 +173,97 @@ fn every_start_is_limp_until_a_persons_wake() {
     wait_stiff_after(&rig2, rearmed, Duration::from_secs(10));
 }
 
-/// Order by generations: a wake read while armed in generation g and sent
-/// while the runtime is stalled (SIGSTOP), then a trip and a re-arm, then
-/// the runtime resumes: the wake is used up (generation g + 1 now), no
-/// stiff frame. Five trials, judged by the trace; each ends with a proper
-/// wake that does make the robot stiff.
+/// A raw wake datagram `wake <generation>` to the runtime started as
+/// `name` (what any process in the page's group can send).
+fn raw_wake(rig: &Rig, name: &str, generation: u64) {
+    nao_runtime::wake::send(&rig.wake_socket(name), generation).unwrap();
+}
+
+/// What a wake formed before the re-arm can carry: the generation a
+/// sender read while armed before the trip, the trip count read while
+/// tripped (the old rule's generation after the re-arm) and guesses from
+/// it, and the generation of a view forged from the page as read while
+/// tripped (armed, every other field as read).
+#[derive(Debug, Clone, Copy)]
+enum Stale {
+    /// `nao-rs wake` in the armed epoch before the trip.
+    ReadBeforeTheTrip,
+    /// `wake <count>`, the count read while tripped.
+    TripCount,
+    /// `wake <count + 1>`, the next count guessed.
+    NextCount,
+    /// The generation of the tripped page's fields read as if armed.
+    ForgedView,
+    /// The generation read before the trip, as a raw datagram sent while
+    /// tripped.
+    OldGenerationRaw,
+}
+
+/// Order by generations, and a wake can only be formed after the re-arm:
+/// with the runtime stalled (SIGSTOP) across a trip and a re-arm, a wake
+/// formed before the re-arm (each [`Stale`] kind, sent last in its round,
+/// the others before it; the raw ones while tripped) is read after the
+/// re-arm and used up: no stiff frame. The generation after the re-arm is
+/// none of them. Each round ends with `nao-rs wake` after the re-arm,
+/// which makes the robot stiff (the positive control). Judged by the
+/// trace.
 #[test]
 fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
     let (rig, page) = rig_and_page();
     page.rearm();
     let rt = limp_runtime(&rig);
+    let kinds = [
+        Stale::ReadBeforeTheTrip,
+        Stale::TripCount,
+        Stale::NextCount,
+        Stale::ForgedView,
+        Stale::OldGenerationRaw,
+    ];
     let mut rounds = Vec::new();
-    for _ in 0..5 {
+    for (i, &last) in kinds.iter().enumerate() {
         // Limp, waiting for a wake in generation g.
         let g = page.snapshot().wake_generation().unwrap();
         rt.signal(Signal::SIGSTOP);
         let stalled = deathswitch::monotonic_ns();
-        // The wake, read in generation g, sits unread in the socket.
+        // The wake read in generation g sits unread in the socket.
         wake(&rig, RT);
         naoctl(&rig, &["stop"]);
+        let tripped = page.snapshot();
+        assert_eq!(tripped.wake_generation(), None);
+        let forged = deathswitch::Snapshot {
+            armed: true,
+            ..tripped
+        }
+        .wake_generation()
+        .unwrap();
+        let value = |k: Stale| match k {
+            Stale::ReadBeforeTheTrip | Stale::OldGenerationRaw => g,
+            Stale::TripCount => tripped.trip_count,
+            Stale::NextCount => tripped.trip_count + 1,
+            Stale::ForgedView => forged,
+        };
+        let mut order: Vec<Stale> = kinds[i + 1..].iter().chain(&kinds[..i]).copied().collect();
+        order.push(last);
+        if matches!(last, Stale::ReadBeforeTheTrip) {
+            // That wake alone, as the issue found it.
+            order.clear();
+        }
+        for k in order {
+            match k {
+                Stale::ReadBeforeTheTrip => {}
+                k => raw_wake(&rig, RT, value(k)),
+            }
+        }
         naoctl(&rig, &["rearm", "--yes"]);
-        assert_eq!(page.snapshot().wake_generation(), Some(g + 1));
+        let after = page.snapshot().wake_generation().unwrap();
+        for k in kinds {
+            assert_ne!(after, value(k), "{k:?}: the generation after the re-arm");
+        }
         rt.signal(Signal::SIGCONT);
         let resumed = deathswitch::monotonic_ns();
         std::thread::sleep(Duration::from_millis(400));
         let woke = deathswitch::monotonic_ns();
-        rounds.push((stalled, resumed, woke));
+        rounds.push((last, stalled, resumed, woke));
         wake(&rig, RT);
         wait_stiff_after(&rig, woke, Duration::from_secs(10));
         // Back to limp, waiting, for the next round.
@@ -205,22 +272,87 @@ fn a_wake_sent_before_a_trip_and_re_arm_never_counts_after_them() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let frames = cycle_frames(&rig);
-    let stalls: Vec<u64> = rounds.iter().map(|r| (r.1 - r.0) / 1_000_000).collect();
+    let stalls: Vec<u64> = rounds.iter().map(|r| (r.2 - r.1) / 1_000_000).collect();
     eprintln!("stall (SIGSTOP -> SIGCONT) per round, ms: {stalls:?}");
-    for (i, &(stalled, resumed, woke)) in rounds.iter().enumerate() {
+    for &(last, stalled, resumed, woke) in &rounds {
         let w = window(&frames, stalled, woke);
         assert!(
             w.len() >= 10,
-            "round {i}: the runtime went on after the stall: {} frames",
+            "{last:?}: the runtime went on after the stall: {} frames",
             w.len()
         );
         assert!(
             stiff(&w).is_empty(),
-            "round {i}: the stale wake counted after the re-arm (stall {} ms): {:?}",
+            "{last:?}: a wake formed before the re-arm counted after it (stall {} ms): {:?}",
             (resumed - stalled) / 1_000_000,
             stiff(&w).first()
         );
     }
+    let log = rig.log(RT);
+    assert!(
+        log.contains("wake ignored: its generation is not the page's"),
+        "{log}"
+    );
+}
+
+/// A wake recorded for a runtime never wakes its successor: runtime 1
+/// (no guard) is woken by a raw `wake <g>` (the recorded datagram: it
+/// counts for runtime 1), then killed with SIGKILL, the page left armed;
+/// runtime 2 starts on the armed page (a new generation: its own nonce),
+/// and the recorded wake replayed to it, again and again, leaves it limp.
+/// `nao-rs wake` then makes it stiff. Judged by the trace.
+#[test]
+fn a_wake_recorded_for_a_killed_runtime_never_wakes_its_successor() {
+    let (rig, page) = rig_and_page();
+    page.rearm();
+    let port = free_udp_port();
+    let mut rt1 = rig.start_runtime(&runtime("stand", port));
+    let pid1 = rt1.pid();
+    wait_for("runtime 1's registration", Duration::from_secs(15), || {
+        page.snapshot().driver_pid == Some(pid1) && rig.wake_socket(RT).exists()
+    });
+    let recorded = page.snapshot().wake_generation().unwrap();
+    let t1 = deathswitch::monotonic_ns();
+    raw_wake(&rig, RT, recorded);
+    wait_stiff_after(&rig, t1, Duration::from_secs(10));
+    rt1.signal(Signal::SIGKILL);
+    let _ = rt1.wait_exit(Duration::from_secs(5));
+    assert!(page.snapshot().armed, "no guard: nothing tripped");
+    let rt2 = rig.start_runtime(&runtime("stand", port));
+    let pid2 = rt2.pid();
+    let from_rt2 = |rig: &Rig| -> Vec<nao_rs_sim::TraceLine> {
+        cycle_frames(rig)
+            .into_iter()
+            .filter(|l| l.peer_pid as u32 == pid2)
+            .collect()
+    };
+    wait_for("runtime 2's frames", Duration::from_secs(20), || {
+        from_rt2(&rig).len() > 20
+    });
+    let s = page.snapshot();
+    assert_eq!(s.driver_pid, Some(pid2));
+    assert_ne!(
+        s.wake_generation(),
+        Some(recorded),
+        "a new runtime, a new generation"
+    );
+    for _ in 0..10 {
+        raw_wake(&rig, RT, recorded);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let frames = from_rt2(&rig);
+    assert!(
+        stiff(&frames).is_empty(),
+        "the dead runtime's recorded wake woke its successor: {} stiff frames of {}",
+        stiff(&frames).len(),
+        frames.len()
+    );
+    assert_eq!(motion(&page), Motion::LimpWaitingForWake);
+    let woke = deathswitch::monotonic_ns();
+    wake(&rig, RT);
+    let f = wait_stiff_after(&rig, woke, Duration::from_secs(10));
+    assert_eq!(f.peer_pid as u32, pid2);
 }
 
 /// `nao-rs wake` reads the page and refuses while tripped, naming the

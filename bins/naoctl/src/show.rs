@@ -134,6 +134,11 @@ pub fn json(
     } else {
         s.reason
     };
+    let generation = if ins.damage.is_none() {
+        s.wake_generation()
+    } else {
+        None
+    };
     json!({
         "state": if armed { "armed" } else { "tripped" },
         "reason": reason.map(Reason::name),
@@ -146,7 +151,8 @@ pub fn json(
         "chest_button": chest.mode(),
         "chest_button_hold_ms": chest.hold_ms(),
         "limp_waiting_for_wake": alive.driver == Some(true) && s.motion == Motion::LimpWaitingForWake,
-        "wake_generation": if ins.damage.is_none() { s.wake_generation() } else { None },
+        "wake_generation": generation,
+        "wake_generation_string": generation.map(|g| g.to_string()),
         "cycle": s.last_cycle,
         "heartbeat_age_ms": s.last_beat_ns.map(|t| now.saturating_sub(t) / 1_000_000),
         "all_off_confirmed_cycle": s.all_off_confirmed_cycle,
@@ -234,7 +240,9 @@ pub fn human(
     );
     if ins.damage.is_none() {
         if let Some(g) = s.wake_generation() {
-            out += &format!("  wake generation: {g} (a wake counts in this armed epoch only)\n");
+            out += &format!(
+                "  wake generation: {g} (a wake counts only until the next re-arm or runtime start)\n"
+            );
         }
     }
     out += &format!("  motion: {}\n", motion_text(s, alive));

@@ -444,7 +444,10 @@ impl Rig {
     }
 
     /// Waits (15 s at most) for the wake socket of the runtime started as
-    /// `name`, then wakes it; panics when either fails.
+    /// `name` and for its registration in the page (its log says "every
+    /// start is limp" right after it registered: the wake generation is
+    /// its own from then on, and the socket is bound a moment before),
+    /// then wakes it; panics when either fails.
     pub fn wake_when_ready(&self, name: &str) {
         let socket = self.wake_socket(name);
         wait_for(
@@ -452,6 +455,7 @@ impl Rig {
             Duration::from_secs(15),
             || socket.exists().then_some(()),
         );
+        self.wait_log(name, "every start is limp", Duration::from_secs(15));
         ok(self.wake(name), "nao-rs wake");
     }
 

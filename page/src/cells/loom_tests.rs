@@ -1,8 +1,10 @@
 //! Loom models of the page's orderings, on an in-memory [`Cells`] (no file):
 //! the heartbeat order (a reader that sees cycle N sees N's confirmation,
 //! and the motion and safety flags of N's `Switch::beat`), the trip
-//! compare-and-swap (the first reason wins), and the impossible values
-//! check racing a trip or a re-arm.
+//! compare-and-swap (the first reason wins), the impossible values
+//! check racing a trip or a re-arm, and the wake generation (an armed read
+//! after a trip never carries the generation from before it; a reader that
+//! sees a new runtime sees its nonce).
 //!
 //! Built only under `cfg(loom)`, where the atomics facade (`crate::sync`)
 //! is loom's. Run: `RUSTFLAGS="--cfg loom" cargo test -p deathswitch
@@ -20,10 +22,22 @@ fn booted_at(t: u64) -> Cells {
     c
 }
 
-/// [`booted_at`] 1, re-armed at 2.
+/// The first re-arm's nonce, and the registered runtime's.
+const ARM_1: u64 = 0xa1;
+const DRIVER_1: u64 = 0xd1;
+
+/// [`booted_at`] 1, re-armed at 2 (nonce [`ARM_1`]).
 fn armed() -> Cells {
     let c = booted_at(1);
-    c.rearm(2);
+    c.rearm(2, ARM_1);
+    c
+}
+
+/// [`armed`], with runtime 7 registered (nonce [`DRIVER_1`]): limp and
+/// waiting for a wake in the generation of both.
+fn armed_driven() -> Cells {
+    let c = armed();
+    c.register_driver(7, 70, DRIVER_1);
     c
 }
 
@@ -133,7 +147,7 @@ fn loom_a_reader_never_pairs_a_new_trip_with_a_stale_time() {
     race(
         || booted_at(5),
         |cells| {
-            cells.rearm(6);
+            cells.rearm(6, ARM_1);
             cells.trip(Reason::Api, 50, 50);
         },
         Cells::snapshot,
@@ -176,10 +190,85 @@ fn loom_a_rearm_racing_the_impossible_values_check_is_never_damage() {
             c.trip(Reason::Udp, 10, 10);
             c
         },
-        |cells| cells.rearm(20),
+        |cells| cells.rearm(20, 0xa2),
         judged,
         |_, damage, ()| assert_eq!(damage, None),
     );
+}
+
+/// A wake formed before a trip (the generation of the armed epoch before
+/// it) never matches an armed read that saw the trip: a trip and a re-arm
+/// race two reads of the cycle; once a read saw the trip (tripped, or the
+/// count moved), that read and every later one carry the re-arm's
+/// generation or none. The re-arm stores its nonce before it clears the
+/// reason (Release); `snapshot` loads the reason (Acquire), then the nonce.
+#[test]
+fn loom_an_armed_read_after_a_trip_never_carries_the_old_generation() {
+    race(
+        armed_driven,
+        |cells| {
+            cells.trip(Reason::Udp, 10, 10);
+            cells.rearm(20, 0xa2);
+        },
+        |cells| (cells.snapshot(), cells.snapshot()),
+        |_, (first, second), ()| {
+            let old = Some(super::wake_generation_of(ARM_1, DRIVER_1));
+            let new = Some(super::wake_generation_of(0xa2, DRIVER_1));
+            let saw_trip = |s: &crate::Snapshot| !s.armed || s.trip_count == 2;
+            if saw_trip(&first) {
+                assert_ne!(first.wake_generation(), old, "{first:?}");
+                assert_ne!(second.wake_generation(), old, "{second:?}");
+            }
+            if saw_trip(&second) {
+                assert_ne!(second.wake_generation(), old, "{second:?}");
+            }
+            for s in [first, second] {
+                let g = s.wake_generation();
+                assert!(g.is_none() || g == old || g == new, "{s:?}");
+            }
+        },
+    );
+}
+
+/// A reader that sees a new runtime's pid sees its nonce: its generation
+/// is the new runtime's, never a mix of the predecessor's nonce with it.
+#[test]
+fn loom_a_reader_that_sees_a_new_runtime_sees_its_nonce() {
+    race(
+        armed_driven,
+        |cells| cells.register_driver(8, 80, 0xd2),
+        Cells::snapshot,
+        |_, s, ()| {
+            if s.driver_pid == Some(8) {
+                assert_eq!((s.driver_start, s.driver_nonce), (80, 0xd2), "{s:?}");
+            }
+        },
+    );
+}
+
+/// The model can fail: a re-arm that cleared the reason before storing its
+/// nonce would let an armed read carry the old epoch's nonce.
+#[test]
+#[should_panic]
+fn loom_a_re_arm_publishing_before_its_nonce_is_caught() {
+    use loom::sync::atomic::{AtomicU64, Ordering};
+    loom::model(|| {
+        // (reason, nonce): tripped (1) in epoch 1's nonce.
+        let cells = Arc::new((AtomicU64::new(1), AtomicU64::new(1)));
+        let w = {
+            let cells = cells.clone();
+            thread::spawn(move || {
+                cells.0.store(0, Ordering::Release); // armed first: wrong
+                cells.1.store(2, Ordering::Release); // then the new nonce
+            })
+        };
+        let reason = cells.0.load(Ordering::Acquire);
+        let nonce = cells.1.load(Ordering::Acquire);
+        if reason == 0 {
+            assert_eq!(nonce, 2, "armed with the old epoch's nonce");
+        }
+        w.join().unwrap();
+    });
 }
 
 /// The model can fail: the old order (cycle before confirmation, the one

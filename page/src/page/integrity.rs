@@ -110,9 +110,13 @@ impl Page {
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
             let start = self.driver_start.load(Ordering::Acquire);
+            let nonce = self.driver_nonce.load(Ordering::Acquire);
             match cells.driver_pid() {
-                0 => cells.register_driver(driver, start),
-                p if p != driver || cells.driver_start() != start => {
+                0 => cells.register_driver(driver, start, nonce),
+                p if p != driver
+                    || cells.driver_start() != start
+                    || cells.driver_nonce() != nonce =>
+                {
                     return Some(Damage::ForeignDriver { pid: p })
                 }
                 _ => {}
@@ -138,7 +142,11 @@ impl Page {
     fn restore_identity(&self, cells: &Cells) {
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
-            cells.register_driver(driver, self.driver_start.load(Ordering::Acquire));
+            cells.register_driver(
+                driver,
+                self.driver_start.load(Ordering::Acquire),
+                self.driver_nonce.load(Ordering::Acquire),
+            );
         }
         let guard = self.guard.load(Ordering::Acquire);
         if guard != 0 {
@@ -242,24 +250,25 @@ fn repaired_count_floor(seen: u64) -> u64 {
     seen.max(monotonic_ns() / 1_000)
 }
 
-/// A new page's nonce: 8 random bytes from the kernel (`getrandom`,
-/// non-blocking), else the clocks and the pid mixed (a boot so early that
-/// the kernel has no entropy yet still gets a value that differs between
-/// pages). Never 0. One syscall, no allocation.
-pub(super) fn fresh_nonce() -> u64 {
+/// A new random value for the page (its `nonce` when made whole, a
+/// re-arm's `arm_nonce`, a runtime's `driver_nonce`): 8 random bytes from
+/// the kernel (`getrandom`, non-blocking), else the clocks, the pid and a
+/// stack address mixed (a boot so early that the kernel has no entropy yet
+/// still gets a value that differs between calls, though not one a local
+/// process could not guess). Never 0. One syscall, no allocation.
+pub(crate) fn fresh_nonce() -> u64 {
     let mut b = [0u8; 8];
     // SAFETY: `b` is a valid, writable 8-byte buffer; getrandom only writes it.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), libc::GRND_NONBLOCK) };
     let v = if n == 8 {
         u64::from_le_bytes(b)
     } else {
-        // splitmix64 of the clocks and the pid.
-        let mut z =
-            monotonic_ns() ^ unix_ns().rotate_left(17) ^ u64::from(std::process::id()) << 40;
-        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        crate::cells::mix64(
+            monotonic_ns()
+                ^ unix_ns().rotate_left(17)
+                ^ u64::from(std::process::id()) << 40
+                ^ (b.as_ptr() as u64).rotate_left(29),
+        )
     };
     v.max(1)
 }

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use super::error::{errno, Fault};
 use super::integrity::{fresh_nonce, make_whole_lost};
 use super::Opening;
-use crate::cells::{Cells, LEN, VERSION};
+use crate::cells::{Cells, LEN, MAGIC, VERSION};
 use crate::{monotonic_ns, unix_ns};
 use crate::{sigbus, Reason};
 
@@ -145,6 +145,13 @@ pub(super) fn map_page(
         return Err(Fault::NotAFile);
     }
     let short = (st.st_size as u64) < LEN as u64;
+    // A page of another layout version is refused before anything touches
+    // it, also one shorter than this layout (version 3 had 128 bytes).
+    if make == Make::Open && opened != Opened::Created {
+        if let Some(v) = other_version(fd.as_raw_fd()) {
+            return Err(Fault::Version(v));
+        }
+    }
     // Allocate the page's bytes now: a full filesystem fails here, cleanly,
     // rather than with SIGBUS at the first access.
     sigbus::back(fd.as_raw_fd()).map_err(|errno| Fault::Back { errno })?;
@@ -183,4 +190,19 @@ pub(super) fn map_page(
         _ => Opening::Existing,
     };
     Ok((m, opening))
+}
+
+/// The version word of a file whose head magic is present and whose
+/// version is not this layout's (one `pread` of 12 bytes), else `None`.
+fn other_version(fd: i32) -> Option<u32> {
+    let mut head = [0u8; 12];
+    // SAFETY: reads at most 12 bytes into our 12-byte buffer.
+    let n = unsafe { libc::pread(fd, head.as_mut_ptr().cast(), head.len(), 0) };
+    if n != 12 {
+        return None;
+    }
+    let (magic, version) = head.split_at(8);
+    let magic = u64::from_le_bytes(magic.try_into().ok()?);
+    let version = u32::from_le_bytes(version.try_into().ok()?);
+    (magic == MAGIC && version != VERSION).then_some(version)
 }

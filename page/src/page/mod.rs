@@ -48,7 +48,7 @@ use mapping::{map_page, Make, Mapping};
 pub use error::{fix, PageError};
 pub use inspect::{inspect, Inspection};
 pub use integrity::Integrity;
-pub(crate) use integrity::{make_whole_lost, trip_lost};
+pub(crate) use integrity::{fresh_nonce, make_whole_lost, trip_lost};
 
 /// The page's default path on the robot.
 pub(crate) const ROBOT_PATH: &str = "/run/nao-rs/deathswitch";
@@ -90,6 +90,8 @@ pub struct Page {
     driver: AtomicU32,
     /// That runtime's start time (`driver_start`; 0 unknown).
     driver_start: AtomicU64,
+    /// That runtime's random value (`driver_nonce`; 0: none).
+    driver_nonce: AtomicU64,
     /// The guard this holder registered: pid | holding << 32 (0: none).
     guard: AtomicU64,
     /// That guard's start time (`guard_start`; 0 unknown).
@@ -167,6 +169,7 @@ impl Page {
             all: Mutex::new(all),
             driver: AtomicU32::new(0),
             driver_start: AtomicU64::new(0),
+            driver_nonce: AtomicU64::new(0),
             guard: AtomicU64::new(0),
             guard_start: AtomicU64::new(0),
             seen: AtomicU64::new(seen),
@@ -200,10 +203,12 @@ impl Page {
         crate::switch::trip_now(self.cells(), reason)
     }
 
-    /// Re-arms the switch. For `naoctl rearm` only: re-arming is a person's
-    /// decision, and no runtime, guard, API or timeout may call this.
+    /// Re-arms the switch with a new random `arm_nonce` (so the wake
+    /// generation is new: `Snapshot::wake_generation`). For `naoctl rearm`
+    /// only: re-arming is a person's decision, and no runtime, guard, API
+    /// or timeout may call this.
     pub fn rearm(&self) {
-        self.cells().rearm(unix_ns())
+        self.cells().rearm(unix_ns(), fresh_nonce())
     }
 
     /// The reason (page-lost for a page without its magic), `None` while armed.
@@ -289,12 +294,16 @@ impl Switch for Page {
     /// looked up once here: [`crate::process::start_time`]) and remembers
     /// it: [`Page::check`] stores it again after any repair or replacement,
     /// and counts another identity in the page as damage. `0` clears the
-    /// registration (nothing is stored again).
+    /// registration (nothing is stored again). Every registration stores a
+    /// new random `driver_nonce`: every start of a runtime has its own wake
+    /// generation.
     fn register(&self, pid: u32) {
         let start = crate::process::start_time(pid).unwrap_or(0);
+        let nonce = if pid == 0 { 0 } else { fresh_nonce() };
         self.driver_start.store(start, Ordering::Release);
+        self.driver_nonce.store(nonce, Ordering::Release);
         self.driver.store(pid, Ordering::Release);
-        self.cells().register_driver(pid, start)
+        self.cells().register_driver(pid, start, nonce)
     }
 
     fn path(&self) -> Option<&Path> {

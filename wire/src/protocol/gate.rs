@@ -18,15 +18,15 @@
 //!   fault) or bring-up raised one.
 //! - **Limp until a person's wake.** Every start is limp, and after any trip
 //!   every stiffness is 0 until a person wakes the robot in the armed epoch
-//!   it is in now. The page's wake generation is its trip count while armed
-//!   (`deathswitch::Snapshot::wake_generation`): every trip and every repair
-//!   increments it, a re-arm does not. A wake carries the generation its
-//!   sender read, and counts only if the page is armed in exactly that
-//!   generation at this read and the gate saw no trip in that generation (a
-//!   trip read while its count increment was still on its way). Wall clocks
-//!   are never compared. Every other wake is used up (and said in
-//!   [`Verdict::change`]). A controller cannot wake the robot: commands are
-//!   not an input here.
+//!   it is in now. The page's wake generation
+//!   (`deathswitch::Snapshot::wake_generation`) mixes the last re-arm's
+//!   random nonce and the registered runtime's: it exists only from the
+//!   re-arm and the runtime's start that make it, and no one can read,
+//!   guess or record it before them. A wake carries the generation its
+//!   sender read, and counts only if this read finds the page armed in
+//!   exactly that generation. Wall clocks are never compared. Every other
+//!   wake is used up (and said in [`Verdict::change`]). A controller cannot
+//!   wake the robot: commands are not an input here.
 //!
 //! A recording without `wake` lines replays the protocol model of
 //! `docs/protocol.md`, which has no wake latch ([`WakeLatch::Off`]:
@@ -64,12 +64,9 @@ pub(crate) enum LatchState {
     Awake,
     /// A trip was seen; the switch has not been read armed since.
     Tripped,
-    /// Limp, the switch armed in wake generation `generation`: a wake that
-    /// carries it ends the wait.
-    AwaitingWake {
-        /// The page's wake generation (its trip count while armed).
-        generation: u64,
-    },
+    /// Limp, the switch read armed: a wake that carries the page's wake
+    /// generation at the read that takes it ends the wait.
+    AwaitingWake,
 }
 
 /// What one decision changed (for the log; at most one a cycle).
@@ -85,9 +82,9 @@ pub enum Change {
     Woken,
     /// A wake came while the switch is tripped: used up, no effect.
     WakeWhileTripped,
-    /// A wake whose generation is not the page's armed generation now (read
-    /// before a trip, or from another page), or one in a generation the gate
-    /// saw a trip in: used up, no effect.
+    /// A wake whose generation is not the page's wake generation at this
+    /// read (read before a trip and its re-arm, before this runtime's start,
+    /// from another page, or guessed): used up, no effect.
     WakeStale,
 }
 
@@ -183,11 +180,6 @@ pub(crate) struct Gate {
     state: LatchState,
     /// The trip count read for the last frame (`None`: no frame yet).
     seen_count: Option<u64>,
-    /// The generation the switch was armed in at the last read.
-    last_armed: Option<u64>,
-    /// A generation in which a trip was seen: it counts no wake any more
-    /// while the trip count reads it.
-    dead: Option<u64>,
     /// An answer raised a trip since the last frame.
     answer_trip: bool,
     bringup: Option<BringUp>,
@@ -206,15 +198,11 @@ impl Gate {
             state: if tripped {
                 LatchState::Tripped
             } else if wake_latch == WakeLatch::On {
-                LatchState::AwaitingWake {
-                    generation: start.trip_count,
-                }
+                LatchState::AwaitingWake
             } else {
                 LatchState::Awake
             },
             seen_count: Some(start.trip_count),
-            last_armed: (!tripped).then_some(start.trip_count),
-            dead: None,
             answer_trip: false,
             bringup: None,
         }
@@ -254,16 +242,7 @@ impl Gate {
         let answer_trip = std::mem::take(&mut self.answer_trip);
         let latch_trip = read_tripped || answer_trip;
         let mut tripped = latch_trip || count_moved;
-        // A trip read while the count still reads the generation last read
-        // armed: that generation counts no wake any more.
-        if latch_trip && self.last_armed == Some(count) {
-            self.dead = Some(count);
-        }
-        if self.dead.is_some_and(|d| d != count) {
-            self.dead = None;
-        }
-        self.last_armed = (!read_tripped).then_some(count);
-        let mut change = self.latch(latch_trip, count_moved, count, input.wake);
+        let mut change = self.latch(latch_trip, count_moved, s.wake_generation(), input.wake);
 
         // Bring-up: one more input, judged with what the switch allows now.
         let mut bringup = None;
@@ -306,8 +285,15 @@ impl Gate {
     }
 
     /// The wake latch's step: `trip` a trip read now (the switch, an
-    /// answer's), `count_moved` the count changed since the last read.
-    fn latch(&mut self, trip: bool, count_moved: bool, count: u64, wake: Option<u64>) -> Change {
+    /// answer's), `count_moved` the count changed since the last read,
+    /// `generation` the page's wake generation at this read.
+    fn latch(
+        &mut self,
+        trip: bool,
+        count_moved: bool,
+        generation: Option<u64>,
+        wake: Option<u64>,
+    ) -> Change {
         let was = self.state;
         if trip {
             self.state = LatchState::Tripped;
@@ -326,9 +312,9 @@ impl Gate {
                 // A trip and a re-arm between two reads.
                 LatchState::Awake => Change::Tripped,
                 LatchState::Tripped => Change::Rearmed,
-                LatchState::AwaitingWake { .. } => Change::Unchanged,
+                LatchState::AwaitingWake => Change::Unchanged,
             };
-            self.state = LatchState::AwaitingWake { generation: count };
+            self.state = LatchState::AwaitingWake;
         }
         if self.wake_latch == WakeLatch::Off {
             // The protocol model: armed drives (the frame of a count that
@@ -340,7 +326,9 @@ impl Gate {
             return change;
         }
         match wake {
-            Some(g) if g == count && self.dead != Some(g) => {
+            // A generation exists only from its re-arm and its runtime's
+            // start on: a wake that carries it was formed after both.
+            Some(g) if Some(g) == generation => {
                 self.state = LatchState::Awake;
                 Change::Woken
             }

@@ -24,6 +24,7 @@ fn recorded_start(wake: WakeLatch) -> (RecordingLink<Box<FakeBoard>, Vec<u8>>, M
     rec.accepted(&[10]).unwrap();
     rec.switch(true).unwrap();
     let switch = MemorySwitch::armed();
+    switch.register(std::process::id());
     let id = Startup::run(&mut rec).unwrap();
     let step = Step::new(&id, &[10], &switch.read(), wake);
     (rec, switch, step)
@@ -263,7 +264,7 @@ fn scripted(
                 }
                 _ => {
                     rec.wake().unwrap();
-                    wake = switch.snapshot().wake_generation();
+                    wake = Some(switch.snapshot().wake_generation().unwrap_or(0));
                 }
             }
         }

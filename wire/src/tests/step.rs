@@ -37,6 +37,8 @@ impl Rig {
         let mut board = FakeBoard::new();
         let id = Startup::run(&mut *board).expect("start-up");
         let switch = MemorySwitch::armed();
+        switch.register(std::process::id());
+        switch.register(std::process::id());
         let mut step = Step::new(&id, &[10], &switch.read(), wake);
         if let Some(b) = bringup {
             step = step.with_bringup(b);

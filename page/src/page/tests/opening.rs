@@ -119,6 +119,44 @@ fn a_page_of_another_layout_version_is_refused_with_the_fix() {
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
 
+/// A page of layout 3 (128 bytes, the tail magic at 120: before the
+/// re-arm's and the runtime's nonces) is another version: `Page::open`
+/// refuses it untouched, `inspect` and a running holder's check count it as
+/// damage (the holder repairs its own page to this layout, tripped
+/// `page-lost`), and `naoctl stop`'s open makes it a tripped page.
+#[test]
+fn a_page_of_layout_3_is_another_version_and_counts_as_damage() {
+    let (_dir, path) = testkit::page_path();
+    let mut v3 = [0u8; 128];
+    v3[..8].copy_from_slice(&MAGIC.to_le_bytes());
+    v3[8..12].copy_from_slice(&3u32.to_le_bytes());
+    v3[72..80].copy_from_slice(&4u64.to_le_bytes());
+    v3[112..120].copy_from_slice(&9u64.to_le_bytes());
+    v3[120..128].copy_from_slice(&MAGIC.to_le_bytes());
+    std::fs::write(&path, v3).unwrap();
+    let err = Page::open(&path).unwrap_err();
+    assert!(
+        matches!(err, PageError::Version { found: 3, .. }),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), v3, "left as it was");
+    let i = crate::inspect(&path).unwrap();
+    assert!(i.damage.is_some() && !i.snapshot.armed, "{i:?}");
+    assert_eq!(i.snapshot.wake_generation(), None);
+    // A holder of this layout whose page becomes a layout-3 page.
+    std::fs::remove_file(&path).unwrap();
+    let page = Page::open(&path).unwrap();
+    page.rearm();
+    std::fs::write(&path, v3).unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(page.check(), crate::Integrity::Intact);
+    assert_eq!(page.reason(), Some(Reason::PageLost));
+    assert_eq!(page.snapshot().version, crate::VERSION);
+    drop(page);
+    std::fs::write(&path, v3).unwrap();
+    let stop = Page::open_to_trip(&path).unwrap();
+    assert_eq!(stop.reason(), Some(Reason::PageLost));
+}
+
 #[test]
 fn a_missing_directory_names_the_tmpfiles_entry() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,12 @@
 //! The gate's rules, one table row per case: the read, the events, then
 //! what changed, whether the wake latch is awake, and whether the frame is
 //! limp (a stiff command comes out with every stiffness 0 exactly then).
+//!
+//! A read is armed or tripped with a trip count and the nonce of the re-arm
+//! it was armed by (the "epoch": by default the count, as one trip and one
+//! re-arm make each epoch), runtime 1 registered with nonce 1. A wake in
+//! the rows names the epoch its sender read; [`gen`] makes it the page's
+//! wake generation of that epoch.
 
 use super::*;
 use Change::*;
@@ -14,14 +20,32 @@ fn stiff() -> Command {
     }
 }
 
+/// The runtime's nonce in every read.
+const DRIVER: u64 = 1;
+
+/// A read armed (or not) by the re-arm of epoch `count`.
 fn read(armed: bool, count: u64) -> Snapshot {
+    read_in(armed, count, count)
+}
+
+/// A read armed (or not) with trip count `count` by the re-arm of `epoch`.
+fn read_in(armed: bool, count: u64, epoch: u64) -> Snapshot {
     Snapshot {
         armed,
         magic_ok: true,
         reason: (!armed).then_some(Reason::Naoctl),
         trip_count: count,
+        driver_pid: Some(1),
+        arm_nonce: epoch,
+        driver_nonce: DRIVER,
         ..Snapshot::default()
     }
+}
+
+/// The wake generation of the armed epoch `epoch` (what `nao-rs wake`
+/// reads then).
+fn gen(epoch: u64) -> u64 {
+    read_in(true, 0, epoch).wake_generation().unwrap()
 }
 
 /// One row: the read and the events, then what comes out.
@@ -29,6 +53,8 @@ fn read(armed: bool, count: u64) -> Snapshot {
 struct Row {
     tripped: bool,
     count: u64,
+    /// The re-arm the read is armed by.
+    epoch: u64,
     answer_trip: bool,
     wake: Option<u64>,
     change: Change,
@@ -50,6 +76,7 @@ const fn row(
     Row {
         tripped,
         count,
+        epoch: count,
         answer_trip,
         wake,
         change,
@@ -61,6 +88,21 @@ const fn row(
 /// Armed in generation `count`, nothing else; `limp` the frame.
 const fn armed(count: u64, wake: Option<u64>, change: Change, awake: bool, limp: bool) -> Row {
     row(false, count, false, wake, change, awake, limp)
+}
+
+/// Armed with trip count `count` by the re-arm of `epoch`.
+const fn armed_in(
+    count: u64,
+    epoch: u64,
+    wake: Option<u64>,
+    change: Change,
+    awake: bool,
+    limp: bool,
+) -> Row {
+    Row {
+        epoch,
+        ..row(false, count, false, wake, change, awake, limp)
+    }
 }
 
 /// Tripped with trip count `count`.
@@ -95,8 +137,8 @@ fn run(&(name, start, rows): &Case) {
         if r.answer_trip {
             g.answer_tripped();
         }
-        let s = read(!r.tripped, r.count);
-        let v = g.decide(&input(&s, r.wake));
+        let s = read_in(!r.tripped, r.count, r.epoch);
+        let v = g.decide(&input(&s, r.wake.map(gen)));
         assert_eq!(v.change, r.change, "{name} row {i}");
         assert_eq!(
             g.state() == LatchState::Awake,
@@ -231,30 +273,46 @@ const CASES: &[Case] = &[
         Start::Woken,
         &[
             // The answer tripped, the page's trip did not count (someone
-            // tripped it first) and was re-armed before the read: the count
-            // reads 1 still. A wake in the same read is used up.
-            row(false, 1, true, Some(1), Tripped, false, true),
-            // Generation 1 saw a trip: no wake counts in it.
-            armed(1, None, Rearmed, false, true),
-            armed(1, Some(1), WakeStale, false, true),
-            // The next trip and re-arm make generation 2.
-            tripped(2, None, Tripped),
-            armed(2, Some(2), Woken, true, false),
+            // tripped it first) and was re-armed (epoch 5) before the read:
+            // the count reads 1 still. A wake in the same read is used up.
+            Row {
+                epoch: 5,
+                ..row(false, 1, true, Some(5), Tripped, false, true)
+            },
+            armed_in(1, 5, None, Rearmed, false, true),
+            // The epoch before the trip counts no wake.
+            armed_in(1, 5, Some(1), WakeStale, false, true),
+            armed_in(1, 5, Some(5), Woken, true, false),
         ],
     ),
     (
         // The trip's reason was stored, its count increment not yet, and the
-        // page was re-armed: generation 1 again on the page, but a wake sent
-        // in it before the trip must not count.
-        "a_trip_seen_before_its_count_moved_kills_that_generation",
+        // page was re-armed (epoch 5): the count reads 1 again, but the
+        // generation is the re-arm's, so a wake sent in epoch 1 before the
+        // trip is used up.
+        "a_trip_seen_before_its_count_moved_leaves_no_wake_of_the_old_epoch",
         Start::Woken,
         &[
             tripped(1, None, Tripped),
-            armed(1, None, Rearmed, false, true),
-            armed(1, Some(1), WakeStale, false, true),
-            // The increment lands: generation 2 counts (its frame is tripped).
-            armed(2, None, Unchanged, false, true),
-            armed(2, Some(2), Woken, true, false),
+            armed_in(1, 5, None, Rearmed, false, true),
+            armed_in(1, 5, Some(1), WakeStale, false, true),
+            // The increment lands: still epoch 5 (its frame is tripped).
+            armed_in(2, 5, None, Unchanged, false, true),
+            armed_in(2, 5, Some(5), Woken, true, false),
+        ],
+    ),
+    (
+        // Tripped and re-armed between two reads, the count unchanged (a
+        // replaced page counting again from where this one was): the epoch
+        // changed, so a wake of the old one is used up.
+        "a_re_arm_makes_a_new_generation_whatever_the_count_says",
+        Start::Woken,
+        &[
+            // Awake: a re-arm of the armed page (no trip) changes nothing.
+            armed_in(1, 6, Some(1), Unchanged, true, false),
+            tripped(2, None, Tripped),
+            armed_in(2, 7, Some(2), WakeStale, false, true),
+            armed_in(2, 7, Some(7), Woken, true, false),
         ],
     ),
     (
@@ -273,7 +331,7 @@ const CASES: &[Case] = &[
 ];
 
 /// Every case of the wake latch, one row per read: start, trip, re-arm,
-/// wake, stale wake, dead generation, replaced page, answer trip.
+/// wake, stale wake, a re-arm's new generation, replaced page, answer trip.
 #[test]
 fn trip_rearm_wake_table() {
     for case in CASES {
@@ -336,7 +394,7 @@ fn a_page_read_tripped_without_a_reason_says_page_lost() {
         trip_count: 1,
         ..Snapshot::default()
     };
-    let v = g.decide(&input(&s, Some(1)));
+    let v = g.decide(&input(&s, Some(gen(1))));
     assert!(v.limp && v.tripped);
     assert_eq!(v.reason, Some(Reason::PageLost));
     assert_eq!(v.motion, Motion::LimpTripped);
@@ -348,7 +406,7 @@ fn the_motion_state_follows_the_gate() {
     let armed1 = read(true, 1);
     let motion = |g: &mut Gate, s: &Snapshot, wake| g.decide(&input(s, wake)).motion;
     assert_eq!(motion(&mut g, &armed1, None), Motion::LimpWaitingForWake);
-    assert_eq!(motion(&mut g, &armed1, Some(1)), Motion::Awake);
+    assert_eq!(motion(&mut g, &armed1, Some(gen(1))), Motion::Awake);
     assert_eq!(motion(&mut g, &read(false, 2), None), Motion::LimpTripped);
 }
 
@@ -373,4 +431,63 @@ fn the_limp_verdict_zeroes_a_non_finite_stiffness_too() {
     };
     Verdict::LIMP.apply(&mut c);
     assert_eq!(c.stiffness, [0.0; JOINTS]);
+}
+
+/// No wake formed before the re-arm counts after it: not the trip count
+/// (the old rule's generation) nor any guess from it, not the generation of
+/// a view forged from the page read while tripped (armed, every other field
+/// as read), not the generation of the epoch before; only the one the page
+/// reads after the re-arm. Nor a wake in the generation of another runtime
+/// on the same re-arm (a predecessor's recorded wake).
+#[test]
+fn a_wake_formed_before_the_re_arm_never_counts_after_it() {
+    let tripped = read_in(false, 3, 2);
+    let forged = Snapshot {
+        armed: true,
+        reason: None,
+        ..tripped
+    };
+    let forged_g = forged.wake_generation().unwrap();
+    let after = read_in(true, 3, 9);
+    let predecessor = Snapshot {
+        driver_nonce: DRIVER + 1,
+        ..after
+    }
+    .wake_generation()
+    .unwrap();
+    let stale = [0, 1, 2, 3, 4, 5, u64::MAX, gen(2), forged_g, predecessor];
+    for w in stale {
+        let mut g = Gate::new(&read_in(true, 2, 2), WakeLatch::On);
+        assert_eq!(
+            g.decide(&input(&read_in(true, 2, 2), None)).change,
+            Unchanged
+        );
+        let v = g.decide(&input(&tripped, Some(w)));
+        assert_eq!(v.change, Tripped, "wake {w}");
+        // The wake sent while tripped, read after the re-arm (a stalled
+        // runtime): used up.
+        let v = g.decide(&input(&after, Some(w)));
+        assert_eq!((v.change, v.limp), (WakeStale, true), "wake {w}");
+        let v = g.decide(&input(&after, None));
+        assert!(v.limp, "wake {w}: still limp");
+        // Only the generation read after the re-arm wakes.
+        let v = g.decide(&input(&after, after.wake_generation()));
+        assert_eq!((v.change, v.limp), (Woken, false), "wake {w}");
+    }
+    // No runtime registered, or no re-arm nonce: no generation, no wake.
+    let mut g = Gate::new(&after, WakeLatch::On);
+    for s in [
+        Snapshot {
+            driver_pid: None,
+            ..after
+        },
+        Snapshot {
+            arm_nonce: 0,
+            ..after
+        },
+    ] {
+        assert_eq!(s.wake_generation(), None);
+        let v = g.decide(&input(&s, Some(gen(9))));
+        assert_eq!((v.change, v.limp), (WakeStale, true));
+    }
 }

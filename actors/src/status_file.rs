@@ -402,7 +402,13 @@ mod tests {
     fn the_chest_button_mode_is_shown_only_from_the_live_driver_s_status_file() {
         let hold = Some(ChestButtonMode::Hold { ms: 1000 });
         // (file pid, file mode, page's driver pid, driver alive) -> shown
-        type Row = (u32, &'static str, Option<u32>, bool, Option<ChestButtonMode>);
+        type Row = (
+            u32,
+            &'static str,
+            Option<u32>,
+            bool,
+            Option<ChestButtonMode>,
+        );
         let table: &[Row] = &[
             (42, "hold:1000", Some(42), true, hold),
             (42, "trip", Some(42), true, Some(ChestButtonMode::Trip)),

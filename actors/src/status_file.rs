@@ -230,6 +230,26 @@ impl StatusFile {
     }
 }
 
+/// The chest button mode of the runtime a page names, from its status file
+/// (pure): `file_pid` and `file_mode` are the file's `pid` and
+/// `chest_button`, `driver_pid` the page's `driver_pid` and `driver_alive`
+/// whether that process (pid with its start time) runs. `None` (unknown)
+/// unless a live driver is named, the file is that process's (its `pid`)
+/// and its mode reads ([`ChestButtonMode::parse`]): a missing or empty
+/// field (a runtime from before it), a dead runtime's or another process's
+/// file shows no mode. `naoctl status` and the beacon both judge by it.
+pub fn live_chest_button(
+    file_pid: u32,
+    file_mode: &str,
+    driver_pid: Option<u32>,
+    driver_alive: bool,
+) -> Option<ChestButtonMode> {
+    if !driver_alive || file_pid == 0 || driver_pid != Some(file_pid) {
+        return None;
+    }
+    ChestButtonMode::parse(file_mode).ok()
+}
+
 /// The guard named in the page is dead (pure): a guard is named and the
 /// process with its pid is gone or has another start time (`alive`:
 /// [`deathswitch::process::ProcessIdentity::is_alive`] of it).
@@ -376,6 +396,43 @@ mod tests {
         );
         assert!(!guard_dead(Some(id), || true));
         assert!(guard_dead(Some(id), || false));
+    }
+
+    #[test]
+    fn the_chest_button_mode_is_shown_only_from_the_live_driver_s_status_file() {
+        let hold = Some(ChestButtonMode::Hold { ms: 1000 });
+        // (file pid, file mode, page's driver pid, driver alive) -> shown
+        type Row = (
+            u32,
+            &'static str,
+            Option<u32>,
+            bool,
+            Option<ChestButtonMode>,
+        );
+        let table: &[Row] = &[
+            (42, "hold:1000", Some(42), true, hold),
+            (42, "trip", Some(42), true, Some(ChestButtonMode::Trip)),
+            // A runtime from before the field: unknown.
+            (42, "", Some(42), true, None),
+            // Another process's file (a runtime before this one, or a
+            // second writer): unknown.
+            (41, "hold:1000", Some(42), true, None),
+            (0, "hold:1000", Some(0), true, None),
+            // The page's driver is dead or none is named.
+            (42, "hold:1000", Some(42), false, None),
+            (42, "hold:1000", None, true, None),
+            (42, "hold:1000", None, false, None),
+            // A value the runtime never writes.
+            (42, "hold:5000", Some(42), true, None),
+            (42, "stop", Some(42), true, None),
+        ];
+        for &(pid, mode, driver, alive, want) in table {
+            assert_eq!(
+                live_chest_button(pid, mode, driver, alive),
+                want,
+                "file pid {pid} mode {mode:?}, driver {driver:?} alive {alive}"
+            );
+        }
     }
 
     #[test]

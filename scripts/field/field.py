@@ -277,6 +277,8 @@ class Robot:
         self.sock = self.dir / "sim.sock"
         self.wake_sock = self.dir / "wake.sock"
         self.status_file = self.dir / "status.json"
+        # The chest button mode its runtime runs (docs/game-day.md): robot4 holds.
+        self.chest = "hold:1000" if i == 4 else "trip"
         self.key = self.dir / "team.key"
         self.trace = Trace(self.dir / "trace.jsonl")
         self.env = {
@@ -362,13 +364,14 @@ def wake_datagram(key, body, nonce, generation, key_id=None):
 # What the driver reads of the app's page (bins/nao-rs-app/src/page.html): a
 # card per robot (`#cards .card`) with its body id (`data-body`, else the
 # `.body` element's text), its state code (`data-state`: armed, limp, tripped,
-# offline, ...), its link (`data-link`: good, late, offline), its words, its
+# offline, ...), its link (`data-link`: good, late, offline), its chest button
+# mode (`data-chest`: trip, hold:MS, unknown), its words, its
 # STOP (`.stop`) and WAKE (`.wake`) buttons; STOP ALL is `#stopall`.
 CARD_BODY_JS = "(c.dataset.body || ((c.querySelector('.body') || {}).textContent || '').trim())"
 CARDS_JS = (
     "return Array.from(document.querySelectorAll('#cards .card')).map(function (c) {"
     "  return {body: " + CARD_BODY_JS + ", state: c.dataset.state || '', link: c.dataset.link || '',"
-    "          text: c.innerText};"
+    "          chest: c.dataset.chest || '', text: c.innerText};"
     "});"
 )
 CARD_BUTTON_JS = (
@@ -561,7 +564,7 @@ class Field:
         for r in self.robots:
             r.runtime = r.spawn(
                 "runtime", r.bin("nao-rs"), "run", "--page", r.page, "--link", f"sim:{r.sock}", "--controller", "stand",
-                "--wake-socket", r.wake_sock, "--udp-port", STOP_PORT,
+                "--wake-socket", r.wake_sock, "--udp-port", STOP_PORT, "--chest-button", r.chest,
             )
         for r in self.robots:
             if not wait(lambda: any(f[1] == r.runtime.pid for f in r.trace.after(0)), 20, 0.05):
@@ -702,6 +705,36 @@ class Field:
         self.ok(name, f"the page shows 5 robots armed {dt:.2f} s after the last wake (each card after its robot's wake: "
                 f"{each} s); each robot stiff {min(firsts):.0f}-{max(firsts):.0f} ms after its wake, pages armed (motion "
                 + "/".join(sorted({s.get('motion', '?') for s in pages})) + ")")
+
+    def check_chest_button(self):
+        """Each card shows the chest button mode its robot's runtime runs, as
+        `naoctl status` on the robot says it (issue 31)."""
+        name = "1b chest-button"
+        problems = []
+        for r in self.robots:
+            got = r.status().get("chest_button")
+            if got != r.chest:
+                problems.append(f"{r.name}: naoctl status says chest button {got!r}, its runtime runs {r.chest}")
+        if not self.with_app:
+            return self.fail(name, "; ".join(problems) or "naoctl agrees; cards not checked (--without-app)")
+        words = {"trip": "trip (every press stops)", "hold:1000": "hold 1000 ms (short presses go to the program"}
+
+        def shown(r):
+            c = self.card(r.body)
+            return c is not None and c.get("chest") == r.chest and words[r.chest] in c["text"]
+
+        for r in self.robots:
+            if not wait(lambda: shown(r), 3, 0.05):
+                c = self.card(r.body) or {}
+                problems.append(f"{r.name}'s card shows chest button {c.get('chest')!r}, not {r.chest} "
+                                f"(\"{words[r.chest]}\")")
+        hold = self.card(self.robots[3].body) or {}
+        if "chest button: HOLD 1000 ms" not in hold.get("text", ""):
+            problems.append(f"robot4's card has no HOLD badge: {hold.get('text', '')[:200]!r}")
+        if problems:
+            return self.fail(name, "; ".join(problems))
+        self.ok(name, "each card shows its robot's chest button mode as naoctl status says it: "
+                + ", ".join(f"r{r.i} {r.chest}" for r in self.robots) + " (robot4 with the HOLD badge)")
 
     def check_stop_one(self):
         name = "2 stop-one"
@@ -1059,6 +1092,7 @@ class Field:
     # ---- the run -------------------------------------------------------------------
     CHECKS = [
         ("1 armed", "check_armed", ()),
+        ("1b chest-button", "check_chest_button", ()),
         ("2 stop-one", "check_stop_one", ()),
         ("3 stop-all (button)", "check_stop_all", ("button",)),
         ("3 stop-all (space)", "check_stop_all", ("space",)),

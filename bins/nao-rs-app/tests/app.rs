@@ -462,6 +462,56 @@ fn a_forged_beacon_is_not_shown_gets_no_wake_and_the_card_is_flagged_duplicate()
     no_wake(&wake_rx, Duration::from_millis(300));
 }
 
+/// Issue 31: each card shows the chest button mode its robot runs, from a
+/// verified beacon only: `hold:1000`, `trip`, unknown (a beacon without the
+/// field), and nothing of a spoofer's unsealed beacon claiming a mode.
+#[test]
+fn each_card_shows_the_chest_button_mode_of_a_verified_beacon_only() {
+    use nao_rs_beacon::format::ChestButtonMode;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, key, _wake_rx) = keyed_app(dir.path(), 121);
+    let hold = Robot::sealed("127.0.0.122", free_port("127.0.0.122"), &key, 1);
+    let trip = Robot::sealed("127.0.0.123", free_port("127.0.0.123"), &key, 2);
+    let old = Robot::sealed("127.0.0.124", free_port("127.0.0.124"), &key, 3);
+    let spoofer = Robot::new("127.0.0.125", free_port("127.0.0.125"));
+    let mut b = beacon("B122", "nao122", 1);
+    b.chest_button = Some(ChestButtonMode::Hold { ms: 1000 });
+    hold.send(&a, &b);
+    let mut b = beacon("B123", "nao123", 1);
+    b.chest_button = Some(ChestButtonMode::Trip);
+    trip.send(&a, &b);
+    // A beacon service from before the field: the key is not in the JSON.
+    let d = String::from_utf8(encode(&beacon("B124", "nao124", 1))).unwrap();
+    let d = d.replace(",\"chest_button\":1000", "");
+    assert!(!d.contains("chest_button"), "{d}");
+    let (k, start) = old.seal.as_ref().unwrap();
+    old.tx
+        .send_to(&seal_beacon(k, *start, d.as_bytes()), a.beacon)
+        .unwrap();
+    let mut lie = beacon("B125", "nao125", 1);
+    lie.chest_button = Some(ChestButtonMode::Trip);
+    spoofer.send(&a, &lie);
+    let got = until(&a, "four cards", |r| r.len() == 4);
+    let mode = |body: &str| {
+        let card = got.iter().find(|c| c["body"] == body).unwrap();
+        card["claimants"][0]["beacon"].get("chest_button").cloned()
+    };
+    assert_eq!(mode("B122"), Some(Value::from(1000)));
+    assert_eq!(mode("B123"), Some(Value::from(0)));
+    assert_eq!(mode("B124"), Some(Value::Null), "unknown");
+    assert_eq!(mode("B125"), None, "an unverified beacon shows no field");
+    // The page says each in words, hold marked.
+    let (code, page) = request(&a, "GET", "/", &[]);
+    assert_eq!(code, 200);
+    for words in [
+        "trip (every press stops)",
+        "short presses go to the program; a long press, STOP or STOP ALL stops",
+        "chest button: HOLD ",
+    ] {
+        assert!(page.contains(words), "{words}");
+    }
+}
+
 /// A recorded sealed beacon ("limp, waiting for a wake") replayed after
 /// the robot moved on: from another address it is a second sender, from
 /// the robot's own address nothing; the state stays the robot's newest and

@@ -27,7 +27,7 @@ pub const FAMILY: &[u8; 14] = b"NAO-RS BEACON ";
 
 /// [`encode`] writes at most this many bytes (one datagram with room to
 /// spare on any link: well under the 1,472 bytes of a 1,500-byte MTU).
-pub const MAX_ENCODED: usize = 1200;
+pub const MAX_ENCODED: usize = 1250;
 
 /// [`decode`] rejects longer datagrams without looking at them.
 pub const MAX_DATAGRAM: usize = 1400;
@@ -173,7 +173,17 @@ pub struct Beacon {
     pub temperature: Option<[i16; JOINTS]>,
     /// The robot has a team key: a network wake can be verified.
     pub net_wake: bool,
+    /// The chest button mode the runtime runs (`docs/game-day.md`), from
+    /// its status file for the page's live runtime only
+    /// (`nao_runtime::status_file::live_chest_button`); `None`: unknown.
+    /// In JSON `chest_button`: 0 = `trip`, 300..=3000 = `hold:MS`, null or
+    /// absent (a beacon from before the field) = unknown.
+    #[serde(default, with = "chest_button_code")]
+    pub chest_button: Option<ChestButtonMode>,
 }
+
+pub use nao_wire::protocol::chest_button::ChestButtonMode;
+use nao_wire::protocol::chest_button::{HOLD_MS_MAX, HOLD_MS_MIN};
 
 /// What was wrong with a datagram, as a value to match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -348,6 +358,16 @@ impl Beacon {
                 }
             }
         }
+        if let Some(ChestButtonMode::Hold { ms }) = self.chest_button {
+            if !(HOLD_MS_MIN..=HOLD_MS_MAX).contains(&ms) {
+                return range(
+                    "chest_button",
+                    format!(
+                        "{ms} is neither 0 (trip) nor a hold time {HOLD_MS_MIN}..={HOLD_MS_MAX} ms"
+                    ),
+                );
+            }
+        }
         Ok(())
     }
 
@@ -395,6 +415,12 @@ impl Beacon {
             for v in t.iter_mut() {
                 *v = (*v).clamp(TEMPERATURE_RANGE.0, TEMPERATURE_RANGE.1);
             }
+        }
+        // A hold time out of range is no mode the runtime runs: unknown,
+        // never a clamped (wrong) mode.
+        if matches!(b.chest_button, Some(ChestButtonMode::Hold { ms }) if !(HOLD_MS_MIN..=HOLD_MS_MAX).contains(&ms))
+        {
+            b.chest_button = None;
         }
         b
     }
@@ -543,6 +569,31 @@ mod motion_name {
     }
 }
 
+/// `Option<ChestButtonMode>` in JSON: 0 for `trip`, MS for `hold:MS`, null
+/// for unknown. Any integer 1..=u32::MAX reads as a hold time; whether it
+/// is in range is [`Beacon::check`]'s (a `Range` refusal).
+mod chest_button_code {
+    use super::ChestButtonMode;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Option<ChestButtonMode>, s: S) -> Result<S::Ok, S::Error> {
+        match m {
+            None => s.serialize_none(),
+            Some(ChestButtonMode::Trip) => s.serialize_u32(0),
+            Some(ChestButtonMode::Hold { ms }) => s.serialize_u32(*ms),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ChestButtonMode>, D::Error> {
+        Ok(Option::<u32>::deserialize(d)?.map(|ms| match ms {
+            0 => ChestButtonMode::Trip,
+            ms => ChestButtonMode::Hold { ms },
+        }))
+    }
+}
+
 /// A `u64` as 16 lower-case hex digits in JSON.
 mod hex_u64 {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
@@ -601,6 +652,7 @@ mod tests {
             stiffness: Some([0.123; JOINTS]),
             temperature: Some([-59; JOINTS]),
             net_wake: false,
+            chest_button: Some(ChestButtonMode::Hold { ms: 3000 }),
         }
     }
 
@@ -618,18 +670,18 @@ mod tests {
     }
 
     #[test]
-    fn the_widest_beacon_fits_in_1200_bytes() {
+    fn the_widest_beacon_fits_in_max_encoded_bytes() {
         let d = encode(&widest());
         assert!(d.len() <= MAX_ENCODED, "{} bytes", d.len());
         assert!(decode(&d).is_ok());
         // The sizes docs/app.md gives: the widest, and the example.
-        assert_eq!(d.len(), 1188);
-        assert_eq!(encode(&sample()).len(), 628);
+        assert_eq!(d.len(), 1208);
+        assert_eq!(encode(&sample()).len(), 648);
         // Sealed (a team key on the robot): still one datagram a reader
         // takes, well within 1,472 bytes.
         let k = crate::auth::TeamKey::from_bytes(&[1; 32]).unwrap();
         let sealed = crate::auth::seal_beacon(&k, u64::MAX, &d);
-        assert_eq!(sealed.len(), 1188 + crate::auth::SEAL_LEN);
+        assert_eq!(sealed.len(), 1208 + crate::auth::SEAL_LEN);
         assert!(sealed.len() <= MAX_DATAGRAM);
         assert_eq!(decode(&sealed).unwrap(), decode(&d).unwrap());
         assert!(crate::auth::open_beacon(&k, &sealed).is_ok());
@@ -723,6 +775,88 @@ mod tests {
     fn unknown_fields_are_ignored_within_a_version() {
         let d = with(|v| v["added_later"] = 1.into());
         assert_eq!(decode(&d).unwrap(), sample());
+    }
+
+    #[test]
+    fn the_chest_button_mode_round_trips_and_an_old_beacon_reads_unknown() {
+        // (mode, its JSON value)
+        let table = [
+            (Some(ChestButtonMode::Trip), "0"),
+            (Some(ChestButtonMode::Hold { ms: 300 }), "300"),
+            (Some(ChestButtonMode::Hold { ms: 1000 }), "1000"),
+            (Some(ChestButtonMode::Hold { ms: 3000 }), "3000"),
+            (None, "null"),
+        ];
+        for (mode, json) in table {
+            let mut b = sample();
+            b.chest_button = mode;
+            let d = encode(&b);
+            let text = String::from_utf8(d.clone()).unwrap();
+            assert!(
+                text.contains(&format!("\"chest_button\":{json}")),
+                "{mode:?}: {text}"
+            );
+            assert_eq!(decode(&d).unwrap().chest_button, mode, "{text}");
+        }
+        // The seal covers it: a sealed hold:1000 rewritten to trip or to
+        // another hold time no longer verifies.
+        let k = crate::auth::TeamKey::from_bytes(&[1; 32]).unwrap();
+        let sealed = crate::auth::seal_beacon(&k, 7, &encode(&sample()));
+        assert!(crate::auth::open_beacon(&k, &sealed).is_ok());
+        let text = String::from_utf8(sealed).unwrap();
+        for forged in [
+            "\"chest_button\":0",
+            "\"chest_button\":3000",
+            "\"chest_button\":null",
+        ] {
+            let f = text.replace("\"chest_button\":1000", forged);
+            assert_ne!(f, text);
+            assert!(
+                crate::auth::open_beacon(&k, f.as_bytes()).is_err(),
+                "{forged}"
+            );
+        }
+        // A beacon from before the field: unknown, everything else as sent.
+        let mut b = sample();
+        b.chest_button = Some(ChestButtonMode::Hold { ms: 1000 });
+        let old = with(|v| {
+            v.as_object_mut().unwrap().remove("chest_button");
+        });
+        let got = decode(&old).unwrap();
+        assert_eq!(got.chest_button, None);
+        assert_eq!(
+            got,
+            Beacon {
+                chest_button: None,
+                ..sample()
+            }
+        );
+        // A hold time out of range or a value of another type is refused;
+        // encode never sends one (an out-of-range mode goes out unknown).
+        for bad in [1, 299, 3001, u32::MAX] {
+            let d = with(|v| v["chest_button"] = bad.into());
+            assert_eq!(
+                decode(&d).unwrap_err().kind(),
+                DecodeErrorKind::Range,
+                "{bad}"
+            );
+            let mut b = sample();
+            b.chest_button = Some(ChestButtonMode::Hold { ms: bad });
+            assert_eq!(decode(&encode(&b)).unwrap().chest_button, None, "{bad}");
+        }
+        for bad in [
+            serde_json::json!(-1),
+            serde_json::json!("trip"),
+            serde_json::json!(1.5),
+            serde_json::json!(u64::from(u32::MAX) + 1),
+        ] {
+            let d = with(|v| v["chest_button"] = bad.clone());
+            assert_eq!(
+                decode(&d).unwrap_err().kind(),
+                DecodeErrorKind::Json,
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -842,6 +976,7 @@ mod tests {
             hottest in proptest::option::of((prop_oneof![Just("LHand".to_string()), any_string()], any::<i16>())),
             stiffness in proptest::option::of(proptest::array::uniform25(any_f32())),
             temperature in proptest::option::of(proptest::array::uniform25(any::<i16>())),
+            chest_button in proptest::option::of(prop_oneof![Just(0u32), 250u32..3100, any::<u32>()]),
         ) -> Beacon {
             Beacon {
                 seq, name, body_id,
@@ -856,6 +991,7 @@ mod tests {
                 flags, max_stiffness, lateness_ms, battery,
                 hottest: hottest.map(|(joint, degc)| Hottest { joint, degc }),
                 stiffness, temperature, net_wake,
+                chest_button: chest_button.map(|ms| if ms == 0 { ChestButtonMode::Trip } else { ChestButtonMode::Hold { ms } }),
             }
         }
     }
@@ -864,7 +1000,7 @@ mod tests {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
         #[test]
-        fn any_beacon_encodes_within_1200_bytes_and_decodes_to_its_sanitized_self(b in any_beacon()) {
+        fn any_beacon_encodes_within_max_encoded_bytes_and_decodes_to_its_sanitized_self(b in any_beacon()) {
             let d = encode(&b);
             prop_assert!(d.len() <= MAX_ENCODED, "{} bytes", d.len());
             let got = decode(&d).map_err(|e| TestCaseError::fail(e.to_string()))?;

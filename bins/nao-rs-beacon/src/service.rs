@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use deathswitch::process::ProcessIdentity;
 use deathswitch::{Damage, Snapshot};
-use nao_runtime::status_file::StatusFile;
+use nao_runtime::status_file::{live_chest_button, StatusFile};
 use nao_wire::JOINTS;
 
 use nao_rs_beacon::auth::{self, TeamKey, WakeDatagram, WakeRefusal};
@@ -267,6 +267,11 @@ pub fn compose(
     } else {
         s.tripped_at_unix_ns
     };
+    // The chest button mode by naoctl's rule (the file of the page's live
+    // runtime), fresh or not: a runtime's mode is fixed for its life.
+    let chest_button = status.and_then(|st| {
+        live_chest_button(st.pid, &st.chest_button, s.driver_pid, page.driver_alive)
+    });
     // The runtime's own status only while it is fresh and the page names
     // a live runtime: a hung or dead runtime's last words are not shown.
     let status = status.filter(|st| page.driver_alive && status_fresh(st.monotonic_ns, now_ns));
@@ -336,6 +341,7 @@ pub fn compose(
         stiffness,
         temperature,
         net_wake,
+        chest_button,
     };
     // Whatever the inputs held, what goes out decodes.
     beacon.sanitized()
@@ -530,6 +536,60 @@ mod tests {
         assert_eq!(b.reason.as_deref(), Some("page-lost"));
         assert_eq!(b.page, PageHealth::Damaged("no-magic".into()));
         assert_eq!(b.wake_generation, None);
+    }
+
+    #[test]
+    fn a_beacon_shows_the_chest_button_mode_of_the_page_s_live_runtime_only() {
+        use nao_rs_beacon::format::ChestButtonMode;
+        let c = MemorySwitch::armed();
+        let now = 10_000_000_000;
+        let mut st = status(now);
+        st.pid = 42;
+        st.chest_button = "hold:1000".into();
+        let mut v = view(&c, true);
+        v.snapshot.driver_pid = Some(42);
+        let shown = |v: &PageView, st: Option<&StatusFile>| {
+            let b = compose(&settings(), 1, v, st, now, false);
+            // What goes out is what the app reads.
+            let d = nao_rs_beacon::format::decode(&nao_rs_beacon::format::encode(&b)).unwrap();
+            assert_eq!(d.chest_button, b.chest_button);
+            b.chest_button
+        };
+        assert_eq!(
+            shown(&v, Some(&st)),
+            Some(ChestButtonMode::Hold { ms: 1000 })
+        );
+        // A stale file of the live runtime still names its mode: it is
+        // fixed for the runtime's life.
+        let mut old = st.clone();
+        old.monotonic_ns = now - 10 * STATUS_FRESH_NS;
+        assert_eq!(
+            shown(&v, Some(&old)),
+            Some(ChestButtonMode::Hold { ms: 1000 })
+        );
+        let trip = StatusFile {
+            chest_button: "trip".into(),
+            ..st.clone()
+        };
+        assert_eq!(shown(&v, Some(&trip)), Some(ChestButtonMode::Trip));
+        // Unknown: no file, a file without the field, another process's
+        // file, a dead runtime.
+        assert_eq!(shown(&v, None), None);
+        let before = StatusFile {
+            chest_button: String::new(),
+            ..st.clone()
+        };
+        assert_eq!(shown(&v, Some(&before)), None);
+        let other = StatusFile {
+            pid: 41,
+            ..st.clone()
+        };
+        assert_eq!(shown(&v, Some(&other)), None);
+        let dead = PageView {
+            driver_alive: false,
+            ..v
+        };
+        assert_eq!(shown(&dead, Some(&st)), None);
     }
 
     #[test]

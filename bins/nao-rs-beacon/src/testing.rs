@@ -3,10 +3,12 @@
 
 use std::net::UdpSocket;
 
-use crate::format::{Beacon, Guard, Hottest, Motion, PageHealth, SwitchPosition, JOINTS};
+use crate::format::{
+    Beacon, ChestButtonMode, Guard, Hottest, Motion, PageHealth, SwitchPosition, JOINTS,
+};
 
 /// A beacon with every field used, in range: the example of `docs/app.md`
-/// "The beacon datagram" (628 bytes encoded).
+/// "The beacon datagram" (648 bytes encoded).
 pub fn sample() -> Beacon {
     Beacon {
         seq: 41,
@@ -37,6 +39,7 @@ pub fn sample() -> Beacon {
         stiffness: Some([0.8; JOINTS]),
         temperature: Some([40; JOINTS]),
         net_wake: true,
+        chest_button: Some(ChestButtonMode::Hold { ms: 1000 }),
     }
 }
 

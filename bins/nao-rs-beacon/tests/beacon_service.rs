@@ -39,10 +39,21 @@ impl Robot {
     /// The robot with its network wake on `wake_port`, its beacons to the
     /// operator's socket and to `also`.
     fn start_to(key: Option<&Path>, also: Option<std::net::SocketAddr>, wake_port: u16) -> Robot {
+        Robot::start_with(key, also, wake_port, &[])
+    }
+
+    /// [`Robot::start_to`] with `rt_args` added to the runtime's
+    /// `nao-rs run`.
+    fn start_with(
+        key: Option<&Path>,
+        also: Option<std::net::SocketAddr>,
+        wake_port: u16,
+        rt_args: &[&str],
+    ) -> Robot {
         let rig = Rig::start();
         drop(deathswitch::Page::open(rig.page_path()).unwrap());
         naoctl(&rig, &["rearm", "--yes"]);
-        let rt = rig.start_runtime(&Runtime::new("rt").priority(0).udp_port(0));
+        let rt = rig.start_runtime(&Runtime::new("rt").priority(0).udp_port(0).args(rt_args));
         let operator = UdpSocket::bind("127.0.0.1:0").unwrap();
         operator
             .set_read_timeout(Some(Duration::from_millis(500)))
@@ -217,6 +228,28 @@ fn without_a_key_file_network_wake_is_off_and_the_beacon_says_so() {
     });
     assert!(!b.net_wake);
     assert!(r.log().contains("network wake is off"), "{}", r.log());
+    // The runtime runs the default chest button mode, and its status file
+    // says so.
+    let b = r.beacon_where(Duration::from_secs(10), |b| b.chest_button.is_some());
+    assert_eq!(b.chest_button, Some(format::ChestButtonMode::Trip));
+}
+
+/// Issue 31: the beacon says the chest button mode the runtime runs, read
+/// from the runtime's own status file (`nao-rs run --chest-button
+/// hold:1000`), never another.
+#[test]
+fn the_beacon_says_the_chest_button_mode_the_runtime_runs() {
+    let r = Robot::start_with(
+        None,
+        None,
+        free_udp_port(),
+        &["--chest-button", "hold:1000"],
+    );
+    let b = r.beacon_where(Duration::from_secs(20), |b| b.chest_button.is_some());
+    assert_eq!(
+        b.chest_button,
+        Some(format::ChestButtonMode::Hold { ms: 1000 })
+    );
 }
 
 /// The beacon survives garbage and a flood on its wake port, and keeps

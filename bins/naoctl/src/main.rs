@@ -74,17 +74,10 @@ fn status(path: &Path, json: bool) -> Result<ExitCode, String> {
     }
 }
 
-/// The runtime's status file for the page at `page`: `$NAO_RS_STATUS`,
-/// else `status.json` next to the page (as the runtime writes it,
-/// `docs/runtime.md`).
+/// The runtime's status file for the page at `page`, as the runtime
+/// writes it (`nao_runtime::status_file::default_path`, `docs/runtime.md`).
 fn status_file_path(page: &Path) -> PathBuf {
-    if let Some(p) = std::env::var_os("NAO_RS_STATUS") {
-        return PathBuf::from(p);
-    }
-    match page.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.join("status.json"),
-        _ => PathBuf::from("status.json"),
-    }
+    nao_runtime::status_file::default_path(Some(page)).unwrap_or_else(|| "status.json".into())
 }
 
 /// What is wrong with the file at `path`, what it means and the fix.

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use deathswitch::process::ProcessIdentity;
 use deathswitch::{Inspection, Motion, Reason, Snapshot};
+use nao_runtime::status_file::live_chest_button;
+use nao_wire::protocol::chest_button::ChestButtonMode;
 use serde_json::json;
 
 use crate::{age_ms, flag_names, since_unix_ns};
@@ -31,7 +33,9 @@ impl Alive {
 }
 
 /// The chest button mode of the runtime the page names, from its status
-/// file (`docs/runtime.md`, field `chest_button`): `trip` or `hold:MS`.
+/// file (`docs/runtime.md`, field `chest_button`): `trip` or `hold:MS`,
+/// judged by the rule the beacon uses too
+/// (`nao_runtime::status_file::live_chest_button`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChestButton {
     /// No live runtime is named in the page.
@@ -42,8 +46,8 @@ pub enum ChestButton {
         /// The status file's path.
         path: String,
     },
-    /// The runtime's mode as it spells it.
-    Mode(String),
+    /// The runtime's mode.
+    Mode(ChestButtonMode),
 }
 
 impl ChestButton {
@@ -53,50 +57,53 @@ impl ChestButton {
         if alive.driver != Some(true) {
             return ChestButton::NoRuntime;
         }
-        let unknown = || ChestButton::Unknown {
-            path: status.display().to_string(),
-        };
-        let Ok(text) = std::fs::read_to_string(status) else {
-            return unknown();
-        };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
-            return unknown();
-        };
-        let pid = v.get("pid").and_then(serde_json::Value::as_u64);
-        let mode = v.get("chest_button").and_then(serde_json::Value::as_str);
-        match (pid, mode) {
-            (Some(p), Some(m)) if s.driver_pid.map(u64::from) == Some(p) && !m.is_empty() => {
-                ChestButton::Mode(m.to_string())
-            }
-            _ => unknown(),
+        // Only the two fields: whatever else the file holds or lacks.
+        let v = std::fs::read_to_string(status)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text.trim()).ok());
+        let field = |name| v.as_ref().and_then(|v| v.get(name));
+        let pid = field("pid")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|p| u32::try_from(p).ok())
+            .unwrap_or(0);
+        let mode = field("chest_button")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        match live_chest_button(pid, mode, s.driver_pid, true) {
+            Some(m) => ChestButton::Mode(m),
+            None => ChestButton::Unknown {
+                path: status.display().to_string(),
+            },
         }
     }
 
     /// The mode's name (`trip`, `hold:MS`), if known.
-    fn mode(&self) -> Option<&str> {
+    fn mode(&self) -> Option<String> {
         match self {
-            ChestButton::Mode(m) => Some(m),
+            ChestButton::Mode(m) => Some(m.to_string()),
             _ => None,
         }
     }
 
     /// The hold time of `hold:MS`, ms.
-    fn hold_ms(&self) -> Option<u64> {
-        self.mode()?.strip_prefix("hold:")?.parse().ok()
+    fn hold_ms(&self) -> Option<u32> {
+        match self {
+            ChestButton::Mode(ChestButtonMode::Hold { ms }) => Some(*ms),
+            _ => None,
+        }
     }
 
     /// In words, for the human form.
     fn text(&self) -> String {
-        match (self, self.hold_ms()) {
-            (ChestButton::NoRuntime, _) => "no runtime runs".into(),
-            (ChestButton::Unknown { path }, _) => {
+        match self {
+            ChestButton::NoRuntime => "no runtime runs".into(),
+            ChestButton::Unknown { path } => {
                 format!("unknown (no status file of the running runtime at {path})")
             }
-            (ChestButton::Mode(m), _) if m == "trip" => "trip: every press stops the robot".into(),
-            (ChestButton::Mode(m), Some(ms)) => format!(
+            ChestButton::Mode(ChestButtonMode::Trip) => "trip: every press stops the robot".into(),
+            ChestButton::Mode(m @ ChestButtonMode::Hold { ms }) => format!(
                 "{m}: a press held {ms} ms stops the robot; shorter presses reach the program only"
             ),
-            (ChestButton::Mode(m), None) => m.clone(),
         }
     }
 }

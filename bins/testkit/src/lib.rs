@@ -10,6 +10,9 @@
 //! - [`Proc`] is a child process killed when the test ends;
 //! - [`wait_for`] and [`poll_for`] wait for a condition with a deadline;
 //! - [`UnixServer`] answers on a Unix socket until dropped;
+//! - [`install_kernel_floor`], [`under_kernel_floor`] and
+//!   [`KERNEL_FLOOR_ENV`] run a program as on the robot's Linux 4.4: every
+//!   newer system call fails with ENOSYS (a seccomp filter);
 //! - [`recordings`] lists the worked examples; [`sh`], [`poke`] and
 //!   [`page_path`] do damage from a second process.
 //!
@@ -20,11 +23,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 
+mod floor;
 mod proc;
 mod rig;
 mod serve;
 mod wait;
 
+pub use floor::{
+    install_kernel_floor, kernel_floor_requested, under_kernel_floor, FLOOR_4_4, KERNEL_FLOOR_ENV,
+    LAST_CALL_OF_4_4,
+};
 pub use proc::Proc;
 pub use rig::{in_shell, ok, output, Programs, Rig, RigSpec, Runtime};
 pub use serve::UnixServer;

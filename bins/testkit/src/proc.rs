@@ -34,8 +34,9 @@ impl Proc {
     }
 
     /// Starts `cmd` with stdin from /dev/null and, given a `log`, its
-    /// stdout and stderr appended to that file; the error names `name`,
-    /// the program and the cause.
+    /// stdout and stderr appended to that file, under the kernel floor
+    /// when the test asks for it ([`crate::KERNEL_FLOOR_ENV`]); the error
+    /// names `name`, the program and the cause.
     pub fn try_spawn(name: &str, cmd: &mut Command, log: Option<&Path>) -> Result<Proc, String> {
         if let Some(log) = log {
             let open = || {
@@ -56,6 +57,7 @@ impl Proc {
                 Ok(())
             });
         }
+        crate::floor::as_requested(cmd);
         let child = cmd.spawn().map_err(|e| {
             format!(
                 "cannot start {name} ({}): {e}",

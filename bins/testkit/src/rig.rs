@@ -476,12 +476,13 @@ impl Rig {
 /// exited (a refused start, a one-shot tool) and hangs fails the test.
 pub const OUTPUT_DEADLINE: Duration = Duration::from_secs(120);
 
-/// Runs `cmd` (stdin from /dev/null) to its end; its output. Panics when
+/// Runs `cmd` (stdin from /dev/null) to its end, under the kernel floor
+/// when the test asks for it ([`crate::KERNEL_FLOOR_ENV`]); its output. Panics when
 /// it cannot start, or kills it and panics (with what it wrote) when it
 /// runs past [`OUTPUT_DEADLINE`].
 pub fn output(cmd: &mut Command) -> Output {
     use std::process::Stdio;
-    let mut child = cmd
+    let mut child = crate::floor::as_requested(cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

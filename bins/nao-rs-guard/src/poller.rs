@@ -259,7 +259,10 @@ impl<B: Board> Poller<B> {
                 Heard::Nothing | Heard::Noise => {}
                 Heard::Closed => self.pending[i] = None,
                 Heard::Answer { pid } => {
+                    // The /proc read needs a descriptor: the reserve's.
+                    self.release_reserve();
                     let start_now = deathswitch::process::start_time(held.pid);
+                    self.refill_reserve();
                     if connection_binds(pid, Some(held.pid), start_now, held.start) {
                         self.bound = self.pending[i].take();
                         self.pending = Default::default();

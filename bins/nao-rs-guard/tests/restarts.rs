@@ -8,8 +8,8 @@
 
 mod common;
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
 use std::time::Duration;
 
 use common::{

@@ -20,6 +20,8 @@ const KEYS: [&str; 28] = [
     "guard_sigstop_frame",
     "guard_sigkill_frame",
     "guard_sigsegv_frame",
+    "guard_sigkill_frame_no_pidfd",
+    "guard_sigsegv_frame_no_pidfd",
     "guard_start_up_frame",
     "udp_flood_trip",
     "period_quiet",

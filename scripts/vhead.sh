@@ -304,6 +304,11 @@ GR
     install -D -m 0644 "$ROOT"/config/tmpfiles.d/nao-rs.conf "$root"/etc/tmpfiles.d/nao-rs.conf
     install -D -m 0644 "$ROOT"/config/udev/99-nao-rs.rules "$root"/etc/udev/rules.d/99-nao-rs.rules
     install -D -m 0644 "$ROOT"/config/nao-rs.conf "$root"/etc/nao-rs/nao-rs.conf
+    # The kernel floor (docs/robot-system.md): the guard, the runtime and the
+    # checks run with every call newer than Linux 4.4 failing with ENOSYS.
+    for u in nao-rs nao-rs-guard vhead-checks; do
+        install -D -m 0644 "$ROOT"/vhead/systemd/kernel-floor.conf "$root"/etc/systemd/system/$u.service.d/kernel-floor.conf
+    done
     # Under emulation the guard's limits are generous (the checks are about
     # what happens, not how fast): the settings file is the place for it.
     sed -i -e 's/^NAO_RS_BEAT_TIMEOUT_MS=.*/NAO_RS_BEAT_TIMEOUT_MS=1000/' \

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use nao_wire::protocol::chest_button::ChestButtonMode;
 use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::StartupError;
 
@@ -50,6 +51,11 @@ pub struct Config {
     /// The status file ([`status_file`](crate::status_file)); `None`: `$NAO_RS_STATUS`, else
     /// `status.json` next to the page (none for a switch without a file).
     pub status_file: Option<PathBuf>,
+    /// Which chest button press trips the switch (`docs/game-day.md`):
+    /// `Trip` (the default: every press) or `Hold { ms }` (a press held
+    /// `ms`; a shorter one reaches the program only). The status file
+    /// says which (`chest_button`).
+    pub chest_button: ChestButtonMode,
     /// Bring-up (`docs/bringup.md`): only this joint may move, under the
     /// gate's bring-up rules; controllers' commands are ignored.
     pub bringup: Option<BringUpSetup>,
@@ -76,6 +82,7 @@ impl Default for Config {
             max_cycles: None,
             logger: None,
             status_file: None,
+            chest_button: ChestButtonMode::Trip,
             bringup: None,
             #[cfg(feature = "fault-injection")]
             fault: None,

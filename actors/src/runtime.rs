@@ -11,6 +11,7 @@ use nao_kit::log::{EventSink, LogActor, Logbook};
 use nao_kit::{actor::ActorSpec, clock::monotonic_ns};
 use nao_wire::link::{Link, LinkError};
 use nao_wire::protocol::bringup::BringUp;
+use nao_wire::protocol::chest_button::ChestButtonMode;
 use nao_wire::protocol::gate::WakeLatch;
 use nao_wire::protocol::startup::{Identity, Startup, StartupError};
 use nao_wire::step::{Observed, Step};
@@ -166,7 +167,19 @@ impl<L: Link + 'static> Runtime<L> {
         };
         #[cfg(not(feature = "fault-injection"))]
         let wake_latch = WakeLatch::On;
-        let mut step = Step::new(&identity, &config.accepted, &start, wake_latch);
+        // Bring-up always runs `trip`: every press stops the one joint.
+        let chest_button = if config.bringup.is_some() {
+            ChestButtonMode::Trip
+        } else {
+            config.chest_button
+        };
+        let mut step = Step::new(&identity, &config.accepted, &start, wake_latch)
+            .with_chest_button(chest_button);
+        slog::info!(logger, "chest button"; "mode" => %chest_button,
+        "stops" => match chest_button {
+            ChestButtonMode::Trip => "every press".to_string(),
+            ChestButtonMode::Hold { ms } => format!("a press held {ms} ms; shorter presses reach the program only"),
+        });
         if let Some(b) = &config.bringup {
             step = step.with_bringup(BringUp::new(b.joint, b.limits));
             slog::warn!(logger, "bring-up: only this joint may move, with a person at the robot";
@@ -236,6 +249,7 @@ impl<L: Link + 'static> Runtime<L> {
             .or_else(|| status_file::default_path(switch.path()));
         let monitor = status_file::Monitor::start(
             handle.clone(),
+            chest_button,
             status_path,
             guard_dead.clone(),
             logger.clone(),

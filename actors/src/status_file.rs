@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nao_wire::protocol::chest_button::ChestButtonMode;
 use nao_wire::protocol::tables::JOINT_NAMES;
 use nao_wire::JOINTS;
 
@@ -84,6 +85,13 @@ pub struct StatusFile {
     /// The battery.
     #[serde(default)]
     pub battery: BatteryStatus,
+    /// The chest button mode the runtime runs
+    /// (`nao_wire::protocol::chest_button::ChestButtonMode`, as
+    /// `--chest-button` spells it): `trip` (every press stops the robot) or
+    /// `hold:MS` (a press held MS ms stops it; a shorter one reaches the
+    /// program only); empty in a file of a runtime from before the field.
+    #[serde(default)]
+    pub chest_button: String,
     /// Cycles run.
     pub cycle: u64,
     /// `None` where the counting allocator is not installed.
@@ -149,7 +157,7 @@ pub(crate) fn hottest(temperature: &[i8; JOINTS]) -> Option<HottestJoint> {
 
 impl StatusFile {
     /// The status of the runtime behind `h` now.
-    pub(crate) fn of(h: &Handle) -> StatusFile {
+    pub(crate) fn of(h: &Handle, chest_button: ChestButtonMode) -> StatusFile {
         let s = h.status();
         let sw = h.switch();
         let f = h.latest_sensors();
@@ -161,6 +169,7 @@ impl StatusFile {
                 status: f.battery.status,
                 temperature_decideg: f.battery.temperature_decideg,
             },
+            chest_button: chest_button.to_string(),
             cycle,
             cycle_allocations: nao_kit::alloc::installed()
                 .then(|| s.cycle_allocations.load(Ordering::Relaxed)),
@@ -245,6 +254,7 @@ impl Monitor {
     /// once (and once more when writing works again).
     pub(crate) fn start(
         handle: Handle,
+        chest_button: ChestButtonMode,
         path: Option<PathBuf>,
         guard_dead_flag: Arc<AtomicBool>,
         log: slog::Logger,
@@ -287,7 +297,7 @@ impl Monitor {
                     }
                 }
                 if let Some(p) = &path {
-                    match StatusFile::of(&handle).write(p) {
+                    match StatusFile::of(&handle, chest_button).write(p) {
                         Ok(()) if failing => {
                             failing = false;
                             slog::info!(log, "status file written again"; "path" => %p.display());
@@ -375,6 +385,7 @@ mod tests {
         let path = dir.join("status.json");
         let s = StatusFile {
             battery: BatteryStatus::default(),
+            chest_button: "hold:1000".into(),
             cycle: 5,
             cycle_allocations: Some(0),
             flags: vec!["guard-dead".into()],

@@ -45,6 +45,9 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
     let done = Arc::new(AtomicU64::new(0));
     let config = Config {
         period_ns: 1_000_000,
+        // The chest button's hold rule runs on the cycle thread too: a
+        // press shorter than the hold time is counted and let go.
+        chest_button: nao_wire::protocol::chest_button::ChestButtonMode::Hold { ms: 3000 },
         ..config()
     };
     let board = Arc::new(MemorySwitch::armed());
@@ -69,6 +72,8 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
     let mut limp_seen = false;
     let mut woken = false;
     let mut step = 0;
+    let mut pressed = false;
+    let mut press_seen = false;
     while done.load(Ordering::SeqCst) == 0 {
         let k = io.handle().latest_sensors().cycle;
         // Silent for a while once re-armed: the gate's verdict on the
@@ -79,9 +84,18 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
         let Some(f) = io.next_sensors(100_000_000) else {
             continue;
         };
+        press_seen |= f.chest_button;
+        if f.cycle >= WARM_UP + 50 && !pressed {
+            testkit::ok(rig.sim_ctl(&["button", "40"]), "nao-rs-sim ctl button 40");
+            pressed = true;
+        }
         // Each step once, at the first frame at or past its cycle (frames
         // may be skipped).
         if f.cycle >= WARM_UP + 200 && step == 0 {
+            assert!(
+                board.snapshot().armed,
+                "a press shorter than the hold time trips nothing"
+            );
             board.trip(Reason::Api);
             step = 1;
         } else if f.cycle >= WARM_UP + 300 && step == 1 {
@@ -99,6 +113,7 @@ fn cycle_loop_allocates_nothing_over_1000_cycles() {
         woken |= step == 3 && !f.switch.limp;
         assert!(t0.elapsed().as_secs() < 30, "1,000 cycles within 30 s");
     }
+    assert!(press_seen, "the short press reached the program");
     assert!(limp_seen, "re-armed and limp, awaiting the wake");
     assert!(woken, "commands pass again after the wake");
     let (_, summary) = rt.stop();

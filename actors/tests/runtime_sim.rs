@@ -422,3 +422,43 @@ fn the_library_runtime_writes_the_status_file_itself() {
     );
     assert!(last.tripped && last.motion == "limp-tripped");
 }
+
+/// Bring-up always runs `trip`: with `hold:3000` set, a press of one
+/// answer (the sim's `button`) reaches the program only in a normal run,
+/// and trips `chest-button` in bring-up.
+#[test]
+fn chest_button_hold_is_trip_in_bring_up() {
+    use nao_wire::protocol::bringup::BringUpLimits;
+    use nao_wire::protocol::chest_button::ChestButtonMode;
+    let hold = ChestButtonMode::Hold { ms: 3000 };
+    for bringup in [false, true] {
+        let cfg = Config {
+            chest_button: hold,
+            bringup: bringup.then(|| nao_runtime::BringUpSetup {
+                joint: nao_wire::Joint::HeadYaw,
+                limits: BringUpLimits::default(),
+            }),
+            ..config()
+        };
+        let (rig, board, rt, mut io) = started(cfg);
+        drive(&mut io, |_| true);
+        testkit::ok(rig.sim_ctl(&["button"]), "nao-rs-sim ctl button");
+        let mut seen = false;
+        for _ in 0..40 {
+            if io
+                .next_sensors(1_000_000_000)
+                .is_some_and(|f| f.chest_button)
+            {
+                seen = true;
+            }
+        }
+        let reason = board.snapshot().reason;
+        rt.stop();
+        assert!(seen, "bring-up {bringup}: the program sees the press");
+        if bringup {
+            assert_eq!(reason, Some(Reason::ChestButton), "bring-up runs trip");
+        } else {
+            assert_eq!(reason, None, "hold:3000: a short press does not trip");
+        }
+    }
+}

@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.error
 import urllib.request
 from bisect import bisect_right
 from pathlib import Path
@@ -914,6 +915,77 @@ class Field:
         self.ok(name, f"the WAKE datagram of generation {gen}, replayed byte for byte at generation {now_gen}: refused, "
                 f"no stiff frame ({line[line.find('wake refused'):][:110] if 'wake refused' in line else line[-110:]})")
 
+    def check_spoofed_beacon(self):
+        """Issue 27 point 2 on the field: a host copies robot2's body id, name
+        and nonce and claims "limp, waiting for a wake" at another generation,
+        its sequence number ahead, unsealed. The card must say DUPLICATE, keep
+        showing robot2's verified state and offer no WAKE; the app must sign
+        none (no wake datagram on the wire) and robot2 must stay limp."""
+        name = "4e spoofed-beacon"
+        r2 = self.robots[1]
+        if not self.with_app:
+            return self.fail(name, "no app to spoof (--without-app)")
+        if r2.status().get("motion") != "limp-waiting-for-wake":
+            self.limp_waiting(r2)
+        # Positive control: the verified beacon alone gets the WAKE button.
+        if self.browser.button(r2.body, ".wake") is None:
+            raise CheckError(f"robot2's card offers no WAKE before the spoof: {self.card(r2.body)}")
+        card = next((c for c in self.api("/api/robots")["robots"] if c["body"] == r2.body), None)
+        if card is None or card["claimants"][0].get("trust") != "verified":
+            raise CheckError(f"robot2's card is not verified before the spoof: {card}")
+        real = card["claimants"][0]["beacon"]
+        t0 = mono()
+        done = threading.Event()
+
+        def spoof():
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for i in range(80):
+                if done.is_set():
+                    break
+                lie = dict(real)
+                lie["seq"] = real["seq"] + 1000 + i
+                lie["motion"] = "limp-waiting-for-wake"
+                lie["wake_generation"] = (real.get("wake_generation") or 0) ^ 1  # another generation, any value
+                s.sendto(b"NAO-RS BEACON 1\n" + json.dumps(lie, separators=(",", ":")).encode(), ("127.0.0.1", BEACON_PORT))
+                time.sleep(0.05)
+            s.close()
+
+        th = threading.Thread(target=spoof)
+        th.start()
+        problems = []
+        try:
+            seen = self.wait_card(r2.body, lambda c: "DUPLICATE" in c["text"], 3)
+            if seen is None:
+                problems.append(f"robot2's card does not say DUPLICATE within 3 s of the spoof: {self.card(r2.body)}")
+            btn = self.browser.d.execute_script(CARD_BUTTON_JS, r2.body, ".wake")
+            if btn is not None and btn.is_displayed():
+                problems.append("robot2's card still offers WAKE")
+            card = next((c for c in self.api("/api/robots")["robots"] if c["body"] == r2.body), {})
+            c0 = (card.get("claimants") or [{}])[0]
+            if not card.get("duplicate") or c0.get("trust") != "verified" or card.get("wake", {}).get("offered"):
+                problems.append(f"the JSON: duplicate {card.get('duplicate')}, shown {c0.get('trust')}, wake {card.get('wake')}")
+            req = urllib.request.Request(f"http://{APP_ADDR}/api/wake/{r2.body}", method="POST", data=b"",
+                                         headers={"x-nao-rs-app": "1"})
+            try:
+                with urllib.request.urlopen(req, timeout=3) as resp:
+                    problems.append(f"POST /api/wake answered {resp.status}, not 409")
+            except urllib.error.HTTPError as e:
+                if e.code != 409:
+                    problems.append(f"POST /api/wake answered {e.code}, not 409")
+        finally:
+            done.set()
+            th.join()
+        time.sleep(0.3)
+        if self.wire.since(t0, WAKE_PORT, {r2.ip}):
+            problems.append("a wake datagram went to robot2")
+        if r2.trace.first_stiff_after(t0):
+            problems.append("robot2 stiff after the spoof")
+        if problems:
+            return self.fail(name, "; ".join(problems))
+        self.ok(name, f"forged \"limp, waiting for a wake\" beacons for robot2 (unsealed, seq ahead): the card said DUPLICATE "
+                f"{(seen - t0) / 1e9:.2f} s after the first, still showed robot2's verified state, offered no WAKE (409), "
+                "no wake datagram on the wire, no stiff frame")
+
     def check_beacon_lost(self):
         r4 = self.robots[3]
         self.arm_and_wake([r4]) if r4.status().get("state") != "armed" or r4.status().get("motion") != "awake" else None
@@ -994,6 +1066,7 @@ class Field:
         ("4b wrong-key", "check_wrong_key", ()),
         ("4c wake", "check_wake_button", ()),
         ("4d replay", "check_replay", ()),
+        ("4e spoofed-beacon", "check_spoofed_beacon", ()),
         ("5 beacon-lost", "check_beacon_lost", ()),
         ("6 take-over", "check_take_over", ()),
     ]

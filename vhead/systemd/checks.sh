@@ -162,6 +162,28 @@ else
 fi
 info "stop socket: $(grep -h ':1E15 ' /proc/net/udp /proc/net/udp6 2>/dev/null | tr -s ' ' | head -n 2 | tr '\n' ';')"
 
+# S12 the kernel floor (vhead/systemd/kernel-floor.conf): the guard, the
+# runtime and these checks run under the seccomp filter that answers every
+# call newer than Linux 4.4 with ENOSYS, and the guard's and the runtime's
+# start-up facts say pidfd is absent (so every check here ran as on 4.4).
+ok12=1
+det=
+for p in "$(main_pid nao-rs-guard)" "$(main_pid nao-rs)" $$; do
+    s=$(awk '/^Seccomp:/ {print $2}' /proc/"$p"/status 2>/dev/null)
+    det="$det pid $p Seccomp ${s:-?};"
+    [ "$s" = 2 ] || ok12=
+done
+for u in nao-rs-guard nao-rs; do
+    f=$(journalctl -b -u "$u" --no-pager -o cat 2>/dev/null | grep -m1 "start-up facts")
+    det="$det $u: ${f:-no start-up facts};"
+    echo "$f" | grep -q "pidfd absent" || ok12=
+done
+if [ -n "$ok12" ]; then
+    result ok S12 "kernel floor: guard, runtime and checks under the 4.4 filter:$det"
+else
+    result FAIL S12 "kernel floor: not all under the 4.4 filter, or pidfd seen:$det"
+fi
+
 # Stand up: re-arm, wake, stiff frames (the state in which a fault matters).
 # Under emulation a start-up can end with boards rejected (their handshake
 # answers came too late): that runtime keeps them limp for good, so after

@@ -7,7 +7,8 @@
 //! recorder writes its input lines there), runs the protocol core's cycle
 //! ([`Cycle::run`]: the verdict on the held command, each joint's values,
 //! the frame, the USB exchange, the answer), writes the heartbeat
-//! ([`Switch::beat`]) and trips the switch on a trip the answer raised.
+//! ([`Switch::beat`]) and trips the switch on a trip the answer raised
+//! (the chest button through its rule, [`crate::protocol::chest_button`]).
 //!
 //! Pure but for the link and the switch it is handed: time comes in
 //! ([`StepInput::now_ns`]), nothing allocates, nothing is logged. The
@@ -20,6 +21,7 @@ use deathswitch::{Beat, Reason, Snapshot, Switch};
 use crate::command::Command;
 use crate::link::Link;
 use crate::protocol::bringup::{BringUp, BringUpInput, Jog};
+use crate::protocol::chest_button::{ChestButton, ChestButtonMode};
 use crate::protocol::cycle::{Cycle, CycleInput, CycleOutput};
 use crate::protocol::gate::{Gate, GateInput, Verdict, WakeLatch};
 use crate::protocol::prefs::PressureCalibration;
@@ -74,6 +76,7 @@ pub struct StepOutput {
 pub struct Step {
     gate: Gate,
     cycle: Cycle,
+    chest_button: ChestButton,
     foot_calibration: [[PressureCalibration; 4]; 2],
 }
 
@@ -85,6 +88,7 @@ impl Step {
         Step {
             gate: Gate::new(start, wake),
             cycle: Cycle::from_identity(identity, accepted),
+            chest_button: ChestButton::new(ChestButtonMode::Trip),
             foot_calibration: identity.prefs.foot_pressure,
         }
     }
@@ -93,6 +97,14 @@ impl Step {
     /// be stiff.
     pub fn with_bringup(mut self, bringup: BringUp) -> Step {
         self.gate = self.gate.with_bringup(bringup);
+        self
+    }
+
+    /// This step with the chest button rule in `mode`
+    /// ([`crate::protocol::chest_button`]; without it: `trip`, every press
+    /// trips).
+    pub fn with_chest_button(mut self, mode: ChestButtonMode) -> Step {
+        self.chest_button = ChestButton::new(mode);
         self
     }
 
@@ -147,7 +159,7 @@ impl Step {
                 input,
             },
         );
-        let out = self.cycle.run(
+        let mut out = self.cycle.run(
             link,
             &CycleInput {
                 command: input.command,
@@ -155,6 +167,9 @@ impl Step {
             },
             input.now_ns,
         );
+        // Which press trips: the chest button rule, with the step's time
+        // (in `trip` mode exactly the answer's own: every press).
+        out.trips.chest_button = self.chest_button.step(out.trips.chest_seen, input.now_ns);
         // The heartbeat after the frame: motion and flags, then
         // confirmation, time, cycle.
         switch.beat(&Beat {

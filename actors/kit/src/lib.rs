@@ -16,6 +16,9 @@
 //!   counted ([`log::Logbook`], [`log::EventSink`], [`log::Level`]).
 //! - [`notify`]: wake a waiting thread without a lock ([`notify::Notify`],
 //!   a futex).
+//! - [`facts`]: the start-up facts each robot program logs once
+//!   ([`facts::StartupFacts`]: kernel, pidfd, static or not, SCHED_FIFO,
+//!   locked memory).
 //! - [`ring`]: a preallocated `rtrb` SPSC ring.
 //! - [`alloc`]: a counting allocator ([`alloc::CountingAlloc`]), so a
 //!   running process shows that its real-time loops allocate nothing.
@@ -27,6 +30,7 @@
 pub mod actor;
 pub mod alloc;
 pub mod clock;
+pub mod facts;
 pub mod log;
 pub mod notify;
 pub mod ticker;

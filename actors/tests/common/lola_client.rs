@@ -33,12 +33,14 @@ pub const SENSOR_KEYS: [&str; 13] = [
     "Status",
 ];
 
-/// A sensor frame as a LoLA client reads it: its keys in order and two of
-/// its arrays.
+/// A sensor frame as a LoLA client reads it: its keys in order and three
+/// of its arrays.
 pub struct Frame {
     pub keys: Vec<String>,
     pub position: Vec<f32>,
     pub stiffness: Vec<f32>,
+    /// LoLA's 14 touch values; index 0 is the chest button (1.0 pressed).
+    pub touch: Vec<f32>,
 }
 
 /// Decodes one sensor frame (MessagePack map); panics when it is not one.
@@ -63,6 +65,7 @@ pub fn decode(frame: &[u8]) -> Frame {
             .collect(),
         position: floats("Position"),
         stiffness: floats("Stiffness"),
+        touch: floats("Touch"),
     }
 }
 

@@ -21,13 +21,13 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use nao_rs_beacon::auth::{sign, TeamKey};
+use nao_rs_beacon::auth::{open_beacon, sign, TeamKey};
 use nao_rs_beacon::format::{decode, encode, joint_names, BeaconDecodeError, MAX_DATAGRAM, PREFIX};
 use nao_rs_beacon::RefusalKind as _;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use crate::fleet::{link, state, wake_target, Card, FleetView, Taken};
+use crate::fleet::{claimant_state, link, wake_target, Card, FleetView, Proof, Taken, Trust};
 use crate::stop::{Book, Scope, StopOutcome, Stopper};
 use crate::AppOptions;
 
@@ -75,19 +75,23 @@ struct Bad {
     last: Option<(u64, IpAddr, String)>,
 }
 
+/// `d` cut to at most 160 bytes at a character boundary.
+fn clip(mut d: String) -> String {
+    if d.len() > 160 {
+        let mut cut = 160;
+        while !d.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        d.truncate(cut);
+    }
+    d
+}
+
 impl Bad {
     fn record(&mut self, now_ms: u64, src: IpAddr, e: &BeaconDecodeError) {
         self.count += 1;
         *self.by_kind.entry(e.kind().name()).or_default() += 1;
-        let mut d = e.to_string();
-        if d.len() > 160 {
-            let mut cut = 160;
-            while !d.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            d.truncate(cut);
-        }
-        self.last = Some((now_ms, src, d));
+        self.last = Some((now_ms, src, clip(e.to_string())));
     }
 }
 
@@ -126,10 +130,26 @@ impl AppState {
         match decode(datagram) {
             Ok(b) => {
                 let body = b.body_id.clone();
-                let taken = lock(&self.fleet).on_beacon(now, wall_ms(), src, b);
-                if taken == (Taken::Updated { new_addr: true }) {
-                    lock(&self.book).add(&body, src);
-                }
+                // With a key only a sealed beacon is shown (docs/app.md
+                // "What the app trusts"); without one, nothing can be.
+                let proof = match &self.key {
+                    None => Proof::NoKey,
+                    Some(k) => match open_beacon(k, datagram) {
+                        Ok(seal) => Proof::Verified { start: seal.start },
+                        Err(e) => {
+                            Proof::Refused(clip(format!("{}: {}", e.kind().name(), e.detail())))
+                        }
+                    },
+                };
+                let sealed = matches!(proof, Proof::Verified { .. });
+                let taken = lock(&self.fleet).on_beacon(now, wall_ms(), src, b, proof);
+                // Every robot heard stays reachable by STOP, also one whose
+                // card could not be kept.
+                let verified = match taken {
+                    Taken::Updated { verified, .. } => verified,
+                    Taken::Dropped => sealed,
+                };
+                lock(&self.book).add(&body, src, now, verified);
                 self.notify();
             }
             Err(e) => lock(&self.bad).record(now, src, &e),
@@ -162,10 +182,14 @@ impl AppState {
             Ok(b) => (b.iter().map(ToString::to_string).collect(), None),
             Err(e) => (Vec::new(), Some(e.clone())),
         };
+        let (book_addrs, book_evicted, book_refused) = lock(&self.book).counts();
         json!({
             "now_ms": now,
             "wall_ms": wall_ms(),
+            // False: no key, nothing shown could be verified.
+            "authenticated": have_key,
             "robots": robots,
+            "book": {"addresses": book_addrs, "evicted": book_evicted, "refused": book_refused},
             "dropped_ids": dropped,
             "bad": bad,
             "key": self.key.as_ref().map(|k| k.id().to_string()),
@@ -183,23 +207,34 @@ impl AppState {
 }
 
 fn robot(id: &str, c: &Card, now: u64, have_key: bool) -> Value {
+    // The card's own claimant first (the verified one heard last), then
+    // the others, newest first.
     let mut claimants: Vec<_> = c.claimants.iter().collect();
-    claimants.sort_by_key(|cl| std::cmp::Reverse(cl.last_ms));
+    claimants.sort_by_key(|cl| std::cmp::Reverse((cl.trust.rank(), cl.last_ms)));
     let claimants: Vec<Value> = claimants
         .iter()
         .map(|cl| {
             let age = now.saturating_sub(cl.last_ms);
             let l = link(age);
+            // What did not verify is never shown: no name, no fields.
+            let shown = cl.trust != Trust::Unverified;
             json!({
-                "name": cl.beacon.name,
+                "name": cl.label(),
+                "trust": cl.trust,
+                "why": cl.why,
+                "start": cl.start.map(|s| format!("{s:016x}")),
                 "addrs": cl.addrs.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>(),
                 "age_ms": age,
                 "link": l,
-                "state": state(&cl.beacon, l),
+                "state": claimant_state(cl, l),
                 "beacons": cl.beacons,
                 // The fields as on the wire (0.8, not 0.800000011920929).
-                "beacon": serde_json::from_slice::<Value>(&encode(&cl.beacon)[PREFIX.len()..])
-                    .unwrap_or(Value::Null),
+                "beacon": if shown {
+                    serde_json::from_slice::<Value>(&encode(&cl.beacon)[PREFIX.len()..])
+                        .unwrap_or(Value::Null)
+                } else {
+                    Value::Null
+                },
             })
         })
         .collect();
@@ -209,6 +244,7 @@ fn robot(id: &str, c: &Card, now: u64, have_key: bool) -> Value {
     };
     json!({
         "body": id,
+        "verified": c.verified(),
         "duplicate": c.duplicate,
         "addrs": c.addrs().iter().map(ToString::to_string).collect::<Vec<_>>(),
         "claimants": claimants,
@@ -294,31 +330,59 @@ async fn stop(s: Arc<AppState>, scope: Scope, clicked: Instant) -> Response {
         );
     };
     let (now, wall) = (s.now_ms(), wall_ms());
-    let text = format!(
-        "{} sent: {} datagrams to {}{}",
-        if o.scope == "all" { "STOP ALL" } else { "STOP" },
-        o.sent,
-        o.targets.join(", "),
-        o.last_error.as_ref().map_or(String::new(), |e| format!(
-            "; {} refused, last: {e}",
-            o.failed
-        ))
-    );
+    let what = if o.scope == "all" { "STOP ALL" } else { "STOP" };
+    // A stop of which no datagram left says so: on the card, on the page
+    // (an error answer) and in the last stop's outcome.
+    let failed = (o.sent == 0).then(|| {
+        format!(
+            "{what} NOT SENT: no datagram left ({}){}",
+            if o.targets.is_empty() {
+                "no address to send to".to_string()
+            } else {
+                format!("{} refused", o.failed)
+            },
+            o.last_error
+                .as_ref()
+                .map_or(String::new(), |e| format!("; last: {e}"))
+        )
+    });
+    let (kind, text) = match &failed {
+        Some(e) => ("stop-failed", e.clone()),
+        None => (
+            "stop-sent",
+            format!(
+                "{what} sent: {} datagrams to {}{}",
+                o.sent,
+                o.targets.join(", "),
+                o.last_error.as_ref().map_or(String::new(), |e| format!(
+                    "; {} refused, last: {e}",
+                    o.failed
+                ))
+            ),
+        ),
+    };
     {
         let mut f = lock(&s.fleet);
         match &scope {
-            Scope::One(b) => f.note(b, now, wall, "stop-sent", text),
+            Scope::One(b) => f.note(b, now, wall, kind, text),
             Scope::All => {
                 let ids: Vec<String> = f.cards().map(|(id, _)| id.clone()).collect();
                 for id in ids {
-                    f.note(&id, now, wall, "stop-sent", text.clone());
+                    f.note(&id, now, wall, kind, text.clone());
                 }
             }
         }
     }
     *lock(&s.last_stop) = Some(o.clone());
     s.notify();
-    Json(o).into_response()
+    match failed {
+        None => Json(o).into_response(),
+        Some(e) => {
+            let mut v = serde_json::to_value(&o).unwrap_or_else(|_| json!({}));
+            v["error"] = Value::from(e);
+            (StatusCode::BAD_GATEWAY, Json(v)).into_response()
+        }
+    }
 }
 
 async fn stop_one(

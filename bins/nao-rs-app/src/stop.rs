@@ -1,8 +1,8 @@
 //! The stop path: STOP (one robot) and STOP ALL. Each stop runs on its own
 //! thread with a socket bound at start-up; it takes the address book's
-//! lock only to copy it (the beacon receiver holds that lock only to add a
-//! new address, never per beacon) and never waits on the fleet, the web
-//! server or another stop. The datagrams and timing are
+//! lock only to copy it (the beacon receiver holds that lock only to
+//! record one address, a few microseconds per beacon; garbage never takes
+//! it) and never waits on the fleet, the web server or another stop. The datagrams and timing are
 //! `nao_rs_beacon::send_stop`'s: `NAO-RS STOP`, ten rounds 5 ms apart.
 
 use std::collections::BTreeMap;
@@ -14,47 +14,121 @@ use nao_rs_beacon::{send_stop, stop_targets, StopReport};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-/// The most addresses the book keeps in all (a spoofing flood cannot grow
-/// it without bound; STOP ALL's broadcast still reaches everyone).
+/// The most addresses the book keeps in all. A full book makes room by
+/// eviction ([`Book::add`]), never by refusing the newest robot; a
+/// spoofing flood cannot grow it without bound, and STOP ALL's broadcast
+/// still reaches everyone.
 pub const MAX_BOOK: usize = 256;
 
 /// How the subnet broadcast addresses are found: `broadcast_addresses`
 /// in the app, a stand-in in tests (which must never broadcast).
 pub type Enumerate = fn() -> Result<Vec<Ipv4Addr>, String>;
 
-/// Every address each body id was heard at.
+/// One address of a body id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    ip: IpAddr,
+    /// When last heard there (the app's clock, ms).
+    last_ms: u64,
+    /// A beacon heard there verified under the app's key.
+    verified: bool,
+}
+
+/// Every address each body id was heard at, at most [`MAX_BOOK`] in all.
 #[derive(Debug, Default)]
 pub struct Book {
-    by_body: BTreeMap<String, Vec<IpAddr>>,
+    by_body: BTreeMap<String, Vec<Entry>>,
     total: usize,
+    evicted: u64,
+    refused: u64,
 }
 
 impl Book {
-    /// Adds `ip` for `body`; false when it was known or the book is full.
-    pub fn add(&mut self, body: &str, ip: IpAddr) -> bool {
-        let known = self.by_body.get(body).is_some_and(|v| v.contains(&ip));
-        if known || self.total >= MAX_BOOK {
+    /// Records `ip` for `body`, heard at `now_ms`, `verified` if its
+    /// beacon verified (once verified an address stays so). True when the
+    /// address is new for the body. A full book first evicts one address
+    /// ([`Book::victim`]); only when every address is a verified robot's
+    /// and this one is not is the newcomer left out (counted).
+    pub fn add(&mut self, body: &str, ip: IpAddr, now_ms: u64, verified: bool) -> bool {
+        if let Some(e) = self
+            .by_body
+            .get_mut(body)
+            .and_then(|v| v.iter_mut().find(|e| e.ip == ip))
+        {
+            e.last_ms = e.last_ms.max(now_ms);
+            e.verified |= verified;
             return false;
         }
-        self.by_body.entry(body.to_string()).or_default().push(ip);
+        if self.total >= MAX_BOOK {
+            match self.victim(verified) {
+                Some((b, i)) => {
+                    if let Some(v) = self.by_body.get_mut(&b) {
+                        v.remove(i);
+                        if v.is_empty() {
+                            self.by_body.remove(&b);
+                        }
+                    }
+                    self.total -= 1;
+                    self.evicted += 1;
+                }
+                None => {
+                    self.refused += 1;
+                    return false;
+                }
+            }
+        }
+        self.by_body
+            .entry(body.to_string())
+            .or_default()
+            .push(Entry {
+                ip,
+                last_ms: now_ms,
+                verified,
+            });
         self.total += 1;
         true
     }
 
+    /// The address a full book gives up for a newcomer (`verified`: the
+    /// newcomer's beacon verified), by rank: an unverified address before
+    /// a verified one (a verified robot's address goes only for another
+    /// verified one), then one of the body id with the most addresses (a
+    /// flood under one made-up id from many addresses evicts its own),
+    /// then the one heard longest ago.
+    fn victim(&self, verified: bool) -> Option<(String, usize)> {
+        self.by_body
+            .iter()
+            .flat_map(|(b, v)| {
+                v.iter()
+                    .enumerate()
+                    .map(move |(i, e)| ((e.verified, std::cmp::Reverse(v.len()), e.last_ms), b, i))
+            })
+            .filter(|((v, _, _), _, _)| verified || !v)
+            .min()
+            .map(|(_, b, i)| (b.clone(), i))
+    }
+
     /// The addresses of `body`, if it was heard.
     pub fn of(&self, body: &str) -> Option<Vec<IpAddr>> {
-        self.by_body.get(body).cloned()
+        self.by_body
+            .get(body)
+            .map(|v| v.iter().map(|e| e.ip).collect())
     }
 
     /// Every address, each once.
     pub fn all(&self) -> Vec<IpAddr> {
         let mut out: Vec<IpAddr> = Vec::new();
-        for a in self.by_body.values().flatten() {
-            if !out.contains(a) {
-                out.push(*a);
+        for e in self.by_body.values().flatten() {
+            if !out.contains(&e.ip) {
+                out.push(e.ip);
             }
         }
         out
+    }
+
+    /// Addresses held, evicted for a newcomer, newcomers left out.
+    pub fn counts(&self) -> (usize, u64, u64) {
+        (self.total, self.evicted, self.refused)
     }
 }
 
@@ -310,10 +384,10 @@ mod tests {
     #[test]
     fn the_book_merges_and_is_bounded() {
         let mut b = Book::default();
-        assert!(b.add("B1", ip("10.0.0.5")));
-        assert!(!b.add("B1", ip("10.0.0.5")));
-        assert!(b.add("B1", ip("10.0.1.5")));
-        assert!(b.add("B2", ip("10.0.0.5")));
+        assert!(b.add("B1", ip("10.0.0.5"), 0, true));
+        assert!(!b.add("B1", ip("10.0.0.5"), 1, true));
+        assert!(b.add("B1", ip("10.0.1.5"), 2, true));
+        assert!(b.add("B2", ip("10.0.0.5"), 3, false));
         assert_eq!(b.of("B1").unwrap().len(), 2);
         assert_eq!(b.all(), [ip("10.0.0.5"), ip("10.0.1.5")]);
         assert_eq!(b.of("B3"), None);
@@ -321,13 +395,95 @@ mod tests {
             b.add(
                 &format!("X{i}"),
                 IpAddr::from([127, 1, (i >> 8) as u8, i as u8]),
+                10 + u64::from(i),
+                false,
             );
         }
-        assert_eq!(
-            b.all().len(),
-            MAX_BOOK - 1,
-            "10.0.0.5 counted for two bodies"
-        );
+        assert_eq!(b.counts().0, MAX_BOOK);
+        assert!(b.all().len() <= MAX_BOOK);
+        // The verified robot stays; the newest made-up id is there too.
+        assert_eq!(b.of("B1").unwrap().len(), 2);
+        assert!(b.of("X999").is_some());
+    }
+
+    /// The attack and its variants, each a row: who fills the
+    /// book, then who comes; whether the robot that comes is reachable
+    /// and whether the verified robot already there still is.
+    #[test]
+    fn the_address_book_evicts_unverified_and_oldest_first_never_the_newest() {
+        struct Row {
+            what: &'static str,
+            key: bool,
+            many_bodies: bool,
+        }
+        for row in [
+            Row {
+                what: "one made-up id from 300 addresses, with a key",
+                key: true,
+                many_bodies: false,
+            },
+            Row {
+                what: "300 made-up ids, with a key",
+                key: true,
+                many_bodies: true,
+            },
+            Row {
+                what: "one made-up id from 300 addresses, no key",
+                key: false,
+                many_bodies: false,
+            },
+        ] {
+            let mut b = Book::default();
+            // A real robot heard before the flood, and again during it.
+            b.add("REAL1", ip("10.0.0.11"), 0, row.key);
+            for i in 0..300u32 {
+                let body = if row.many_bodies {
+                    format!("FAKE{i}")
+                } else {
+                    "FAKE".into()
+                };
+                b.add(
+                    &body,
+                    IpAddr::from([10, 1, (i >> 8) as u8, i as u8]),
+                    1 + u64::from(i),
+                    false,
+                );
+                if i % 50 == 0 {
+                    b.add("REAL1", ip("10.0.0.11"), 1 + u64::from(i), row.key);
+                }
+            }
+            // A robot first heard after the flood.
+            assert!(
+                b.add("REAL2", ip("10.0.0.12"), 1000, row.key),
+                "{}",
+                row.what
+            );
+            assert_eq!(b.of("REAL2"), Some(vec![ip("10.0.0.12")]), "{}", row.what);
+            if row.key || !row.many_bodies {
+                assert_eq!(b.of("REAL1"), Some(vec![ip("10.0.0.11")]), "{}", row.what);
+            }
+            assert!(b.all().contains(&ip("10.0.0.12")), "{}", row.what);
+            assert_eq!(b.counts().0, MAX_BOOK, "{}", row.what);
+            assert!(b.counts().1 > 0, "{}", row.what);
+        }
+        // A book full of verified robots: an unverified newcomer is left
+        // out (counted), a verified one evicts the verified address heard
+        // longest ago.
+        let mut b = Book::default();
+        for i in 0..MAX_BOOK as u32 {
+            b.add(
+                &format!("R{i}"),
+                IpAddr::from([10, 2, (i >> 8) as u8, i as u8]),
+                u64::from(i) + 1,
+                true,
+            );
+        }
+        assert!(!b.add("FAKE", ip("10.9.9.9"), 999, false));
+        assert_eq!(b.of("FAKE"), None);
+        assert_eq!(b.counts().2, 1);
+        assert!(b.add("NEW", ip("10.9.9.8"), 999, true));
+        assert_eq!(b.of("R0"), None, "the oldest verified address made room");
+        assert!(b.of("NEW").is_some());
     }
 
     fn loopback_broadcast() -> Result<Vec<Ipv4Addr>, String> {
@@ -345,7 +501,7 @@ mod tests {
             r.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         }
         let book = Arc::new(Mutex::new(Book::default()));
-        book.lock().unwrap().add("B1", ip("127.0.0.2"));
+        book.lock().unwrap().add("B1", ip("127.0.0.2"), 0, true);
         let s = Stopper::new(port, Some(loopback_broadcast), vec![], true, book).unwrap();
         let o = s
             .start(Scope::All, Instant::now())
@@ -373,8 +529,8 @@ mod tests {
         rx2.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
         let book = Arc::new(Mutex::new(Book::default()));
-        book.lock().unwrap().add("B1", ip("127.0.0.3"));
-        book.lock().unwrap().add("B2", ip("127.0.0.4"));
+        book.lock().unwrap().add("B1", ip("127.0.0.3"), 0, true);
+        book.lock().unwrap().add("B2", ip("127.0.0.4"), 0, true);
         let s = Stopper::new(port, Some(loopback_broadcast), vec![], true, book).unwrap();
         let e = s
             .start(Scope::One("B9".into()), Instant::now())

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nao_rs_beacon::auth::{verify, TeamKey, WakeDatagram};
+use nao_rs_beacon::auth::{seal_beacon, verify, TeamKey, WakeDatagram};
 use nao_rs_beacon::format::{encode, Beacon, Motion, SwitchPosition};
 use serde_json::Value;
 
@@ -131,11 +131,12 @@ fn beacon(body: &str, name: &str, seq: u64) -> Beacon {
     }
 }
 
-/// A robot on loopback address `ip`: sends beacons from `ip`, hears stops
-/// on `ip:stop_port`.
+/// A robot on loopback address `ip`: sends beacons from `ip` (sealed when
+/// it has a key), hears stops on `ip:stop_port`.
 struct Robot {
     tx: UdpSocket,
     stop: UdpSocket,
+    seal: Option<(TeamKey, u64)>,
 }
 
 impl Robot {
@@ -145,11 +146,28 @@ impl Robot {
         Robot {
             tx: UdpSocket::bind((ip, 0)).unwrap(),
             stop,
+            seal: None,
+        }
+    }
+
+    /// A robot whose beacon service holds `key` and started with nonce
+    /// `start`.
+    fn sealed(ip: &str, stop_port: u16, key: &std::path::Path, start: u64) -> Robot {
+        Robot {
+            seal: Some((TeamKey::read(key).unwrap(), start)),
+            ..Robot::new(ip, stop_port)
+        }
+    }
+
+    fn datagram(&self, b: &Beacon) -> Vec<u8> {
+        match &self.seal {
+            Some((k, start)) => seal_beacon(k, *start, &encode(b)),
+            None => encode(b),
         }
     }
 
     fn send(&self, a: &App, b: &Beacon) {
-        self.tx.send_to(&encode(b), a.beacon).unwrap();
+        self.tx.send_to(&self.datagram(b), a.beacon).unwrap();
     }
 
     /// Stop datagrams heard within `wait` of the last one.
@@ -290,7 +308,7 @@ fn wake_is_offered_only_when_limp_waiting_and_verifies_on_the_robot() {
         "--wake-port",
         &wake_port.to_string(),
     ]);
-    let r = Robot::new("127.0.0.31", free_port("127.0.0.31"));
+    let r = Robot::sealed("127.0.0.31", free_port("127.0.0.31"), &key, 31);
     r.send(&a, &beacon("B31", "nao31", 1));
     until(&a, "a card", |r| r.len() == 1);
     let (code, o) = json(&a, "POST", "/api/wake/B31", &["x-nao-rs-app: 1"]);
@@ -334,6 +352,265 @@ fn without_a_key_the_card_says_network_wake_needs_one() {
     );
     let (code, _) = json(&a, "POST", "/api/wake/B41", &["x-nao-rs-app: 1"]);
     assert_eq!(code, 409);
+    // The app says its view is unauthenticated: in the JSON and the page.
+    let (_, v) = json(&a, "GET", "/api/robots", &[]);
+    assert_eq!(v["authenticated"], false);
+    assert_eq!(got[0]["claimants"][0]["trust"], "unauthenticated");
+    let (_, page) = request(&a, "GET", "/", &[]);
+    assert!(page.contains("UNAUTHENTICATED"), "the page never says so");
+}
+
+/// An app with a key and a wake receiver on 127.0.0.`n`.
+fn keyed_app(dir: &std::path::Path, n: u8) -> (App, std::path::PathBuf, UdpSocket) {
+    let key = key_file(dir, 3);
+    let ip = format!("127.0.0.{n}");
+    let wake_port = free_port(&ip);
+    let wake_rx = UdpSocket::bind((ip.as_str(), wake_port)).unwrap();
+    let a = app(&[
+        "--key",
+        key.to_str().unwrap(),
+        "--wake-port",
+        &wake_port.to_string(),
+    ]);
+    (a, key, wake_rx)
+}
+
+/// No wake datagram arrives at `rx` within `wait`.
+fn no_wake(rx: &UdpSocket, wait: Duration) {
+    rx.set_read_timeout(Some(wait)).unwrap();
+    let got = rx.recv_from(&mut [0u8; 600]);
+    assert!(got.is_err(), "a wake was sent: {got:?}");
+}
+
+/// Issue 27 point 2: a host that copies a robot's body id, name and nonce
+/// (all broadcast) and claims "limp, waiting for a wake" with its sequence
+/// number ahead, unsealed, sealed with another key, or forged under the
+/// team key's id. The app shows the robot's own verified state (moving,
+/// not tripped, not limp), flags the second sender (DUPLICATE), and
+/// neither offers nor signs a WAKE.
+#[test]
+fn a_forged_beacon_is_not_shown_gets_no_wake_and_the_card_is_flagged_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, key, wake_rx) = keyed_app(dir.path(), 101);
+    let robot = Robot::sealed("127.0.0.101", free_port("127.0.0.101"), &key, 0x5eed);
+    let spoofers = [
+        Robot::new("127.0.0.102", free_port("127.0.0.102")),
+        Robot::sealed(
+            "127.0.0.103",
+            free_port("127.0.0.103"),
+            &key_file(dir.path(), 9),
+            0x5eed,
+        ),
+    ];
+    // Another key under the team key's id: a forged MAC.
+    let forged = {
+        let other = TeamKey::from_bytes(&[9; 32]).unwrap();
+        let own_id = TeamKey::read(&key).unwrap().id().to_string();
+        move |b: &Beacon| {
+            let d = String::from_utf8(seal_beacon(&other, 0x5eed, &encode(b))).unwrap();
+            d.replace(
+                &format!("\"key\":\"{}\"", other.id()),
+                &format!("\"key\":\"{own_id}\""),
+            )
+        }
+    };
+    let fake_tx = UdpSocket::bind("127.0.0.104:0").unwrap();
+    for seq in 1..=6 {
+        robot.send(&a, &beacon("B101", "nao101", seq));
+        let mut lie = beacon("B101", "nao101", seq + 100);
+        lie.motion = Motion::LimpWaitingForWake;
+        for s in &spoofers {
+            s.send(&a, &lie);
+        }
+        fake_tx.send_to(forged(&lie).as_bytes(), a.beacon).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got = until(&a, "flagged", |r| r.len() == 1 && r[0]["duplicate"] == true);
+    let card = &got[0];
+    assert_eq!(card["verified"], true);
+    let c = &card["claimants"][0];
+    assert_eq!(c["trust"], "verified", "{card}");
+    assert_eq!(c["state"]["code"], "armed", "{card}");
+    assert_eq!(c["beacon"]["seq"], 6, "{card}");
+    assert_eq!(c["start"], "0000000000005eed");
+    let other = &card["claimants"][1];
+    assert_eq!(other["trust"], "unverified", "{card}");
+    assert_eq!(
+        other["beacon"],
+        Value::Null,
+        "an unverified beacon's fields are never shown"
+    );
+    assert_eq!(other["state"]["code"], "unverified");
+    assert_eq!(other["addrs"].as_array().unwrap().len(), 3, "{card}");
+    assert_eq!(card["wake"]["offered"], false);
+    let (code, o) = json(&a, "POST", "/api/wake/B101", &["x-nao-rs-app: 1"]);
+    assert_eq!(code, 409, "{o}");
+    assert!(o["error"].as_str().unwrap().contains("DUPLICATE"), "{o}");
+    no_wake(&wake_rx, Duration::from_millis(300));
+    // The spoofers alone, under another body id: nothing verified, no
+    // state, no WAKE.
+    let mut lie = beacon("B105", "nao105", 1);
+    lie.motion = Motion::LimpWaitingForWake;
+    spoofers[0].send(&a, &lie);
+    let got = until(&a, "the spoofer's card", |r| r.len() == 2);
+    let card = got.iter().find(|c| c["body"] == "B105").unwrap();
+    assert_eq!(card["verified"], false);
+    assert_eq!(card["claimants"][0]["state"]["code"], "unverified");
+    assert_eq!(card["wake"]["offered"], false);
+    let (code, o) = json(&a, "POST", "/api/wake/B105", &["x-nao-rs-app: 1"]);
+    assert_eq!(code, 409, "{o}");
+    no_wake(&wake_rx, Duration::from_millis(300));
+}
+
+/// A recorded sealed beacon ("limp, waiting for a wake") replayed after
+/// the robot moved on: from another address it is a second sender, from
+/// the robot's own address nothing; the state stays the robot's newest and
+/// no WAKE is signed from the old one.
+#[test]
+fn a_replayed_sealed_beacon_is_not_taken_and_signs_no_wake() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, key, wake_rx) = keyed_app(dir.path(), 111);
+    let robot = Robot::sealed("127.0.0.111", free_port("127.0.0.111"), &key, 7);
+    let mut limp = beacon("B111", "nao111", 5);
+    limp.motion = Motion::LimpWaitingForWake;
+    let recorded = robot.datagram(&limp);
+    robot.send(&a, &limp);
+    until(&a, "limp", |r| {
+        r.len() == 1 && r[0]["wake"]["offered"] == true
+    });
+    robot.send(&a, &beacon("B111", "nao111", 6));
+    until(&a, "moving", |r| {
+        r[0]["claimants"][0]["state"]["code"] == "armed"
+    });
+    // From the robot's own address: reordered or replayed, not taken.
+    robot.tx.send_to(&recorded, a.beacon).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let r = robots(&a);
+    assert_eq!(r[0]["claimants"][0]["state"]["code"], "armed", "{r:?}");
+    assert_eq!(r[0]["duplicate"], false);
+    // From another address, while the robot goes on: flagged.
+    let replayer = UdpSocket::bind("127.0.0.112:0").unwrap();
+    for seq in 7..=9 {
+        replayer.send_to(&recorded, a.beacon).unwrap();
+        robot.send(&a, &beacon("B111", "nao111", seq));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = until(&a, "flagged", |r| r[0]["duplicate"] == true);
+    assert_eq!(r[0]["claimants"][0]["state"]["code"], "armed", "{r:?}");
+    assert!(
+        r[0]["claimants"][1]["why"]
+            .as_str()
+            .unwrap()
+            .contains("replayed"),
+        "{r:?}"
+    );
+    let (code, _) = json(&a, "POST", "/api/wake/B111", &["x-nao-rs-app: 1"]);
+    assert_eq!(code, 409);
+    no_wake(&wake_rx, Duration::from_millis(300));
+}
+
+/// Issue 27 point 4: one made-up body id from 300 source addresses (and
+/// 300 made-up ids), with and without a key; then every real robot, the
+/// one heard before and the one first heard after the flood, still gets
+/// its STOP and STOP ALL (with `--no-broadcast`).
+#[test]
+fn a_flood_from_300_addresses_does_not_disable_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, keyed) in [(121u8, true), (131, false)] {
+        let key = key_file(dir.path(), 3);
+        let port = free_port(&format!("127.0.0.{n}"));
+        let p = port.to_string();
+        let a = if keyed {
+            app(&["--stop-port", &p, "--key", key.to_str().unwrap()])
+        } else {
+            app(&["--stop-port", &p])
+        };
+        let mk = |ip: String| {
+            if keyed {
+                Robot::sealed(&ip, port, &key, u64::from(n))
+            } else {
+                Robot::new(&ip, port)
+            }
+        };
+        let early = mk(format!("127.0.0.{n}"));
+        let late = mk(format!("127.0.0.{}", n + 1));
+        early.send(&a, &beacon(&format!("EARLY{n}"), "early", 1));
+        until(&a, "the early robot", |r| r.len() == 1);
+        let fake = beacon("MADEUP", "x", 1);
+        for i in 0..300u32 {
+            let src = format!("127.{}.{}.{}", n, 1 + i / 200, i % 200 + 1);
+            let s = UdpSocket::bind((src.as_str(), 0)).unwrap();
+            s.send_to(&encode(&fake), a.beacon).unwrap();
+            let mut other = fake.clone();
+            other.body_id = format!("MADE{i}");
+            s.send_to(&encode(&other), a.beacon).unwrap();
+            if i % 100 == 0 {
+                early.send(&a, &beacon(&format!("EARLY{n}"), "early", 2 + u64::from(i)));
+            }
+            if i % 10 == 9 {
+                // Paced so that the kernel's buffer keeps the flood.
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        // Heard after the flood, beaconing as a robot does (the kernel
+        // drops what arrives while its buffer is full of the flood).
+        until(&a, "the robot heard after the flood", |r| {
+            late.send(&a, &beacon(&format!("LATE{n}"), "late", 1));
+            r.iter().any(|c| c["body"] == format!("LATE{n}"))
+        });
+        let end = Instant::now() + Duration::from_secs(10);
+        let v = loop {
+            let (_, v) = json(&a, "GET", "/api/robots", &[]);
+            if v["book"]["evicted"].as_u64().unwrap() > 0 || Instant::now() > end {
+                break v;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(v["book"]["evicted"].as_u64().unwrap() > 0, "{}", v["book"]);
+        assert!(
+            v["book"]["addresses"].as_u64().unwrap() <= 256,
+            "{}",
+            v["book"]
+        );
+        for (r, body) in [(&early, format!("EARLY{n}")), (&late, format!("LATE{n}"))] {
+            let (code, o) = json(&a, "POST", &format!("/api/stop/{body}"), &[]);
+            assert_eq!(code, 200, "keyed {keyed}: {o}");
+            assert_eq!(
+                r.stops(Duration::from_millis(500)),
+                10,
+                "keyed {keyed}: {body}"
+            );
+        }
+        let (code, o) = json(&a, "POST", "/api/stop-all", &[]);
+        assert_eq!(code, 200, "{o}");
+        for r in [&early, &late] {
+            assert_eq!(
+                r.stops(Duration::from_millis(500)),
+                10,
+                "keyed {keyed}: STOP ALL"
+            );
+        }
+    }
+}
+
+/// A STOP of which no datagram can leave (here: port 0, which the kernel
+/// refuses) answers with an error saying so, and the card's log says so.
+#[test]
+fn a_stop_that_cannot_be_sent_says_so() {
+    let a = app(&["--stop-port", "0"]);
+    let r = Robot::new("127.0.0.141", free_port("127.0.0.141"));
+    r.send(&a, &beacon("B141", "nao141", 1));
+    until(&a, "a card", |r| r.len() == 1);
+    let (code, o) = json(&a, "POST", "/api/stop/B141", &[]);
+    assert_eq!(code, 502, "{o}");
+    assert!(o["error"].as_str().unwrap().contains("NOT SENT"), "{o}");
+    assert_eq!(o["sent"], 0);
+    let (code, o) = json(&a, "POST", "/api/stop-all", &[]);
+    assert_eq!(code, 502, "{o}");
+    let got = robots(&a);
+    assert_eq!(got[0]["events"][0]["kind"], "stop-failed", "{got:?}");
+    let (_, page) = request(&a, "GET", "/", &[]);
+    assert!(page.contains("NOT SENT"), "the page shows no unsent stop");
 }
 
 #[test]

@@ -11,6 +11,10 @@
 //! page's current nonce and the generation the page is armed at now, so
 //! a recorded wake is useless after the next trip (the generation moves
 //! on), a reboot or a page repair (a new nonce).
+//!
+//! The same key seals every beacon a robot sends ([`seal_beacon`],
+//! [`open_beacon`]; `docs/app.md` "The beacon's seal"): the app shows only
+//! beacons that verify and signs a wake only from one of them.
 
 use std::path::Path;
 
@@ -110,16 +114,23 @@ impl TeamKey {
 
     /// Reads the key file at `path`: a regular file of 32..=1024 bytes
     /// that only its owner may read or write (mode 0600 or stricter). The
-    /// mode and size are judged on the opened file, not on the path.
+    /// mode and size are judged on the opened file, not on the path. The
+    /// file is opened without blocking (`O_NONBLOCK`): a FIFO or a device
+    /// put at the path is refused as [`KeyErrorKind::NotAFile`] at once,
+    /// it never hangs the reader; at most 1,025 bytes are read.
     pub fn read(path: &Path) -> Result<TeamKey, KeyError> {
         use std::io::Read;
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let p = path.display().to_string();
         let unreadable = |e: std::io::Error| KeyError {
             kind: KeyErrorKind::Unreadable,
             detail: format!("cannot read the team key {p}: {e}; {}", make_one(&p)),
         };
-        let mut f = std::fs::File::open(path).map_err(unreadable)?;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+            .open(path)
+            .map_err(unreadable)?;
         let meta = f.metadata().map_err(unreadable)?;
         check_key_file(&p, meta.is_file(), meta.permissions().mode(), meta.len())?;
         let mut bytes = Vec::with_capacity(64);
@@ -432,6 +443,155 @@ pub fn verify(
     }
 }
 
+// ---- the beacon's seal (docs/app.md "The beacon's seal") ----
+
+/// The first bytes of a beacon MAC's input: the purpose and version, so a
+/// beacon's MAC is never a wake's and the other way round.
+pub const BEACON_DOMAIN: &[u8; 16] = b"nao-rs beacon v1";
+
+/// The seal's last bytes: `,"mac":"`, 64 hex digits, `"}`.
+const MAC_TAIL: usize = 8 + 64 + 2;
+
+/// What [`seal_beacon`] adds to an encoded beacon: `,"key":"<8 hex>"`,
+/// `,"start":"<16 hex>"` and the MAC's tail, in place of its `}`: 117
+/// bytes.
+pub const SEAL_LEN: usize = 17 + 27 + MAC_TAIL - 1;
+
+/// A verified beacon's seal: the key that signed it and the beacon
+/// service's start nonce (random, new at every start of the service).
+/// The beacon's `seq` counts from 0 within one start: (start, seq) never
+/// repeats, so a reader keeps the newest `seq` per start and takes only
+/// newer ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeaconSeal {
+    /// The id of the key that signed it.
+    pub key_id: String,
+    /// The beacon service's start nonce.
+    pub start: u64,
+}
+
+/// Why a beacon did not verify, as a value to match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BeaconRefusalKind {
+    /// No seal: the robot has no team key (or is of an older version).
+    Unsealed,
+    /// A seal that is not one: key, start or MAC not as documented.
+    Malformed,
+    /// Sealed with another key.
+    WrongKeyId,
+    /// The MAC does not verify: forged or altered.
+    BadMac,
+}
+
+impl crate::RefusalKind for BeaconRefusalKind {
+    const WHAT: &'static str = "beacon not verified";
+
+    fn name(self) -> &'static str {
+        match self {
+            BeaconRefusalKind::Unsealed => "unsealed",
+            BeaconRefusalKind::Malformed => "malformed",
+            BeaconRefusalKind::WrongKeyId => "wrong-key-id",
+            BeaconRefusalKind::BadMac => "bad-mac",
+        }
+    }
+}
+
+/// A beacon that did not verify: its kind and a sentence.
+pub type BeaconRefusal = crate::Refusal<BeaconRefusalKind>;
+
+/// The beacon datagram `encoded` ([`crate::format::encode`]) sealed with
+/// `key` for the service's start nonce `start`: its closing `}` replaced
+/// by `,"key":"<id>","start":"<16 hex>","mac":"<64 hex>"}`, where the MAC
+/// is HMAC-SHA256 under the team key over [`BEACON_DOMAIN`] and every byte
+/// before `,"mac":"`. Still one JSON object: a reader without a key reads
+/// the beacon and ignores the three fields. Bytes that do not end in `}`
+/// (never from `encode`) are returned as they are: unsealed.
+pub fn seal_beacon(key: &TeamKey, start: u64, encoded: &[u8]) -> Vec<u8> {
+    let Some(body) = encoded.strip_suffix(b"}") else {
+        return encoded.to_vec();
+    };
+    let mut out = Vec::with_capacity(encoded.len() + SEAL_LEN);
+    out.extend_from_slice(body);
+    out.extend_from_slice(format!(",\"key\":\"{}\",\"start\":\"{start:016x}\"", key.id).as_bytes());
+    let mut m = mac(key);
+    m.update(BEACON_DOMAIN);
+    m.update(&out);
+    let tag = hex(&m.finalize().into_bytes());
+    out.extend_from_slice(b",\"mac\":\"");
+    out.extend_from_slice(tag.as_bytes());
+    out.extend_from_slice(b"\"}");
+    out
+}
+
+#[derive(Deserialize)]
+struct SealFields {
+    key: Option<String>,
+    start: Option<String>,
+}
+
+/// Whether the beacon `datagram` is sealed with `key`; any bytes, no
+/// panic. Checked in this order: the MAC's tail is there (else
+/// `Unsealed`), the key and start fields (`Malformed`), the key id
+/// (`WrongKeyId`), the MAC in constant time (`BadMac`). Whether the
+/// beacon itself decodes is [`crate::format::decode`]'s to say; whether
+/// it is newer than the last one of its start is the reader's.
+pub fn open_beacon(key: &TeamKey, datagram: &[u8]) -> Result<BeaconSeal, BeaconRefusal> {
+    use BeaconRefusalKind as K;
+    let refuse = |kind, d: String| Err(BeaconRefusal::new(kind, d));
+    let n = datagram.len();
+    if n > crate::format::MAX_DATAGRAM {
+        return refuse(K::Malformed, format!("{n} bytes"));
+    }
+    let tail_ok = n >= crate::format::PREFIX.len() + MAC_TAIL
+        && datagram[n - MAC_TAIL..].starts_with(b",\"mac\":\"")
+        && datagram.ends_with(b"\"}");
+    if !tail_ok {
+        return refuse(
+            K::Unsealed,
+            "no MAC: the robot has no team key (or runs an older nao-rs-beacon)".into(),
+        );
+    }
+    let Some(tag) = std::str::from_utf8(&datagram[n - 66..n - 2])
+        .ok()
+        .and_then(unhex32)
+    else {
+        return refuse(K::Malformed, "the mac is not 64 hex digits".into());
+    };
+    let Some(json) = datagram.strip_prefix(crate::format::PREFIX.as_slice()) else {
+        return refuse(K::Malformed, "not a beacon of version 1".into());
+    };
+    let f: SealFields = match serde_json::from_slice(json) {
+        Ok(f) => f,
+        Err(e) => return refuse(K::Malformed, e.to_string()),
+    };
+    let (Some(key_id), Some(start)) = (f.key, f.start) else {
+        return refuse(K::Malformed, "a mac without key and start".into());
+    };
+    let Some(start) = crate::parse_hex_u64(&start) else {
+        return refuse(K::Malformed, "start is not 16 hex digits".into());
+    };
+    if !is_key_id(&key_id) {
+        return refuse(K::Malformed, "key id is not 8 lower-case hex digits".into());
+    }
+    if key_id != key.id {
+        let ours = &key.id;
+        return refuse(
+            K::WrongKeyId,
+            format!("sealed with key {key_id}, the app's key is {ours}"),
+        );
+    }
+    let mut m = mac(key);
+    m.update(BEACON_DOMAIN);
+    m.update(&datagram[..n - MAC_TAIL]);
+    if m.verify_slice(&tag).is_err() {
+        return refuse(
+            K::BadMac,
+            format!("the MAC does not verify under key {key_id}: forged or altered"),
+        );
+    }
+    Ok(BeaconSeal { key_id, start })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -623,8 +783,133 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_fifo_at_the_key_path_is_refused_at_once_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("team.key");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // No writer ever opens the FIFO: a blocking open would hang here.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q = p.clone();
+        std::thread::spawn(move || tx.send(TeamKey::read(&q)));
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("reading a FIFO at the key path hangs")
+            .unwrap_err();
+        assert_eq!(e.kind(), KeyErrorKind::NotAFile);
+        let m = e.to_string();
+        assert!(
+            m.contains(&p.display().to_string()) && m.contains("head -c 32 /dev/urandom"),
+            "{m}"
+        );
+        // A character device is no key either (and is not read).
+        let e = TeamKey::read(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.kind(), KeyErrorKind::NotAFile);
+    }
+
+    fn sealed(k: &TeamKey, start: u64, seq: u64) -> Vec<u8> {
+        let b = crate::format::Beacon {
+            seq,
+            ..crate::testing::sample()
+        };
+        seal_beacon(k, start, &crate::format::encode(&b))
+    }
+
+    #[test]
+    fn a_sealed_beacon_verifies_decodes_and_names_its_key_and_start() {
+        let k = key(1);
+        let d = sealed(&k, 0x0123_4567_89ab_cdef, 42);
+        let text = std::str::from_utf8(&d).unwrap();
+        assert!(
+            text.ends_with(&format!(
+                ",\"key\":\"{}\",\"start\":\"0123456789abcdef\",\"mac\":\"{}\"}}",
+                k.id(),
+                &text[text.len() - 66..text.len() - 2]
+            )),
+            "{text}"
+        );
+        assert_eq!(
+            d.len(),
+            crate::format::encode(&crate::testing::sample()).len() + SEAL_LEN
+        );
+        assert_eq!(
+            open_beacon(&k, &d),
+            Ok(BeaconSeal {
+                key_id: k.id().to_string(),
+                start: 0x0123_4567_89ab_cdef
+            })
+        );
+        // A reader without the key reads the beacon and ignores the seal.
+        assert_eq!(crate::format::decode(&d).unwrap().seq, 42);
+    }
+
+    #[test]
+    fn beacon_seal_refusals_are_told_apart() {
+        use BeaconRefusalKind as K;
+        let k = key(1);
+        let kind = |d: &[u8]| open_beacon(&k, d).unwrap_err().kind();
+        let plain = crate::format::encode(&crate::testing::sample());
+        assert_eq!(kind(&plain), K::Unsealed);
+        assert_eq!(kind(b""), K::Unsealed);
+        // Another team's key: its id.
+        assert_eq!(kind(&sealed(&key(2), 1, 1)), K::WrongKeyId);
+        // Another key under this key's id: the MAC.
+        let mut same_id = key(3);
+        same_id.id = k.id.clone();
+        assert_eq!(kind(&sealed(&same_id, 1, 1)), K::BadMac);
+        // Any field changed after sealing: the MAC.
+        let good = sealed(&k, 1, 7);
+        let text = String::from_utf8(good.clone()).unwrap();
+        for (from, to) in [
+            ("\"seq\":7", "\"seq\":8"),
+            ("\"motion\":\"awake\"", "\"motion\":\"none\""),
+            (
+                "\"start\":\"0000000000000001\"",
+                "\"start\":\"0000000000000002\"",
+            ),
+        ] {
+            assert!(text.contains(from), "{from}");
+            assert_eq!(kind(text.replace(from, to).as_bytes()), K::BadMac, "{to}");
+        }
+        // A seal whose fields are not as documented.
+        let no_start = text.replace(",\"start\":\"0000000000000001\"", "");
+        assert_eq!(kind(no_start.as_bytes()), K::Malformed);
+        let bad_hex = format!("{}zz\"}}", &text[..text.len() - 4]);
+        assert_eq!(kind(bad_hex.as_bytes()), K::Malformed);
+        assert!(open_beacon(&k, &good).is_ok());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_sealed_beacon_with_any_byte_changed_or_cut_never_verifies(
+            start in any::<u64>(), seq in any::<u64>(), at in any::<usize>(), byte in any::<u8>(),
+        ) {
+            let k = key(5);
+            let d = sealed(&k, start, seq);
+            prop_assert!(open_beacon(&k, &d).is_ok());
+            let cut = at % d.len();
+            prop_assert!(open_beacon(&k, &d[..cut]).is_err());
+            let mut flipped = d.clone();
+            let i = at % d.len();
+            flipped[i] = byte;
+            // Upper-casing a hex digit of the MAC keeps its value.
+            let same_mac = i >= d.len() - 66 && d[i].eq_ignore_ascii_case(&byte);
+            if flipped != d && !same_mac {
+                prop_assert!(open_beacon(&k, &flipped).is_err());
+            }
+            let _ = open_beacon(&k, &[d.as_slice(), &[byte]].concat());
+        }
+
+        #[test]
+        fn garbage_beacons_never_panic_the_seal_check(d in proptest::collection::vec(any::<u8>(), 0..1500)) {
+            let _ = open_beacon(&key(5), &d);
+            let mut p = crate::format::PREFIX.to_vec();
+            p.extend_from_slice(&d);
+            p.extend_from_slice(b",\"mac\":\"0000000000000000000000000000000000000000000000000000000000000000\"}");
+            prop_assert!(open_beacon(&key(5), &p).is_err());
+        }
 
         #[test]
         fn garbage_wakes_never_panic(d in proptest::collection::vec(any::<u8>(), 0..800)) {

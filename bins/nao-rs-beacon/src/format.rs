@@ -625,6 +625,14 @@ mod tests {
         // The sizes docs/app.md gives: the widest, and the example.
         assert_eq!(d.len(), 1188);
         assert_eq!(encode(&sample()).len(), 628);
+        // Sealed (a team key on the robot): still one datagram a reader
+        // takes, well within 1,472 bytes.
+        let k = crate::auth::TeamKey::from_bytes(&[1; 32]).unwrap();
+        let sealed = crate::auth::seal_beacon(&k, u64::MAX, &d);
+        assert_eq!(sealed.len(), 1188 + crate::auth::SEAL_LEN);
+        assert!(sealed.len() <= MAX_DATAGRAM);
+        assert_eq!(decode(&sealed).unwrap(), decode(&d).unwrap());
+        assert!(crate::auth::open_beacon(&k, &sealed).is_ok());
     }
 
     #[test]

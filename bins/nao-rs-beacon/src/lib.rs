@@ -4,8 +4,9 @@
 //! - [`format`]: the status beacon datagram (robot -> laptop, UDP 7702),
 //!   [`format::encode`] / [`format::decode`].
 //! - [`auth`]: the network wake datagram (laptop -> robot, UDP 7703), its
-//!   HMAC-SHA256 under the team key, [`auth::sign`] / [`auth::verify`],
-//!   the key file ([`auth::TeamKey::read`]).
+//!   HMAC-SHA256 under the team key, [`auth::sign`] / [`auth::verify`];
+//!   the beacon's seal under the same key ([`auth::seal_beacon`] /
+//!   [`auth::open_beacon`]); the key file ([`auth::TeamKey::read`]).
 //! - Here: the stop's sending, shared by the app's STOP / STOP ALL and
 //!   usable by `cargo nao-rs stop --broadcast`: the subnet broadcast
 //!   address of every IPv4 interface ([`broadcast_addresses`], never

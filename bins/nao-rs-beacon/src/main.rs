@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use nao_rs_beacon::auth::TeamKey;
+use nao_rs_beacon::auth::{self, TeamKey};
 use nao_rs_beacon::format;
 use nao_runtime::status_file::{self, StatusFile};
 use nao_runtime::wake;
@@ -68,6 +68,26 @@ fn read_page(path: &Path) -> PageView {
 fn read_status(path: &Path) -> Option<StatusFile> {
     let bytes = std::fs::read(path).ok()?;
     serde_json::from_slice(&bytes).ok()
+}
+
+/// This start's nonce: 8 random bytes from the kernel (`getrandom`), never
+/// 0. The beacon's seal binds it with `seq` (which counts from 0 at every
+/// start), so the app can tell a restart from a replay.
+fn start_nonce() -> Result<u64, String> {
+    let mut b = [0u8; 8];
+    for _ in 0..8 {
+        // SAFETY: `b` is a valid, writable 8-byte buffer; getrandom only
+        // writes into it.
+        let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+        let v = u64::from_ne_bytes(b);
+        if n == 8 && v != 0 {
+            return Ok(v);
+        }
+    }
+    Err(format!(
+        "no random start nonce from the kernel (getrandom): {}",
+        std::io::Error::last_os_error()
+    ))
 }
 
 fn hostname() -> String {
@@ -181,6 +201,10 @@ fn wake_loop(
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    log(format_args!(
+        "start-up facts: {}",
+        nao_kit::facts::StartupFacts::probe()
+    ));
     let settings = BeaconSettings::from_vars(|k| std::env::var(k).ok(), &hostname())
         .map_err(|e| e.to_string())?;
     let page = cli.page.unwrap_or_else(deathswitch::default_path);
@@ -232,6 +256,17 @@ fn run(cli: Cli) -> Result<(), String> {
             None
         }
     };
+    // With a key every beacon is sealed (docs/app.md "The beacon's seal").
+    let seal = key
+        .clone()
+        .map(|k| start_nonce().map(|n| (k, n)))
+        .transpose()?;
+    if let Some((k, n)) = &seal {
+        log(format_args!(
+            "beacons sealed with team key {}, start nonce {n:016x}",
+            k.id()
+        ));
+    }
     let net_wake = key.is_some() && settings.wake_port != 0;
     let mut wake_thread = None;
     if let (Some(key), true) = (key, net_wake) {
@@ -304,7 +339,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 deathswitch::monotonic_ns(),
                 net_wake,
             );
-            let bytes = format::encode(&b);
+            let bytes = match &seal {
+                Some((k, start)) => auth::seal_beacon(k, *start, &format::encode(&b)),
+                None => format::encode(&b),
+            };
             let mut sent = 0;
             let mut last_err = None;
             for t in targets(&settings, &broadcasts) {

@@ -31,6 +31,17 @@ pub const KEY_PATH: &str = "/etc/nao-rs/team.key";
 /// the runtime that wrote it is hung or gone.
 pub const STATUS_FRESH_NS: u64 = 1_000_000_000;
 
+/// Whether a status file written at `written_ns` (its `monotonic_ns`) is
+/// fresh at `now_ns` (the beacon's own `CLOCK_MONOTONIC`, read after the
+/// file): at most [`STATUS_FRESH_NS`] old, and not from the future. One
+/// clock on one machine: a time ahead of the reader's is no runtime's
+/// (another member of group `hal` wrote the file, or the runtime's writes
+/// are blocked and what is there is made up), so it is stale, not fresh
+/// for ever.
+pub fn status_fresh(written_ns: u64, now_ns: u64) -> bool {
+    written_ns <= now_ns && now_ns - written_ns <= STATUS_FRESH_NS
+}
+
 /// Where the beacons go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
@@ -258,9 +269,7 @@ pub fn compose(
     };
     // The runtime's own status only while it is fresh and the page names
     // a live runtime: a hung or dead runtime's last words are not shown.
-    let status = status.filter(|st| {
-        page.driver_alive && now_ns.saturating_sub(st.monotonic_ns) <= STATUS_FRESH_NS
-    });
+    let status = status.filter(|st| page.driver_alive && status_fresh(st.monotonic_ns, now_ns));
     let motion = if page.driver_alive {
         Motion::from_name(s.motion.name()).unwrap_or(Motion::None)
     } else {
@@ -488,6 +497,17 @@ mod tests {
         let old = status(now - 2 * STATUS_FRESH_NS);
         let b = compose(&settings(), 8, &view(&c, true), Some(&old), now, false);
         assert_eq!((b.max_stiffness, b.stiffness), (None, None));
+        // A status from the future (the beacon's own clock is the judge)
+        // is stale too, however long it stays there.
+        for ahead in [1, 2 * STATUS_FRESH_NS, u64::MAX - now] {
+            let future = status(now + ahead);
+            let b = compose(&settings(), 8, &view(&c, true), Some(&future), now, false);
+            assert_eq!(
+                (b.max_stiffness, b.battery),
+                (None, None),
+                "{ahead} ns ahead"
+            );
+        }
         // A dead runtime says nothing about the joints.
         let b = compose(&settings(), 9, &view(&c, false), Some(&st), now, false);
         assert_eq!((b.motion, b.max_stiffness), (Motion::None, None));
@@ -508,6 +528,27 @@ mod tests {
         assert_eq!(b.reason.as_deref(), Some("page-lost"));
         assert_eq!(b.page, PageHealth::Damaged("no-magic".into()));
         assert_eq!(b.wake_generation, None);
+    }
+
+    #[test]
+    fn the_status_file_s_time_is_judged_against_the_beacon_s_clock_both_ways() {
+        let s = STATUS_FRESH_NS;
+        for (written, now, fresh) in [
+            (100, 100, true),
+            (100, 100 + s, true),
+            (100, 101 + s, false),
+            (0, u64::MAX, false),
+            (101, 100, false),
+            (100 + s, 100, false),
+            (u64::MAX, 0, false),
+            (u64::MAX, u64::MAX, true),
+        ] {
+            assert_eq!(
+                status_fresh(written, now),
+                fresh,
+                "written {written}, now {now}"
+            );
+        }
     }
 
     fn key(b: u8) -> TeamKey {

@@ -33,6 +33,12 @@ const BODY: &str = "test-body-1";
 
 impl Robot {
     fn start(key: Option<&Path>) -> Robot {
+        Robot::start_to(key, None, free_udp_port())
+    }
+
+    /// The robot with its network wake on `wake_port`, its beacons to the
+    /// operator's socket and to `also`.
+    fn start_to(key: Option<&Path>, also: Option<std::net::SocketAddr>, wake_port: u16) -> Robot {
         let rig = Rig::start();
         drop(deathswitch::Page::open(rig.page_path()).unwrap());
         naoctl(&rig, &["rearm", "--yes"]);
@@ -41,7 +47,6 @@ impl Robot {
         operator
             .set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
-        let wake_port = free_udp_port();
         let log = rig.log_path("beacon");
         let mut cmd = rig.command("nao-rs-beacon");
         cmd.arg("--page")
@@ -50,7 +55,10 @@ impl Robot {
             .env("NAO_RS_BEACON", "unicast")
             .env(
                 "NAO_RS_BEACON_TARGETS",
-                operator.local_addr().unwrap().to_string(),
+                match also {
+                    Some(a) => format!("{},{a}", operator.local_addr().unwrap()),
+                    None => operator.local_addr().unwrap().to_string(),
+                },
             )
             .env("NAO_RS_BEACON_HZ", "10")
             .env("NAO_RS_WAKE_PORT", wake_port.to_string())
@@ -227,4 +235,201 @@ fn the_beacon_service_survives_a_flood_of_garbage_wakes() {
     let later = r.beacon_where(Duration::from_secs(5), |b| b.seq > first.seq + 5);
     assert!(later.seq > first.seq);
     assert!(r.beacon.running(), "the service died\n{}", r.log());
+}
+
+/// The operator's app (the binary) on loopback with the team key, sending
+/// wakes to `wake_port`; its page's address and its beacon address.
+struct App {
+    _proc: Proc,
+    http: std::net::SocketAddr,
+    beacon: std::net::SocketAddr,
+}
+
+impl App {
+    fn start(key: &Path, wake_port: u16, log: &Path) -> App {
+        use std::io::BufRead;
+        let mut cmd = std::process::Command::new(testkit::bin("nao-rs-app"));
+        cmd.args(["--listen", "127.0.0.1:0", "--beacon-bind", "127.0.0.1"])
+            .args(["--beacon-port", "0", "--no-broadcast", "--loopback-only"])
+            .arg("--key")
+            .arg(key)
+            .args(["--wake-port", &wake_port.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap());
+        let mut p = Proc::spawn("nao-rs-app", &mut cmd);
+        let mut out = std::io::BufReader::new(p.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        // "nao-rs-app: page http://127.0.0.1:P/ beacons udp 127.0.0.1:Q"
+        let http = line
+            .split("http://")
+            .nth(1)
+            .and_then(|s| s.split('/').next());
+        let beacon = line.split("udp ").nth(1).map(str::trim);
+        App {
+            _proc: p,
+            http: http
+                .and_then(|h| h.parse().ok())
+                .unwrap_or_else(|| panic!("{line:?}")),
+            beacon: beacon
+                .and_then(|b| b.parse().ok())
+                .unwrap_or_else(|| panic!("{line:?}")),
+        }
+    }
+
+    fn request(&self, method: &str, path: &str) -> (u16, serde_json::Value) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.http).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: 0\r\nx-nao-rs-app: 1\r\n\r\n",
+            self.http
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let code = out[9..12].parse().unwrap();
+        let body = out.split_once("\r\n\r\n").map_or("", |x| x.1);
+        (
+            code,
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// The card of `body` once `f` holds for it (10 s at most).
+    fn card_where(&self, body: &str, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        testkit::wait_for(
+            &format!("the card of {body}"),
+            Duration::from_secs(10),
+            || {
+                let (_, v) = self.request("GET", "/api/robots");
+                v["robots"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["body"] == body && f(c))
+                    .cloned()
+            },
+        )
+    }
+}
+
+/// Issue 27 point 2 end to end: the robot (virtual robot, runtime, beacon
+/// with the team key) re-armed and limp, waiting for a wake; a host copies
+/// its body id, name and nonce and claims "limp, waiting for a wake" at
+/// another generation, its sequence number ahead. The app (with the key)
+/// flags the card DUPLICATE and signs no WAKE; a trip and a person's
+/// re-arm later the robot is still limp (nothing was signed to replay).
+/// Positive control: once the spoofer is quiet, WAKE from the app makes
+/// the robot stiff.
+#[test]
+fn a_forged_beacon_gets_no_wake_signed_and_the_robot_stays_limp() {
+    let keys = tempfile::tempdir().unwrap();
+    let (path, _) = key_file(keys.path(), "team.key", 7);
+    // The app first (its beacon port), then the robot beaconing to it.
+    let wake_port = free_udp_port();
+    let app = App::start(&path, wake_port, &keys.path().join("app.log"));
+    let r = Robot::start_to(Some(&path), Some(app.beacon), wake_port);
+    let real = r.beacon_where(Duration::from_secs(20), |b| {
+        b.motion == Motion::LimpWaitingForWake && b.switch == SwitchPosition::Armed
+    });
+    app.card_where(BODY, |c| {
+        c["verified"] == true && c["wake"]["offered"] == true
+    });
+    let t0 = deathswitch::monotonic_ns();
+    let spoofer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut lie = real.clone();
+    lie.wake_generation = real.wake_generation.map(|g| g ^ 1);
+    lie.trip_count = real.trip_count + 1;
+    let card = {
+        let mut card = None;
+        for i in 0..40u64 {
+            lie.seq = real.seq + 1_000 + i;
+            spoofer.send_to(&format::encode(&lie), app.beacon).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let (_, v) = app.request("GET", "/api/robots");
+            if let Some(c) = v["robots"].as_array().and_then(|a| a.first()) {
+                if c["duplicate"] == true {
+                    card = Some(c.clone());
+                    break;
+                }
+            }
+        }
+        card.expect("the card was never flagged DUPLICATE")
+    };
+    assert_eq!(card["claimants"][0]["trust"], "verified", "{card}");
+    assert_eq!(card["wake"]["offered"], false, "{card}");
+    let (code, o) = app.request("POST", &format!("/api/wake/{BODY}"));
+    assert_eq!(code, 409, "{o}");
+    assert!(
+        !r.wait_stiff_since(t0, Duration::from_millis(500)),
+        "stiff after a refused WAKE"
+    );
+    // A trip and a person's re-arm: still limp (no wake was signed).
+    naoctl(&r.rig, &["stop"]);
+    r.beacon_where(Duration::from_secs(5), |b| {
+        b.switch == SwitchPosition::Tripped
+    });
+    naoctl(&r.rig, &["rearm", "--yes"]);
+    r.beacon_where(Duration::from_secs(5), |b| {
+        b.motion == Motion::LimpWaitingForWake
+    });
+    assert!(
+        !r.wait_stiff_since(t0, Duration::from_millis(800)),
+        "stiff after the re-arm: a wake formed from the forged beacon counted"
+    );
+    // The spoofer quiet: once it is offline the flag clears and WAKE
+    // (signed from the verified beacon) makes the robot stiff.
+    app.card_where(BODY, |c| {
+        c["duplicate"] == false && c["wake"]["offered"] == true
+    });
+    let t1 = deathswitch::monotonic_ns();
+    let (code, o) = app.request("POST", &format!("/api/wake/{BODY}"));
+    assert_eq!(code, 200, "{o}");
+    assert!(
+        r.wait_stiff_since(t1, Duration::from_secs(5)),
+        "the verified WAKE made nothing stiff\n{}",
+        r.log()
+    );
+}
+
+/// Issue 27 point 7: a FIFO at the key path (nobody ever writes it) does
+/// not hang the beacon: it logs the path and the fix at once and beacons
+/// without network wake.
+#[test]
+fn a_fifo_at_the_key_path_does_not_hang_the_beacon() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("team.key");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let operator = UdpSocket::bind("127.0.0.1:0").unwrap();
+    operator
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let log = dir.path().join("beacon.log");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nao-rs-beacon"));
+    cmd.arg("--page")
+        .arg(dir.path().join("no-page"))
+        .env("NAO_RS_BEACON", "unicast")
+        .env(
+            "NAO_RS_BEACON_TARGETS",
+            operator.local_addr().unwrap().to_string(),
+        )
+        .env("NAO_RS_BEACON_HZ", "10")
+        .env("NAO_RS_WAKE_PORT", free_udp_port().to_string())
+        .env("NAO_RS_BODY_ID", BODY)
+        .env("NAO_RS_TEAM_KEY", &fifo)
+        .stderr(std::fs::File::create(&log).unwrap());
+    let _p = Proc::spawn("nao-rs-beacon", &mut cmd);
+    let mut buf = [0u8; 2048];
+    let n = operator
+        .recv(&mut buf)
+        .expect("no beacon: the beacon hangs on the FIFO");
+    let b = format::decode(&buf[..n]).unwrap();
+    assert!(!b.net_wake);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains(&fifo.display().to_string()) && text.contains("not a regular file"),
+        "{text}"
+    );
 }

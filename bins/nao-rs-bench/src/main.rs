@@ -33,6 +33,9 @@ use rig::{Programs, Rig};
 use trials::{GuardSample, StopSample, Trigger};
 
 const MS: u64 = 1_000_000;
+/// The hold time of the `hold` figures, ms (the shortest `hold` allows; a
+/// whole number of 12 ms periods).
+const HOLD_MS: u64 = 300;
 
 /// Measure every safety and timing figure of nao-rs against the virtual robot.
 #[derive(Parser, Debug, Clone)]
@@ -68,6 +71,9 @@ pub struct BenchArgs {
     /// Windows of the beacon's CPU measurement; default 3 (--quick: 1); 0 skips it.
     #[arg(long, value_name = "N")]
     pub beacon_windows: Option<u32>,
+    /// Trials of the chest button held in `hold:300` (about 1 s each); default 20 (--quick: 2); 0 skips them.
+    #[arg(long, value_name = "N")]
+    pub hold_trials: Option<u32>,
 }
 
 /// The run's settings after defaults.
@@ -83,6 +89,7 @@ struct Plan {
     stop_all_trials: u32,
     beacon_seconds: u64,
     beacon_windows: u32,
+    hold_trials: u32,
 }
 
 impl Plan {
@@ -107,6 +114,7 @@ impl Plan {
                 .unwrap_or(if a.quick { 5 } else { 10 })
                 .max(1),
             beacon_windows: a.beacon_windows.unwrap_or(if a.quick { 1 } else { 3 }),
+            hold_trials: a.hold_trials.unwrap_or(if a.quick { 2 } else { 20 }),
         }
     }
 }
@@ -140,6 +148,8 @@ struct Figures {
     udp_trip: Figure,
     button_trip: Figure,
     button_cmd: Figure,
+    hold_cmd: Figure,
+    hold_trip: Figure,
     stop_takeover: Figure,
     takeover_frame: Figure,
     stop_frame: Figure,
@@ -190,6 +200,8 @@ impl Figures {
             udp_trip: f("udp_trip", "UDP stop: datagram sent -> switch tripped", Unit::Ms, Bound::Reference("part of the line above".into())),
             button_trip: f("stop_button", "chest button: page trip -> first all-off frame", Unit::Ms, stop_bound()),
             button_cmd: f("stop_button_cmd", "chest button: sim `button` command -> first all-off frame", Unit::Ms, Bound::Reference("2 to 3 periods + lateness by the protocol: an answer is handed over one cycle after its frame".into())),
+            hold_cmd: f("stop_button_hold", "chest button `hold:300`: sim `button 800` (held) -> first all-off frame", Unit::Ms, Bound::MaxAtMost((HOLD_MS + 48) * MS, "300 ms + one 12 ms period + lateness (<= one period) from the first answer that shows the press, + 2 periods for the answer's way from the press (the trip mode's command row)".into())),
+            hold_trip: f("hold_trip", "chest button `hold:300`: sim `button 800` (held) -> switch tripped", Unit::Ms, Bound::Reference("never below 300 ms (checked by the game-day test)".into())),
             stop_takeover: f("guard_sigstop_takeover", "SIGSTOP of the runtime -> guard's take-over (page trip)", Unit::Ms, Bound::MaxAtMost(62 * MS, format!("{takeover}; on the robot: 62 ms"))),
             takeover_frame: f("guard_takeover_frame", "guard's take-over (page trip) -> its first all-off frame", Unit::Ms, Bound::MaxAtMost(12 * MS, "one 12 ms cycle; on the robot: 9 ms after the kill".into())),
             stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; on the robot: 62 + 9 ms"))),
@@ -229,6 +241,8 @@ impl Figures {
             &self.udp_trip,
             &self.button_trip,
             &self.button_cmd,
+            &self.hold_cmd,
+            &self.hold_trip,
             &self.stop_takeover,
             &self.takeover_frame,
             &self.stop_frame,
@@ -365,6 +379,24 @@ fn run(a: &BenchArgs) -> Result<bool, String> {
             Ok(s) => push_trip_and_command(&mut figs.button_trip, &mut figs.button_cmd, &s),
             Err(e) => failed(&mut figs.button_trip, &e),
         }
+    }
+
+    if plan.hold_trials > 0 {
+        say(
+            t_start,
+            &format!(
+                "chest button hold trials: {} with `--chest-button hold:{HOLD_MS}`",
+                plan.hold_trials
+            ),
+        );
+        rig.restart_runtime(vec!["--chest-button".into(), format!("hold:{HOLD_MS}")])?;
+        for _ in 0..plan.hold_trials {
+            match trials::hold_trial(&mut rig, HOLD_MS) {
+                Ok(s) => push_stop(&mut figs.hold_cmd, &mut figs.hold_trip, &s, s.t0_ns),
+                Err(e) => failed(&mut figs.hold_cmd, &e),
+            }
+        }
+        rig.restart_runtime(Vec::new())?;
     }
 
     say(

@@ -49,6 +49,8 @@ pub struct Rig {
     pub sim_fifo: bool,
     /// Runtimes started so far.
     pub runtime_starts: u32,
+    /// More arguments of `nao-rs run` (`--chest-button hold:MS`).
+    pub runtime_args: Vec<String>,
     tail: Tail,
     // Dropped in this order: the runtime, the guard, then the rig (the
     // sim, then its folder).
@@ -95,6 +97,7 @@ impl Rig {
             frames: Vec::new(),
             sim_fifo,
             runtime_starts: 0,
+            runtime_args: Vec::new(),
             runtime: None,
             guard,
             rig,
@@ -222,12 +225,28 @@ impl Rig {
         let rt = Runtime::new(RUNTIME)
             .udp_port(self.udp_port)
             .arg("--status-file")
-            .arg(self.status_path());
+            .arg(self.status_path())
+            .args(&self.runtime_args);
         let rt = self.rig.try_start_runtime(&rt)?;
         let pid = rt.pid() as i32;
         self.runtime = Some(rt);
         self.runtime_starts += 1;
         Ok(pid)
+    }
+
+    /// Stops the running runtime (SIGTERM: it trips `shutdown`, sends its
+    /// last all-off frame and exits), then starts one with `args` more
+    /// (the guard hands the board over).
+    pub fn restart_runtime(&mut self, args: Vec<String>) -> Result<(), String> {
+        if let Some(rt) = self.runtime.as_mut() {
+            rt.try_signal(nix::sys::signal::Signal::SIGTERM)?;
+            if rt.wait_exit(Duration::from_secs(5)).is_none() {
+                return Err("the runtime did not end on SIGTERM within 5 s".into());
+            }
+        }
+        self.runtime = None;
+        self.runtime_args = args;
+        self.start_runtime()
     }
 
     /// Reads the new trace lines into [`Rig::frames`].

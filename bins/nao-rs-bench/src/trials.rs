@@ -203,6 +203,42 @@ pub fn stop_now(rig: &mut Rig, how: Trigger, naoctl: bool) -> Result<StopSample,
     })
 }
 
+/// One trial of the chest button in `hold:HOLD_MS` (the runtime runs it):
+/// stiff, then the sim's `button` held `hold_ms` + 500 ms; the page's trip
+/// (reason `chest-button`, never before `hold_ms`) and the runtime's first
+/// all-off frame. Returns once the press has ended, so that the next
+/// trial's re-arm sticks.
+pub fn hold_trial(rig: &mut Rig, hold_ms: u64) -> Result<StopSample, String> {
+    make_stiff(rig, false)?;
+    rig.poll()?;
+    let from = rig.frames.len();
+    let pid = rig.runtime_pid();
+    let press_ms = hold_ms + 500;
+    let t0 = monotonic_ns();
+    sim_ctl(rig, &format!("button {press_ms}"))?;
+    let trip = wait_trip(rig, t0, Duration::from_millis(hold_ms + 1000));
+    let f = rig.wait_frame(from, Duration::from_millis(hold_ms + 1000), |f| {
+        f.peer_pid == pid && f.is_cycle_frame() && f.all_off && f.t_ns >= t0
+    })?;
+    // The press ends; its release reaches the runtime.
+    let end = t0 + (press_ms + 100) * 1_000_000;
+    std::thread::sleep(Duration::from_nanos(end.saturating_sub(monotonic_ns())));
+    let (reason, trip_ns) =
+        trip.ok_or_else(|| format!("hold {hold_ms}: the page was not tripped"))?;
+    if reason != Some(Reason::ChestButton) {
+        return Err(format!(
+            "hold {hold_ms}: the page was tripped with reason {:?}, expected chest-button",
+            reason.map(Reason::name)
+        ));
+    }
+    let f = f.ok_or_else(|| format!("hold {hold_ms}: no all-off frame from the runtime"))?;
+    Ok(StopSample {
+        t0_ns: t0,
+        trip_ns,
+        all_off_ns: f.t_ns,
+    })
+}
+
 /// One guard trial.
 #[derive(Debug, Clone, Copy)]
 pub struct GuardSample {

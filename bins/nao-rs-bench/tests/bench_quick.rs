@@ -8,13 +8,15 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 28] = [
+const KEYS: [&str; 30] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",
     "udp_trip",
     "stop_button",
     "stop_button_cmd",
+    "stop_button_hold",
+    "hold_trip",
     "guard_sigstop_takeover",
     "guard_takeover_frame",
     "guard_sigstop_frame",

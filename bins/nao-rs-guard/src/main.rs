@@ -142,6 +142,11 @@ fn run(args: GuardArgs) -> Result<(), String> {
     let _ = nix::sys::mman::mlockall(
         nix::sys::mman::MlockAllFlags::MCL_CURRENT | nix::sys::mman::MlockAllFlags::MCL_FUTURE,
     );
+    slog::info!(
+        book.logger(),
+        "start-up facts: {}",
+        kit::facts::StartupFacts::probe()
+    );
 
     // The poll loop: an actor of the kit at SCHED_FIFO 40, on a 2 ms
     // absolute-deadline ticker.

@@ -158,7 +158,14 @@ fn default_settings_match_the_spec() {
             "NAO_RS_BEAT_TIMEOUT_MS=60",
             "NAO_RS_CONFIRM_WINDOW_MS=40",
             "NAO_RS_LINK=usb",
+            // Every press stops the robot unless a team chooses `hold:MS`
+            // (docs/game-day.md).
+            "NAO_RS_CHEST_BUTTON=trip",
         ],
+    );
+    assert!(
+        read("systemd/nao-rs.service").contains("--chest-button ${NAO_RS_CHEST_BUTTON}"),
+        "nao-rs.service passes the chest button setting"
     );
 }
 

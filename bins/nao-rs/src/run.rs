@@ -12,6 +12,7 @@ use nao_runtime::{wake, Config, Handle, ProgramIo, Reason, Runtime, Switch};
 use nao_wire::link::sim::SimLink;
 use nao_wire::link::usb::UsbLink;
 use nao_wire::link::Link;
+use nao_wire::protocol::chest_button::{ChestButtonMode, HOLD_MS_MAX, HOLD_MS_MIN};
 
 /// The controller `nao-rs run` hosts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,6 +94,12 @@ pub struct RunArgs {
     /// The LoLA socket for `--controller lola` (default: LoLA's path).
     #[arg(long)]
     pub lola_socket: Option<PathBuf>,
+    /// Which chest button press stops the robot: `trip` (every press, the
+    /// default) or `hold:MS` (a press held MS ms, 300..=3000; a shorter one
+    /// reaches the program only). `NAO_RS_CHEST_BUTTON` in
+    /// /etc/nao-rs/nao-rs.conf on the robot.
+    #[arg(long, default_value = "trip", value_parser = parse_chest_button)]
+    pub chest_button: ChestButtonMode,
     /// A fault to inject, for the guard's tests only (`never-confirm`,
     /// `freeze-registered`, `freeze-linked`, `crash-on-usr2`); built only
     /// with the `fault-injection` feature, which no robot build enables.
@@ -100,6 +107,20 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_fault)]
     pub fault: Option<nao_runtime::fault::Fault>,
 }
+
+/// The `--chest-button` value, or an error naming the setting, the value,
+/// the allowed range and the file it comes from on the robot.
+pub fn parse_chest_button(v: &str) -> Result<ChestButtonMode, String> {
+    ChestButtonMode::parse(v).map_err(|e| {
+        format!(
+            "{v:?}: {e}. Set `trip` or `hold:MS` with MS from {HOLD_MS_MIN} to {HOLD_MS_MAX} \
+             (on the robot: NAO_RS_CHEST_BUTTON in {CONF_FILE})"
+        )
+    })
+}
+
+/// The settings file both units read (config/nao-rs.conf).
+pub const CONF_FILE: &str = "/etc/nao-rs/nao-rs.conf";
 
 #[cfg(feature = "fault-injection")]
 fn parse_fault(v: &str) -> Result<nao_runtime::fault::Fault, String> {
@@ -313,6 +334,7 @@ pub fn main(args: RunArgs) -> Result<(), String> {
         cycle_cpu: args.cpu,
         logger: Some(logger),
         status_file: args.status_file.clone(),
+        chest_button: args.chest_button,
         #[cfg(feature = "fault-injection")]
         fault: args.fault,
         ..args.host.config(&page_path)
@@ -322,7 +344,13 @@ pub fn main(args: RunArgs) -> Result<(), String> {
     slog::info!(rt.logger(), "runtime started: limp until a person's wake (`nao-rs wake`)";
         "body_id" => id.body_id(),
         "page" => page_path.display().to_string(), "link" => &args.host.link,
-        "controller" => format!("{:?}", args.controller));
+        "controller" => format!("{:?}", args.controller),
+        "chest_button" => %args.chest_button);
+    slog::info!(
+        rt.logger(),
+        "start-up facts: {}",
+        nao_kit::facts::StartupFacts::probe()
+    );
     let Serving {
         rt,
         handle,

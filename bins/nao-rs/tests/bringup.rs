@@ -211,6 +211,25 @@ impl Session {
         assert!(got.is_some(), "{n} frames of {pid}:\n{}", self.log());
     }
 
+    /// Waits until the session's cycle frames span `after` at the
+    /// simulator (from its first cycle frame, cycle 0: where HAL's
+    /// controller-lost count starts).
+    fn wait_session(&self, after: Duration) {
+        let pid = self.pid() as i32;
+        let mut first = None;
+        let mut tail = Tail::new(self.rig.trace_path());
+        let got = tail
+            .wait_for(after + Duration::from_secs(15), |l| {
+                if !l.is_cycle_frame() || l.peer_pid != pid {
+                    return false;
+                }
+                let t0 = *first.get_or_insert(l.t_ns);
+                l.t_ns.saturating_sub(t0) >= after.as_nanos() as u64
+            })
+            .unwrap();
+        assert!(got.is_some(), "the session ran {after:?}:\n{}", self.log());
+    }
+
     /// The session's cycle frames, in order.
     fn frames(&self) -> Vec<TraceRecord> {
         frames_of(&self.rig, self.pid())
@@ -556,6 +575,140 @@ fn bringup_stuck_joint_trips_following_error() {
         !(t - 10..t).all(|n| err(n) > 0.15 + TOL),
         "tripped one frame late"
     );
+    assert_all_off_from(&f, t);
+}
+
+/// The time between frames `a` and `b` at the simulator, s.
+fn span_s(a: &TraceRecord, b: &TraceRecord) -> f64 {
+    b.frame.t_ns.saturating_sub(a.frame.t_ns) as f64 / 1e9
+}
+
+/// A frame whose stiffness HAL's cycle-stall ramp may lower: one within
+/// 3.4 s (1 s at 0, then 200 cycles up) after a gap of more than
+/// [`STALL_AT_SIM`] between two frames at the simulator (the runtime's own
+/// stall is a gap of more than 100 ms between two cycle starts).
+fn after_a_stall(f: &[TraceRecord], n: usize) -> bool {
+    (1..=n)
+        .rev()
+        .take_while(|&i| span_s(&f[i], &f[n]) <= 3.4)
+        .any(|i| span_s(&f[i - 1], &f[i]) > STALL_AT_SIM)
+}
+
+/// A gap at the simulator that may have been a stall of the runtime's
+/// cycle, s.
+const STALL_AT_SIM: f64 = 0.05;
+
+/// A session pressed at `pressed` s and later: the first run starts after
+/// it.
+fn first_run_after(f: &[TraceRecord], runs: &[Run], pressed: f64) -> Run {
+    assert_eq!(runs.len(), 1, "one run: {runs:?}");
+    let run = runs[0];
+    let at = span_s(&f[0], &f[run.first]);
+    assert!(
+        at >= pressed,
+        "stiff {at:.2} s into the session, before the press at {pressed} s"
+    );
+    run
+}
+
+#[test]
+fn bringup_holds_the_joint_at_its_cap_past_the_controller_lost_ramp() {
+    // HAL's controller-lost ramp took every stiffness to 0 about 6.3 s into
+    // a session: pressed at 8 s, the joint ramps to the cap and stays
+    // there until the release.
+    let mut s = start(rig(&["--posture", "lying-back"]), &[]);
+    s.wake();
+    s.wait_shown("waiting bumper-not-held");
+    s.wait_session(Duration::from_secs(8));
+    s.press("left");
+    s.jog("+", 2, KEY_GAP);
+    // Held 2.5 s: 1 s of ramp, then at the cap.
+    s.wait_frames(s.pid(), 210);
+    s.sim(&["bumper", "none"]);
+    s.wait_frames(s.pid(), 30);
+    assert!(s.quit().success(), "{}", s.log());
+    let f = s.frames();
+    let runs = assert_bringup_rules(&f, CAP, WINDOW, RATE);
+    let run = first_run_after(&f, &runs, 8.0);
+    // Past the ramp (1 s, and a frame late), every frame at the cap.
+    let mut at_cap = 0;
+    for n in run.first..=run.last {
+        if span_s(&f[run.first], &f[n]) <= 1.05 {
+            continue;
+        }
+        if stiff(&f[n]) != CAP {
+            assert!(
+                after_a_stall(&f, n),
+                "frame {n}, {:.2} s into the session: stiffness {} below the cap {CAP} with no \
+                 stall of the cycle before it",
+                span_s(&f[0], &f[n]),
+                stiff(&f[n])
+            );
+            continue;
+        }
+        at_cap += 1;
+    }
+    assert!(at_cap >= 100, "{at_cap} frames at the cap");
+    // Held until released: limp from the first frame built after the
+    // first answer without the bumper.
+    let released = (run.first..f.len())
+        .find(|&n| !f[n].bumper_held())
+        .expect("released");
+    assert!(run.last + 1 >= released, "stiff until the release: {run:?}");
+    assert!(
+        run.last < released + REACTION,
+        "{run:?} released {released}"
+    );
+    assert!(f[released + REACTION..].iter().all(|r| r.frame.all_off));
+    // The replay's step counts bring-up's verdict as the runtime's does.
+    let replay = testkit::output(s.rig.command("nao-rs").arg("replay").arg(s.recording()));
+    assert!(
+        replay.status.success(),
+        "replay: {}{}",
+        String::from_utf8_lossy(&replay.stdout),
+        String::from_utf8_lossy(&replay.stderr)
+    );
+}
+
+#[test]
+fn bringup_stuck_joint_trips_following_error_with_stiffness_on_the_wire() {
+    // Pressed past the old 6.3 s mark: the following error is judged while
+    // the joint has stiffness on the wire, not at 0.
+    let fault = format!("joint-fault {} stuck", JOINT.name());
+    let mut s = start(rig(&["--posture", "lying-back", "--inject", &fault]), &[]);
+    s.wake();
+    s.wait_shown("waiting bumper-not-held");
+    s.wait_session(Duration::from_secs(8));
+    s.press("left");
+    // Past the ramp, then steps away from the stuck joint.
+    s.wait_frames(s.pid(), 100);
+    s.jog("+", 6, KEY_GAP);
+    wait_tripped(&s, Reason::BringupFollowingError);
+    s.wait_frames(s.pid(), 20);
+    assert!(s.quit().success(), "{}", s.log());
+    let f = s.frames();
+    let runs = assert_bringup_rules(&f, CAP, WINDOW, RATE);
+    first_run_after(&f, &runs, 8.0);
+    let j = JOINT.index();
+    let err = |n: usize| (f[n - REACTION].position[j] - f[n - 1].target[j]).abs();
+    let t = trip_frame(&f);
+    assert!(
+        (t - 9..=t).all(|n| err(n) > 0.15 - TOL),
+        "the 10 answers before the trip were more than 0.15 rad off"
+    );
+    // The frames those answers came back from carried the joint's
+    // stiffness: a real following error.
+    for n in t - 10 - REACTION..t - REACTION {
+        assert!(
+            stiff(&f[n]) > 0,
+            "frame {n} before the trip at {t}: the joint limp on the wire"
+        );
+        assert!(
+            stiff(&f[n]) == CAP || after_a_stall(&f, n),
+            "frame {n}: {} below the cap",
+            stiff(&f[n])
+        );
+    }
     assert_all_off_from(&f, t);
 }
 

@@ -62,14 +62,28 @@ fn status(path: &Path, json: bool) -> Result<ExitCode, String> {
     let now = deathswitch::monotonic_ns();
     let unix = deathswitch::unix_ns();
     let alive = show::Alive::of(&ins.snapshot);
+    let chest = show::ChestButton::read(&status_file_path(path), &ins.snapshot, alive);
     if json {
-        println!("{}", show::json(path, &ins, alive, now));
+        println!("{}", show::json(path, &ins, alive, &chest, now));
     } else {
-        print!("{}", show::human(path, &ins, alive, now, unix));
+        print!("{}", show::human(path, &ins, alive, &chest, now, unix));
     }
     match ins.damage {
         None => Ok(ExitCode::SUCCESS),
         Some(d) => Err(damage_message(path, d)),
+    }
+}
+
+/// The runtime's status file for the page at `page`: `$NAO_RS_STATUS`,
+/// else `status.json` next to the page (as the runtime writes it,
+/// `docs/runtime.md`).
+fn status_file_path(page: &Path) -> PathBuf {
+    if let Some(p) = std::env::var_os("NAO_RS_STATUS") {
+        return PathBuf::from(p);
+    }
+    match page.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.join("status.json"),
+        _ => PathBuf::from("status.json"),
     }
 }
 

@@ -30,6 +30,77 @@ impl Alive {
     }
 }
 
+/// The chest button mode of the runtime the page names, from its status
+/// file (`docs/runtime.md`, field `chest_button`): `trip` or `hold:MS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChestButton {
+    /// No live runtime is named in the page.
+    NoRuntime,
+    /// The status file is missing, unreadable, of another process or has no
+    /// `chest_button` (a runtime from before the field).
+    Unknown {
+        /// The status file's path.
+        path: String,
+    },
+    /// The runtime's mode as it spells it.
+    Mode(String),
+}
+
+impl ChestButton {
+    /// Reads the status file at `status` (read only) for the runtime the
+    /// page names: its `pid` must be the page's live driver.
+    pub fn read(status: &Path, s: &Snapshot, alive: Alive) -> ChestButton {
+        if alive.driver != Some(true) {
+            return ChestButton::NoRuntime;
+        }
+        let unknown = || ChestButton::Unknown {
+            path: status.display().to_string(),
+        };
+        let Ok(text) = std::fs::read_to_string(status) else {
+            return unknown();
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
+            return unknown();
+        };
+        let pid = v.get("pid").and_then(serde_json::Value::as_u64);
+        let mode = v.get("chest_button").and_then(serde_json::Value::as_str);
+        match (pid, mode) {
+            (Some(p), Some(m)) if s.driver_pid.map(u64::from) == Some(p) && !m.is_empty() => {
+                ChestButton::Mode(m.to_string())
+            }
+            _ => unknown(),
+        }
+    }
+
+    /// The mode's name (`trip`, `hold:MS`), if known.
+    fn mode(&self) -> Option<&str> {
+        match self {
+            ChestButton::Mode(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The hold time of `hold:MS`, ms.
+    fn hold_ms(&self) -> Option<u64> {
+        self.mode()?.strip_prefix("hold:")?.parse().ok()
+    }
+
+    /// In words, for the human form.
+    fn text(&self) -> String {
+        match (self, self.hold_ms()) {
+            (ChestButton::NoRuntime, _) => "no runtime runs".into(),
+            (ChestButton::Unknown { path }, _) => {
+                format!("unknown (no status file of the running runtime at {path})")
+            }
+            (ChestButton::Mode(m), _) if m == "trip" => "trip: every press stops the robot".into(),
+            (ChestButton::Mode(m), Some(ms)) => format!(
+                "{m}: a press held {ms} ms stops the robot; shorter presses reach the program only"
+            ),
+            (ChestButton::Mode(m), None) => m.clone(),
+        }
+    }
+}
+
 /// What the robot's joints may do, in words, for a sound page: the
 /// runtime's motion state, unless no runtime runs.
 fn motion_text(s: &Snapshot, alive: Alive) -> &'static str {
@@ -47,7 +118,13 @@ fn motion_text(s: &Snapshot, alive: Alive) -> &'static str {
 
 /// The JSON object of `naoctl status --json` (docs/page.md fields,
 /// plus extras).
-pub fn json(path: &Path, ins: &Inspection, alive: Alive, now: u64) -> serde_json::Value {
+pub fn json(
+    path: &Path,
+    ins: &Inspection,
+    alive: Alive,
+    chest: &ChestButton,
+    now: u64,
+) -> serde_json::Value {
     let s = &ins.snapshot;
     let since_ns = since_unix_ns(s);
     // Any damage counts as tripped page-lost, whatever the fields say.
@@ -66,6 +143,8 @@ pub fn json(path: &Path, ins: &Inspection, alive: Alive, now: u64) -> serde_json
         "driver_pid": s.driver_pid,
         "driver_alive": alive.driver,
         "motion": if alive.driver == Some(true) { s.motion.name() } else { Motion::None.name() },
+        "chest_button": chest.mode(),
+        "chest_button_hold_ms": chest.hold_ms(),
         "limp_waiting_for_wake": alive.driver == Some(true) && s.motion == Motion::LimpWaitingForWake,
         "wake_generation": if ins.damage.is_none() { s.wake_generation() } else { None },
         "cycle": s.last_cycle,
@@ -119,7 +198,14 @@ fn ago(ms: u64) -> String {
 }
 
 /// The human text of `naoctl status`.
-pub fn human(path: &Path, ins: &Inspection, alive: Alive, now: u64, unix: u64) -> String {
+pub fn human(
+    path: &Path,
+    ins: &Inspection,
+    alive: Alive,
+    chest: &ChestButton,
+    now: u64,
+    unix: u64,
+) -> String {
     let s = &ins.snapshot;
     let mut out = String::new();
     let since_ns = since_unix_ns(s);
@@ -152,6 +238,7 @@ pub fn human(path: &Path, ins: &Inspection, alive: Alive, now: u64, unix: u64) -
         }
     }
     out += &format!("  motion: {}\n", motion_text(s, alive));
+    out += &format!("  chest button: {}\n", chest.text());
     match (s.last_cycle, s.last_beat_ns) {
         (Some(c), Some(t)) => {
             let conf = s

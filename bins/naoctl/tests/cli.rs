@@ -378,3 +378,51 @@ fn a_dead_guard_named_in_the_page_is_flagged_by_naoctl_status() {
     page.set_guard(std::process::id(), false);
     assert_eq!(status_json(&e.page)["guard"]["alive"], true);
 }
+
+/// `naoctl status` shows the chest button mode of the runtime the page
+/// names, from its status file next to the page; a status file of another
+/// process, or none, reads as unknown.
+#[test]
+fn status_shows_the_runtimes_chest_button_mode_from_its_status_file() {
+    let e = env();
+    let page = Page::open(&e.page).unwrap();
+    // The runtime is this test process: alive.
+    let me = std::process::id();
+    page.register(me);
+    let status = e.page.with_file_name("status.json");
+    let v = status_json(&e.page);
+    assert_eq!(v["chest_button"], Value::Null, "no status file yet");
+    let t = naoctl_ok(&e.page, &["status"]);
+    assert!(t.contains("chest button: unknown (no status file"), "{t}");
+
+    std::fs::write(
+        &status,
+        format!("{{\"pid\":{me},\"chest_button\":\"hold:1000\"}}\n"),
+    )
+    .unwrap();
+    let v = status_json(&e.page);
+    assert_eq!(v["chest_button"], "hold:1000");
+    assert_eq!(v["chest_button_hold_ms"], 1000);
+    let t = naoctl_ok(&e.page, &["status"]);
+    assert!(
+        t.contains("chest button: hold:1000: a press held 1000 ms stops the robot; shorter presses reach the program only"),
+        "{t}"
+    );
+
+    std::fs::write(
+        &status,
+        format!("{{\"pid\":{me},\"chest_button\":\"trip\"}}\n"),
+    )
+    .unwrap();
+    assert_eq!(status_json(&e.page)["chest_button"], "trip");
+    assert_eq!(status_json(&e.page)["chest_button_hold_ms"], Value::Null);
+    let t = naoctl_ok(&e.page, &["status"]);
+    assert!(
+        t.contains("chest button: trip: every press stops the robot"),
+        "{t}"
+    );
+
+    // Another process's status file (a stale one) is not this runtime's.
+    std::fs::write(&status, "{\"pid\":1,\"chest_button\":\"hold:1000\"}\n").unwrap();
+    assert_eq!(status_json(&e.page)["chest_button"], Value::Null);
+}

@@ -46,6 +46,21 @@ pub struct CycleInput<'a> {
     pub verdict: &'a Verdict,
 }
 
+impl CycleInput<'_> {
+    /// Whether this cycle's frame is built from a new command, what HAL's
+    /// controller-lost ramp counts (`docs/protocol.md` section 9): the
+    /// controller sent one for this cycle, or the gate's verdict carries
+    /// bring-up's (in bring-up the gate is the joint's one controller: it
+    /// decides the joint's stiffness and target anew every cycle, from the
+    /// answer read and the person's hand on the toe bumper, and ignores
+    /// every other command; `docs/bringup.md`). The ramp fades what a
+    /// controller that went silent left held; bring-up leaves nothing held,
+    /// its hold-to-run makes the joint limp from the frame after a release.
+    pub(crate) fn new_command(&self) -> bool {
+        self.command.is_some() || self.verdict.bringup.is_some()
+    }
+}
+
 /// Why an exchange failed (`docs/protocol.md` section 7, step 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExchangeFailure {
@@ -222,11 +237,9 @@ impl Cycle {
         if let Some(cmd) = input.command {
             c.command = *cmd;
         }
-        c.levels = c.safety.step(
-            now_ns,
-            input.command.is_some(),
-            c.sensors.battery.current_ma,
-        );
+        c.levels = c
+            .safety
+            .step(now_ns, input.new_command(), c.sensors.battery.current_ma);
         let mut accepted = [false; JOINT_BOARD_COUNT];
         for (b, a) in accepted.iter_mut().enumerate() {
             *a = c.handshake.is_accepted(b);

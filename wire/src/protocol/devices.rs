@@ -95,8 +95,15 @@ impl Sensors {
 /// The trips an answer raises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Trips {
-    /// The chest button is pressed (reason `chest-button`).
+    /// The chest button trips (reason `chest-button`). The answer sets it
+    /// when it shows the button pressed (the `trip` mode); the runtime's
+    /// step puts the chest button rule's decision here
+    /// ([`super::chest_button`]).
     pub chest_button: bool,
+    /// What the chest's message in this answer said: `Some(true)` pressed,
+    /// `Some(false)` released, `None` no chest message (the chest button
+    /// rule's input).
+    pub chest_seen: Option<bool>,
     /// A joint reports 90 degC or more (reason `heat`); the first such joint.
     pub heat: Option<Joint>,
     /// A joint reports status bit 0 (reason `fault`); the first such joint.
@@ -164,6 +171,7 @@ pub(crate) fn hand_answer(
                         sensors.chest_button = p[0] == 1;
                         sensors.chest_client_state = p[1];
                         trips.chest_button |= p[0] == 1;
+                        trips.chest_seen = Some(trips.chest_seen == Some(true) || p[0] == 1);
                     }
                     DeviceKind::JointBoard(b) => {
                         for (i, &j) in JOINT_BOARDS[b].joints.iter().enumerate() {
@@ -260,8 +268,10 @@ mod tests {
         let t = read(ADDR_CHEST, &[1, 0x24], &mut s, &mut h);
         assert_eq!(t.reason(), Some(Reason::ChestButton));
         assert!(s.chest_button);
+        assert_eq!(t.chest_seen, Some(true));
         let t = read(ADDR_CHEST, &[0, 0x24], &mut s, &mut h);
-        assert_eq!(t, Trips::default(), "no trip");
+        assert_eq!(t.reason(), None, "no trip");
+        assert_eq!(t.chest_seen, Some(false));
     }
 
     #[test]

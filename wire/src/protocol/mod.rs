@@ -13,6 +13,7 @@
 //!   [`joint_ranges`]: the joints' ranges.
 
 pub mod bringup;
+pub mod chest_button;
 pub mod cycle;
 pub mod devices;
 pub mod frame;

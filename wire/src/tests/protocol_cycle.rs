@@ -1,6 +1,7 @@
 //! The cycle's rules (`docs/protocol.md` sections 6 to 10) against a fake chest board.
 
 use super::support::{FakeBoard, Kind, Spoil};
+use crate::protocol::bringup::BringUpVerdict;
 use crate::protocol::cycle::{
     Cycle, CycleInput, CycleOutput, ExchangeFailure, ReadResult, Reconnect,
 };
@@ -531,5 +532,44 @@ fn never_writes_board_stored_data_not_even_hals_10_s_temperature_log() {
             "EEPROM_WRITE in cycle {}",
             cycle.k()
         );
+    }
+}
+
+#[test]
+fn controller_lost_counts_a_controller_command_or_bring_ups_verdict_as_new() {
+    let bringup = BringUpVerdict {
+        joint: Joint::LShoulderPitch,
+        stiffness: 0.2,
+        target: 0.4,
+        window: None,
+        missing: None,
+        trip: None,
+    };
+    let in_bringup = Verdict {
+        bringup: Some(bringup),
+        ..Verdict::AWAKE
+    };
+    let limp_bringup = Verdict {
+        bringup: Some(BringUpVerdict {
+            stiffness: 0.0,
+            ..bringup
+        }),
+        ..Verdict::LIMP
+    };
+    let c = stiff(0.5);
+    // (command, verdict, a new command for the controller-lost ramp)
+    let table: [(Option<&Command>, &Verdict, bool); 6] = [
+        (Some(&c), &Verdict::AWAKE, true),
+        (None, &Verdict::AWAKE, false),
+        (None, &Verdict::LIMP, false),
+        // In bring-up the gate commands the joint every cycle, whatever
+        // the verdict allows; a controller's command is ignored there.
+        (None, &in_bringup, true),
+        (None, &limp_bringup, true),
+        (Some(&c), &in_bringup, true),
+    ];
+    for (command, verdict, new) in table {
+        let input = CycleInput { command, verdict };
+        assert_eq!(input.new_command(), new, "{command:?} {verdict:?}");
     }
 }

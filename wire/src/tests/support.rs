@@ -42,6 +42,10 @@ pub(crate) struct FakeBoard {
     pub(crate) config_silent: u16,
     pub(crate) chest_button: bool,
     pub(crate) battery_ma: i16,
+    /// The IMU's accelerometer, mm/s^2 (0: no gravity anywhere, not lying).
+    pub(crate) accelerometer: [i16; 3],
+    /// The toe bumpers per foot board (bit 0 left, bit 1 right).
+    pub(crate) bumpers: [u8; 2],
     pub(crate) temperature: [i8; JOINTS],
     pub(crate) status: [u8; JOINTS],
     pub(crate) count: [u16; JOINTS],
@@ -78,6 +82,8 @@ impl FakeBoard {
             config_silent: 0,
             chest_button: false,
             battery_ma: 1000,
+            accelerometer: [0; 3],
+            bumpers: [0; 2],
             temperature: [30; JOINTS],
             status: [0; JOINTS],
             count: [2100; JOINTS],
@@ -130,6 +136,12 @@ impl FakeBoard {
                         DeviceKind::Battery => {
                             p[2..4].copy_from_slice(&self.battery_ma.to_le_bytes())
                         }
+                        DeviceKind::Imu => {
+                            for (i, a) in self.accelerometer.iter().enumerate() {
+                                p[2 * i..2 * i + 2].copy_from_slice(&a.to_le_bytes());
+                            }
+                        }
+                        DeviceKind::FootBoard(f) => p[8] = self.bumpers[f],
                         DeviceKind::Chest => {
                             p[0] = self.chest_button as u8;
                             p[1] = CLIENT_CONNECTED;

@@ -196,6 +196,27 @@ impl<B: Board> Poller<B> {
         )
     }
 
+    /// SIGKILL to the held runtime `pid`: through its pidfd; without
+    /// pidfds by pid, only while the pid still has the verified start
+    /// time (read right before, with the reserve let go: at the
+    /// descriptor limit the `/proc` read needs one of its descriptors).
+    fn kill_held(&mut self, pid: u32) -> KillOutcome {
+        match (&self.runtime, self.held) {
+            (Some(fd), _) if fd.pid() == pid => fd.kill(),
+            (None, Some(id)) if id.pid == pid => {
+                self.release_reserve();
+                let same = id.is_alive();
+                self.refill_reserve();
+                if same {
+                    process::kill9(pid)
+                } else {
+                    KillOutcome::NotVerified
+                }
+            }
+            _ => KillOutcome::NotVerified,
+        }
+    }
+
     /// Forgets the held runtime: its pidfd, identity and connections.
     fn forget(&mut self) {
         self.runtime = None;
@@ -322,11 +343,7 @@ impl<B: Board> Poller<B> {
         // 2. kill: through the pidfd of the runtime verified at its
         //    registration (never a reused pid); without pidfds by pid,
         //    only while its identity still matches.
-        let kill = actions.kill.map(|pid| match (&self.runtime, self.held) {
-            (Some(fd), _) if fd.pid() == pid => fd.kill(),
-            (None, Some(id)) if id.pid == pid && id.is_alive() => process::kill9(pid),
-            _ => KillOutcome::NotVerified,
-        });
+        let kill = actions.kill.map(|pid| self.kill_held(pid));
         if kill == Some(KillOutcome::Sent) {
             // At most one poll's time, once per take-over: open the board
             // the moment the kernel has released it (the pidfd readable,

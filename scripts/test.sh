@@ -82,10 +82,10 @@ echo "== the Linux 4.4 floor (docs/robot-system.md)"
 # and the start-up facts' pidfd_open) run once more as on the robot's
 # kernel: cargo's runner is testkit's kernel-floor, so each test binary and
 # every program it starts has every such call fail with ENOSYS. The
-# guard's takeover, restarts and page_damage tests assert the pidfd's
-# immediate take-over and join once the take-over without pidfd (issue 28
-# point 3) lands. About a minute; a failed run is run once more (a stalling
-# host), a regression fails both.
+# guard's takeover, restarts and page_damage tests assert the immediate
+# take-over at an exit: without pidfds the exit watch gives it (issue 28
+# point 3; tests/exit_watch.rs runs both ways itself). About a minute; a
+# failed run is run once more (a stalling host), a regression fails both.
 cargo build --release --quiet --features nao-rs/fault-injection --bin kernel-floor
 floor_tests() {
     CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/release/kernel-floor" \
@@ -94,7 +94,8 @@ floor_tests() {
 floor_runtime=(-p nao-rs -p naoctl --test run_sim --test restarts --test demo_cli
     --test cli --test runtime_compound --test full_fs)
 floor_guard=(-p nao-rs-guard -p nao-rs --test real_runtime --test stop_port
-    --test release_race --test fd_limit --test page_integrity)
+    --test release_race --test fd_limit --test page_integrity
+    --test takeover --test restarts --test page_damage)
 for set in floor_runtime floor_guard; do
     declare -n args=$set
     if ! floor_tests "${args[@]}"; then

@@ -21,6 +21,9 @@
 //!   status file ([`status_file`], `status.json` next to the page, 10 Hz)
 //!   and, once a second, whether the guard named in the page is alive
 //!   (flag `guard-dead`).
+//! - `nao-rs-exitwatch` (normal): from the registration on, this process's
+//!   connection to the guard's exit watch (`deathswitch::exit_watch`), so
+//!   the guard sees its exit at once without pidfds too.
 //!
 //! Stopping ([`Handle::request_stop`], a signal in `nao-rs run`, a panic)
 //! trips the switch (`shutdown`, or `fault` for a panic) before the last

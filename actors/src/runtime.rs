@@ -77,6 +77,36 @@ pub struct Runtime<L: Link + 'static = Box<dyn Link>> {
     monitor: Option<status_file::Monitor>,
     log: Option<LogActor>,
     logbook: Logbook,
+    /// The exit-watch connection's thread; stopped with the runtime.
+    _exit_watch: Option<ExitWatch>,
+}
+
+/// The runtime's end of the guard's exit watch
+/// (`deathswitch::exit_watch::keep_connected`), on thread
+/// `nao-rs-exitwatch` at normal priority: connected from the registration
+/// on, so the guard sees this process's exit at once on any kernel. Its
+/// drop (the runtime stopped, or its start failed) ends the thread, which
+/// closes the connection.
+struct ExitWatch(Arc<AtomicBool>);
+
+impl ExitWatch {
+    /// Starts the thread for the page at `page`; None when it cannot start
+    /// (the pidfd, where there is one, and the heartbeat still see an exit).
+    fn start(page: &std::path::Path) -> Option<ExitWatch> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (page, s) = (page.to_path_buf(), stop.clone());
+        nao_kit::actor::thread("nao-rs-exitwatch")
+            .spawn(move || deathswitch::exit_watch::keep_connected(&page, &s))
+            .ok()?;
+        Some(ExitWatch(stop))
+    }
+}
+
+impl Drop for ExitWatch {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire loads in keep_connected.
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl<L: Link + 'static> Runtime<L> {
@@ -109,6 +139,7 @@ impl<L: Link + 'static> Runtime<L> {
             .unwrap_or_else(nao_kit::log::stderr_logger);
         let logbook = Logbook::new(logger.clone());
         switch.register(std::process::id());
+        let exit_watch = switch.path().and_then(ExitWatch::start);
         #[cfg(feature = "fault-injection")]
         if config.fault == Some(crate::fault::Fault::FreezeRegistered) {
             crate::fault::freeze();
@@ -267,6 +298,7 @@ impl<L: Link + 'static> Runtime<L> {
                 monitor: Some(monitor),
                 log: Some(log),
                 logbook,
+                _exit_watch: exit_watch,
             },
             io,
         ))

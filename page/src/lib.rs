@@ -43,6 +43,8 @@ mod switch;
 mod sync;
 
 #[cfg(not(loom))]
+pub mod exit_watch;
+#[cfg(not(loom))]
 mod memory;
 #[cfg(not(loom))]
 mod page;

@@ -155,6 +155,8 @@ struct Figures {
     stop_frame: Figure,
     kill_frame: Figure,
     segv_frame: Figure,
+    kill_frame_floor: Figure,
+    segv_frame_floor: Figure,
     start_up_frame: Figure,
     udp_flood: Figure,
     period_quiet: Figure,
@@ -205,6 +207,8 @@ impl Figures {
             stop_frame: f("guard_sigstop_frame", "SIGSTOP of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(74 * MS, format!("{chain}; on the robot: 62 + 9 ms"))),
             kill_frame: f("guard_sigkill_frame", "external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's pidfd)".into())),
             segv_frame: f("guard_sigsegv_frame", "runtime crash (SIGSEGV) -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "as SIGKILL (the runtime's pidfd)".into())),
+            kill_frame_floor: f("guard_sigkill_frame_no_pidfd", "without pidfd (kernel 4.4 floor): external SIGKILL of the runtime -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "goal: median <= 5 ms, max <= 15 ms (the runtime's exit-watch connection)".into())),
+            segv_frame_floor: f("guard_sigsegv_frame_no_pidfd", "without pidfd (kernel 4.4 floor): runtime crash (SIGSEGV) -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(15 * MS, "as SIGKILL (the runtime's exit-watch connection)".into())),
             start_up_frame: f("guard_start_up_frame", "runtime registered, frozen before its first beat -> guard's first all-off frame", Unit::Ms, Bound::MaxAtMost(deathswitch::rules::START_UP_BOUND_NS + 14 * MS, "the 6 s start-up bound + 2 ms poll + one 12 ms cycle".into())),
             udp_flood: f("udp_flood_trip", "UDP stop from 127.0.0.2 inside a 200,000-datagram flood from 127.0.0.1: sent -> switch tripped", Unit::Ms, Bound::MaxAtMost(50 * MS, "50 ms".into())),
             period_quiet: f("period_quiet", "cycle period, quiet", Unit::Ms, Bound::MaxAtMost(24 * MS - 1, "no deadline missed (< 2 periods); on the robot: slowest 12.4 ms over 1,043 cycles".into())),
@@ -244,6 +248,8 @@ impl Figures {
             &self.stop_frame,
             &self.kill_frame,
             &self.segv_frame,
+            &self.kill_frame_floor,
+            &self.segv_frame_floor,
             &self.start_up_frame,
             &self.udp_flood,
             &self.period_quiet,
@@ -507,6 +513,42 @@ fn run(a: &BenchArgs) -> Result<bool, String> {
             }
         }
     }
+    // The same without pidfds (the robot's Linux 4.4): the guard restarted
+    // under testkit's kernel 4.4 floor sees the exit through the runtime's
+    // exit-watch connection; then the usual guard again.
+    say(
+        t_start,
+        &format!(
+            "guard trials without pidfd (kernel 4.4 floor): {} each of SIGKILL and SIGSEGV",
+            plan.guard_trials
+        ),
+    );
+    match rig.restart_guard(true) {
+        Ok(()) => {
+            for _ in 0..plan.guard_trials {
+                for (sig, fig) in [
+                    (Signal::SIGKILL, &mut figs.kill_frame_floor),
+                    (Signal::SIGSEGV, &mut figs.segv_frame_floor),
+                ] {
+                    match trials::guard_trial(&mut rig, sig, false) {
+                        Ok(g) if g.reason == Some(deathswitch::Reason::GuardRuntimeExited) => {
+                            fig.samples.push(g.guard_frame_ns.saturating_sub(g.t0_ns))
+                        }
+                        Ok(g) => failed(
+                            fig,
+                            &format!("{sig}: taken over as {:?}, not as an exit", g.reason),
+                        ),
+                        Err(e) => failed(fig, &e),
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            failed(&mut figs.kill_frame_floor, &e);
+            failed(&mut figs.segv_frame_floor, &e);
+        }
+    }
+    rig.restart_guard(false)?;
     if plan.start_up_trials > 0 {
         say(
             t_start,

@@ -149,6 +149,39 @@ impl Rig {
         self.guard.as_ref().map_or(0, |g| g.pid() as i32)
     }
 
+    /// Stops the guard and starts a new one on the same page and port,
+    /// under testkit's kernel 4.4 floor when `floor` (every system call
+    /// newer than Linux 4.4 fails with ENOSYS: no pidfds, as on the
+    /// robot); waits (10 s at most) until it has published itself. A
+    /// running runtime is verified and held by the new guard (and, under
+    /// the floor, watched through its exit-watch connection).
+    pub fn restart_guard(&mut self, floor: bool) -> Result<(), String> {
+        self.guard = None;
+        let mut cmd = self.rig.guard_command(self.udp_port);
+        if floor {
+            testkit::under_kernel_floor(&mut cmd);
+        }
+        let log = self
+            .rig
+            .log_path(if floor { "guard-floor" } else { "guard" });
+        let g = Proc::try_spawn("nao-rs-guard", &mut cmd, Some(&log))?;
+        let pid = g.pid();
+        self.guard = Some(g);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.page.snapshot().guard_pid != Some(pid) {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the restarted guard (pid {pid}) did not publish itself within 10 s: {}",
+                    log.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The UDP thread binds right after; give it a moment.
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(())
+    }
+
     /// The runtime's pid (0: none running).
     pub fn runtime_pid(&self) -> i32 {
         self.runtime.as_ref().map_or(0, |r| r.pid() as i32)

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 30] = [
+const KEYS: [&str; 32] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",
@@ -22,6 +22,8 @@ const KEYS: [&str; 30] = [
     "guard_sigstop_frame",
     "guard_sigkill_frame",
     "guard_sigsegv_frame",
+    "guard_sigkill_frame_no_pidfd",
+    "guard_sigsegv_frame_no_pidfd",
     "guard_start_up_frame",
     "udp_flood_trip",
     "period_quiet",

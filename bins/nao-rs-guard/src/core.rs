@@ -14,19 +14,75 @@ use deathswitch::{Reason, Snapshot};
 
 pub use deathswitch::rules::CONFIRMATION_LEAD_CYCLES;
 
-/// What the runtime's pidfd (held by the shell since the registration)
-/// says in this poll. The pidfd is the guard's own record of who the
-/// runtime is: page damage, repair or replacement cannot take it away.
+/// What the guard's exit watch says of the held runtime in this poll,
+/// from either source the shell holds since the registration: its pidfd
+/// (Linux 5.3), or its exit-watch connection
+/// (`deathswitch::exit_watch`: any kernel), whichever says it first
+/// ([`exit_state`]). Both are the guard's own record of who the runtime
+/// is: page damage, repair or replacement cannot take them away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PidfdState {
-    /// No pidfd held (no runtime registered, or the kernel has no pidfds).
+pub enum ExitState {
+    /// No runtime held (none registered).
     #[default]
     Unknown,
-    /// The runtime with this pid runs (its pidfd is not readable).
+    /// The runtime with this pid runs: no source says it exited (or the
+    /// guard holds it by its verified identity alone, no source yet).
     Alive(u32),
-    /// The runtime with this pid exited, for any reason (its pidfd turned
-    /// readable, or `pidfd_open` found it gone).
+    /// The runtime with this pid exited, for any reason: its pidfd turned
+    /// readable, `pidfd_open` found it gone, or its end of the bound
+    /// connection closed.
     Exited(u32),
+}
+
+/// The exit watch's verdict (pure): the held runtime `held` (None: none
+/// held), what its pidfd says (`Some(true)`: readable, it exited; None:
+/// no pidfd: a kernel older than 5.3) and what its bound connection says
+/// (`Some(true)`: the runtime's end closed; None: not bound yet). Either
+/// source saying "exited" is an exit; neither held is the identity alone,
+/// alive (the beat rules still judge it).
+pub fn exit_state(
+    held: Option<u32>,
+    pidfd_exited: Option<bool>,
+    conn_closed: Option<bool>,
+) -> ExitState {
+    match held {
+        None => ExitState::Unknown,
+        Some(pid) if pidfd_exited == Some(true) || conn_closed == Some(true) => {
+            ExitState::Exited(pid)
+        }
+        Some(pid) => ExitState::Alive(pid),
+    }
+}
+
+/// Whether an accepted exit-watch connection is kept (pure): only while a
+/// runtime is held and no connection is bound to it yet, and only when
+/// the pid that connected (`SO_PEERCRED`) is the held runtime's. Any
+/// other (a stranger's, a second runtime's) is closed at once: a stranger
+/// can neither fill the guard's descriptors nor stand in for the runtime.
+pub fn connection_kept(peer_pid: u32, held: Option<u32>, bound: bool) -> bool {
+    !bound && peer_pid != 0 && held == Some(peer_pid)
+}
+
+/// Whether a kept connection is bound to the held runtime (pure): the
+/// guard emptied it and prompted after it verified the runtime, and the
+/// answer came stamped by the kernel with the sender's pid
+/// (`answer_pid`, `SCM_CREDENTIALS`): it must be the held runtime's, and
+/// that pid must still have the verified start time after the answer
+/// arrived (`start_now`, read then; `verified_start` from the
+/// registration). Then the sender was the runtime all along since the
+/// verification, and it holds the other end: its death closes it. The
+/// pid that connected alone never binds: a process can connect, hand
+/// its end to a child and exit, and its pid be reused by the runtime.
+pub fn connection_binds(
+    answer_pid: u32,
+    held: Option<u32>,
+    start_now: Option<u64>,
+    verified_start: u64,
+) -> bool {
+    held == Some(answer_pid)
+        && answer_pid != 0
+        && verified_start != 0
+        && start_now == Some(verified_start)
 }
 
 /// The runtime the page names (`driver_pid`, `driver_start`), other than
@@ -100,7 +156,7 @@ pub struct Observation {
     /// `rules::decide(judged snapshot, now, settings)` for this poll.
     pub verdict: GuardVerdict,
     /// The runtime's pidfd.
-    pub runtime: PidfdState,
+    pub runtime: ExitState,
     /// The page's driver as verified, when it is not the held runtime.
     pub candidate: Candidate,
     /// This poll's time, monotonic ns.
@@ -231,8 +287,8 @@ impl GuardCore {
     /// the page's heartbeat, or the one remembered across a page loss while
     /// the runtime held by its pidfd still runs; trip times and
     /// confirmations that cannot be, judged from what the guard saw.
-    pub fn judged(&mut self, snap: &Snapshot, runtime: PidfdState, now_ns: u64) -> Snapshot {
-        let alive = matches!(runtime, PidfdState::Alive(_));
+    pub fn judged(&mut self, snap: &Snapshot, runtime: ExitState, now_ns: u64) -> Snapshot {
+        let alive = matches!(runtime, ExitState::Alive(_));
         let holding = self.holding();
         self.judge.judged(snap, alive, holding, now_ns)
     }
@@ -275,12 +331,12 @@ impl GuardCore {
         // A page that names a process that is not the runtime (while no
         // runtime is held): cleared, whatever else this poll does.
         let refused = match obs.candidate {
-            Candidate::Refused(pid) if obs.runtime == PidfdState::Unknown => Some(pid),
+            Candidate::Refused(pid) if obs.runtime == ExitState::Unknown => Some(pid),
             _ => None,
         };
         // The runtime exited (any cause): take over at once, nothing to
         // kill; its pid is cleared from the page.
-        if let PidfdState::Exited(pid) = obs.runtime {
+        if let ExitState::Exited(pid) = obs.runtime {
             let (mut a, t) = self.take_over(Reason::GuardRuntimeExited, Some(pid), None);
             a.forget = true;
             a.clear_driver = Some(pid);
@@ -299,8 +355,8 @@ impl GuardCore {
             // the shell verified this poll (a guard that starts beside a
             // hung runtime), is signalled; never a pid read from the page.
             let (target, adopt) = match (obs.runtime, obs.candidate) {
-                (PidfdState::Alive(pid), _) => (Some(pid), None),
-                (PidfdState::Unknown, Candidate::Verified { pid, .. }) => (Some(pid), Some(pid)),
+                (ExitState::Alive(pid), _) => (Some(pid), None),
+                (ExitState::Unknown, Candidate::Verified { pid, .. }) => (Some(pid), Some(pid)),
                 _ => (None, None),
             };
             let (mut a, t) = self.take_over(reason, target, target);
@@ -309,7 +365,7 @@ impl GuardCore {
             return (a, t);
         }
         // Rules 5 and 6: the held runtime's first beat is overdue.
-        if let (Some(w), PidfdState::Alive(pid), false) = (self.awaiting, obs.runtime, obs.beaten) {
+        if let (Some(w), ExitState::Alive(pid), false) = (self.awaiting, obs.runtime, obs.beaten) {
             if w.pid == pid && first_beat_overdue(w.kind, w.since_ns, obs.now_ns) {
                 return self.take_over(Reason::GuardStartUpTimeout, Some(pid), Some(pid));
             }
@@ -327,7 +383,7 @@ impl GuardCore {
         // Registration: the page names a verified runtime and the guard
         // holds none. A held runtime keeps its identity whatever the page
         // says later (the page may be damaged; the pidfd is not).
-        if let (PidfdState::Unknown, Candidate::Verified { pid, .. }) = (obs.runtime, obs.candidate)
+        if let (ExitState::Unknown, Candidate::Verified { pid, .. }) = (obs.runtime, obs.candidate)
         {
             actions.adopt = Some(pid);
             self.awaiting = (!obs.beaten).then_some(Awaiting {
@@ -349,7 +405,7 @@ impl GuardCore {
         // The killed runtime's pidfd has done its work; its pid goes from
         // the page.
         let exited = match obs.runtime {
-            PidfdState::Exited(pid) => Some(pid),
+            ExitState::Exited(pid) => Some(pid),
             _ => None,
         };
         // Hand-over: a verified runtime that started after the take-over
@@ -370,7 +426,7 @@ impl GuardCore {
                 });
                 let actions = Actions {
                     clear_heartbeat: true,
-                    forget: obs.runtime != PidfdState::Unknown,
+                    forget: obs.runtime != ExitState::Unknown,
                     adopt: Some(pid),
                     ..Actions::default()
                 };
@@ -396,7 +452,7 @@ impl GuardCore {
             self.awaiting = None;
             let actions = Actions {
                 clear_driver: Some(obs.driver_pid.unwrap_or(0)),
-                forget: obs.runtime != PidfdState::Unknown,
+                forget: obs.runtime != ExitState::Unknown,
                 ..Actions::default()
             };
             return (actions, Transition::Release);
@@ -433,7 +489,7 @@ mod tests {
             driver_pid: pid,
             beaten,
             verdict,
-            runtime: PidfdState::Unknown,
+            runtime: ExitState::Unknown,
             candidate: match (alive, pid) {
                 (true, Some(pid)) => Candidate::Verified { pid, restart: true },
                 _ => Candidate::None,
@@ -441,11 +497,11 @@ mod tests {
             now_ns: 0,
         }
     }
-    fn with_pidfd(o: Observation, runtime: PidfdState) -> Observation {
+    fn with_pidfd(o: Observation, runtime: ExitState) -> Observation {
         Observation { runtime, ..o }
     }
     fn alive(o: Observation, pid: u32) -> Observation {
-        with_pidfd(o, PidfdState::Alive(pid))
+        with_pidfd(o, ExitState::Alive(pid))
     }
     /// An armed, beaten page whose verdict is rule 2 (`guard-heartbeat-lost`).
     fn beat_lost(pid: Option<u32>, alive: bool) -> Observation {
@@ -752,7 +808,7 @@ mod tests {
             &mut g,
             &beating(Some(RT), 1, 0),
             0,
-            PidfdState::Unknown,
+            ExitState::Unknown,
             false,
         );
         g
@@ -776,14 +832,14 @@ mod tests {
         g: &mut GuardCore,
         snap: &Snapshot,
         now_ns: u64,
-        runtime: PidfdState,
+        runtime: ExitState,
         verified: bool,
     ) -> (Actions, Transition) {
         let j = g.judged(snap, runtime, now_ns);
         let verdict =
             deathswitch::rules::decide(&j, now_ns, &deathswitch::rules::Settings::default());
         let candidate = match (verified, runtime, snap.driver_pid) {
-            (true, PidfdState::Unknown, Some(pid)) => Candidate::Verified {
+            (true, ExitState::Unknown, Some(pid)) => Candidate::Verified {
                 pid,
                 restart: false,
             },
@@ -808,7 +864,7 @@ mod tests {
             let mut g = GuardCore::new(GUARD);
             let mut o = alive(fine(Some(RT), beaten), RT);
             g.step(&o);
-            o.runtime = PidfdState::Exited(RT);
+            o.runtime = ExitState::Exited(RT);
             let (a, t) = g.step(&o);
             assert_eq!(
                 a,
@@ -829,6 +885,184 @@ mod tests {
         }
     }
 
+    /// The exit watch's pure rules: either source saying "exited" is an
+    /// exit; a connection is kept only from the held runtime's pid while
+    /// none is bound, and bound only on a fresh answer stamped with the
+    /// held runtime's pid while its verified start time holds.
+    #[test]
+    fn exit_watch_table() {
+        use ExitState::{Alive, Exited, Unknown};
+        /// (case, held, pidfd exited, connection closed, state)
+        type StateRow = (
+            &'static str,
+            Option<u32>,
+            Option<bool>,
+            Option<bool>,
+            ExitState,
+        );
+        let rows: &[StateRow] = &[
+            ("nothing held", None, None, None, Unknown),
+            (
+                "a stray source with nothing held",
+                None,
+                Some(true),
+                Some(true),
+                Unknown,
+            ),
+            (
+                "pidfd alive, connection open",
+                Some(RT),
+                Some(false),
+                Some(false),
+                Alive(RT),
+            ),
+            (
+                "pidfd readable (5.3 and later)",
+                Some(RT),
+                Some(true),
+                Some(false),
+                Exited(RT),
+            ),
+            (
+                "connection closed (any kernel)",
+                Some(RT),
+                Some(false),
+                Some(true),
+                Exited(RT),
+            ),
+            (
+                "4.4: no pidfd, connection closed",
+                Some(RT),
+                None,
+                Some(true),
+                Exited(RT),
+            ),
+            (
+                "4.4: no pidfd, connection open",
+                Some(RT),
+                None,
+                Some(false),
+                Alive(RT),
+            ),
+            (
+                "no pidfd, not bound yet: identity alone",
+                Some(RT),
+                None,
+                None,
+                Alive(RT),
+            ),
+            (
+                "pidfd readable, not bound yet",
+                Some(RT),
+                Some(true),
+                None,
+                Exited(RT),
+            ),
+        ];
+        for &(case, held, pidfd, conn, want) in rows {
+            assert_eq!(exit_state(held, pidfd, conn), want, "{case}");
+        }
+        /// (case, peer pid, held, bound already, kept)
+        type KeptRow = (&'static str, u32, Option<u32>, bool, bool);
+        let rows: &[KeptRow] = &[
+            (
+                "the held runtime's pid connected",
+                RT,
+                Some(RT),
+                false,
+                true,
+            ),
+            ("a stranger", 4242, Some(RT), false, false),
+            ("nothing held", RT, None, false, false),
+            (
+                "bound already: a second connection",
+                RT,
+                Some(RT),
+                true,
+                false,
+            ),
+            (
+                "no credentials (another pid namespace)",
+                0,
+                Some(RT),
+                false,
+                false,
+            ),
+        ];
+        for &(case, peer, held, bound, want) in rows {
+            assert_eq!(connection_kept(peer, held, bound), want, "{case}");
+        }
+        const START: u64 = 5000;
+        /// (case, answer pid, held, start time after the answer, binds)
+        type BindRow = (&'static str, u32, Option<u32>, Option<u64>, bool);
+        let rows: &[BindRow] = &[
+            (
+                "the runtime answered, still itself",
+                RT,
+                Some(RT),
+                Some(START),
+                true,
+            ),
+            (
+                "a child holding a stranger's end answered",
+                4242,
+                Some(RT),
+                Some(START),
+                false,
+            ),
+            (
+                "the runtime died since: pid gone",
+                RT,
+                Some(RT),
+                None,
+                false,
+            ),
+            (
+                "the pid was reused since",
+                RT,
+                Some(RT),
+                Some(START + 3),
+                false,
+            ),
+            ("nothing held", RT, None, Some(START), false),
+            ("no credentials", 0, Some(0), Some(START), false),
+        ];
+        for &(case, answer, held, start_now, want) in rows {
+            assert_eq!(
+                connection_binds(answer, held, start_now, START),
+                want,
+                "{case}"
+            );
+        }
+        assert!(
+            !connection_binds(RT, Some(RT), Some(0), 0),
+            "no verified start time"
+        );
+    }
+
+    /// A runtime killed while the guard was stopped: at the guard's first
+    /// poll after SIGCONT the heartbeat is stale (rule 2 would say
+    /// heartbeat-lost and kill) and the exit watch says exited; the exit
+    /// wins: `guard-runtime-exited`, nobody signalled.
+    #[test]
+    fn exit_watch_an_exit_seen_after_a_stop_wins_over_the_stale_heartbeat() {
+        let mut g = GuardCore::new(GUARD);
+        let mut o = alive(fine(Some(RT), true), RT);
+        g.step(&o);
+        o.verdict = GuardVerdict::TakeOver(Reason::GuardHeartbeatLost);
+        o.runtime = ExitState::Exited(RT);
+        o.now_ns = 10_000 * MS;
+        let (a, t) = g.step(&o);
+        assert_eq!(
+            (a.trip, a.kill, a.forget),
+            (Some(Reason::GuardRuntimeExited), None, true)
+        );
+        assert_eq!(
+            t,
+            Transition::TakeOver(Reason::GuardRuntimeExited, Some(RT))
+        );
+    }
+
     #[test]
     fn a_clean_exit_is_taken_over_the_same_way_the_board_keeps_all_off_frames() {
         // SIGTERM: the runtime tripped `shutdown`, sent its last all-off
@@ -837,7 +1071,7 @@ mod tests {
         let mut g = GuardCore::new(GUARD);
         let tripped = obs(false, Some(RT), true, GuardVerdict::Fine, false);
         g.step(&alive(tripped, RT));
-        let (a, _) = g.step(&with_pidfd(tripped, PidfdState::Exited(RT)));
+        let (a, _) = g.step(&with_pidfd(tripped, ExitState::Exited(RT)));
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
         assert!(a.hold_board);
         for _ in 0..3 {
@@ -850,7 +1084,7 @@ mod tests {
         let mut g = GuardCore::new(GUARD);
         g.step(&alive(fine(Some(RT), true), RT));
         let mut o = beat_lost(Some(RT), true);
-        o.runtime = PidfdState::Exited(RT);
+        o.runtime = ExitState::Exited(RT);
         let (a, _) = g.step(&o);
         assert_eq!((a.trip, a.kill), (Some(Reason::GuardRuntimeExited), None));
     }
@@ -862,7 +1096,7 @@ mod tests {
         let mut g = GuardCore::new(GUARD);
         g.step(&alive(fine(Some(RT), true), RT));
         let mut o = beat_lost(Some(4242), true);
-        o.runtime = PidfdState::Alive(RT);
+        o.runtime = ExitState::Alive(RT);
         let (a, t) = g.step(&o);
         assert_eq!(a.kill, Some(RT));
         assert_eq!(
@@ -888,7 +1122,7 @@ mod tests {
     fn holding_closes_the_pidfd_of_the_killed_runtime_once_it_exited() {
         let mut g = holding_after(Reason::GuardHeartbeatLost);
         let o = obs(false, Some(RT), true, GuardVerdict::Fine, false);
-        let (a, _) = g.step(&with_pidfd(o, PidfdState::Exited(RT)));
+        let (a, _) = g.step(&with_pidfd(o, ExitState::Exited(RT)));
         assert!(a.forget && a.hold_board);
         assert_eq!(g.step(&o), (HOLD, Transition::None));
     }
@@ -897,12 +1131,12 @@ mod tests {
     fn hand_over_closes_the_old_pidfd_and_opens_the_new_runtimes() {
         let mut g = holding_after(Reason::GuardRuntimeExited);
         let o = obs(false, Some(NEW_RT), false, GuardVerdict::Fine, true);
-        let (a, t) = g.step(&with_pidfd(o, PidfdState::Alive(RT)));
+        let (a, t) = g.step(&with_pidfd(o, ExitState::Alive(RT)));
         assert!(a.forget && a.clear_heartbeat);
         assert_eq!(a.adopt, Some(NEW_RT));
         assert_eq!(t, Transition::HandOver(NEW_RT));
         // The new runtime crashes before its first beat: taken over at once.
-        let (a, _) = g.step(&with_pidfd(o, PidfdState::Exited(NEW_RT)));
+        let (a, _) = g.step(&with_pidfd(o, ExitState::Exited(NEW_RT)));
         assert_eq!(a.trip, Some(Reason::GuardRuntimeExited));
         assert!(a.hold_board);
     }
@@ -935,7 +1169,7 @@ mod tests {
                 &mut g,
                 &beating(Some(RT), 1, 0),
                 0,
-                PidfdState::Unknown,
+                ExitState::Unknown,
                 true,
             );
             assert_eq!(first.0.adopt, Some(RT));
@@ -943,27 +1177,27 @@ mod tests {
                 &mut g,
                 &beating(Some(RT), 2, 12 * MS),
                 12 * MS,
-                PidfdState::Alive(RT),
+                ExitState::Alive(RT),
                 false,
             );
             poll(
                 &mut g,
                 &beating(Some(RT), 3, 24 * MS),
                 24 * MS,
-                PidfdState::Alive(RT),
+                ExitState::Alive(RT),
                 false,
             );
             // The damage zeroed the page; the runtime hangs (SIGSTOP)
             // before it beats again.
             for ms in (30..at_ms).step_by(2) {
-                let (a, _) = poll(&mut g, &page, ms * MS, PidfdState::Alive(RT), false);
+                let (a, _) = poll(&mut g, &page, ms * MS, ExitState::Alive(RT), false);
                 assert_eq!(
                     (g.state(), a.kill),
                     (GuardState::Watching, None),
                     "{reason:?} at {ms} ms"
                 );
             }
-            let (a, t) = poll(&mut g, &page, at_ms * MS, PidfdState::Alive(RT), false);
+            let (a, t) = poll(&mut g, &page, at_ms * MS, ExitState::Alive(RT), false);
             assert_eq!(g.state(), GuardState::Holding { killed: Some(RT) });
             assert_eq!((a.trip, a.kill), (Some(reason), Some(RT)));
             assert_eq!(t, Transition::TakeOver(reason, Some(RT)));
@@ -971,7 +1205,7 @@ mod tests {
         // Without a pidfd (no registration), a zeroed page is idle: the
         // page alone cannot say who the runtime is.
         let mut g = watching_unregistered();
-        let (_, t) = poll(&mut g, &zeroed, 100 * MS, PidfdState::Unknown, false);
+        let (_, t) = poll(&mut g, &zeroed, 100 * MS, ExitState::Unknown, false);
         assert_eq!((t, g.state()), (Transition::Unwatch, GuardState::Idle));
     }
 
@@ -982,10 +1216,10 @@ mod tests {
         let mut g = watching_unregistered();
         let mut s = page_lost(beating(None, 5, 50 * MS), 10 * MS);
         // Seen tripped first at 51 ms: the window runs from there.
-        let (a, _) = poll(&mut g, &s, 51 * MS, PidfdState::Alive(RT), false);
+        let (a, _) = poll(&mut g, &s, 51 * MS, ExitState::Alive(RT), false);
         assert_eq!(a.trip, None);
         s.last_beat_ns = Some(90 * MS);
-        let (a, _) = poll(&mut g, &s, 92 * MS, PidfdState::Alive(RT), false);
+        let (a, _) = poll(&mut g, &s, 92 * MS, ExitState::Alive(RT), false);
         assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
     }
 
@@ -998,20 +1232,20 @@ mod tests {
             let mut g = watching_unregistered();
             let mut s = page_lost(beating(Some(RT), 5, 10 * MS), 10 * MS);
             s.all_off_confirmed_cycle = Some(5);
-            let (a, _) = poll(&mut g, &s, 11 * MS, PidfdState::Alive(RT), false);
+            let (a, _) = poll(&mut g, &s, 11 * MS, ExitState::Alive(RT), false);
             assert_eq!(a.trip, None);
             s.all_off_confirmed_cycle = Some(5 + lead);
             s.last_beat_ns = Some(100 * MS);
-            let (a, _) = poll(&mut g, &s, 100 * MS, PidfdState::Alive(RT), false);
+            let (a, _) = poll(&mut g, &s, 100 * MS, ExitState::Alive(RT), false);
             assert_eq!(a.trip, None, "lead {lead}");
         }
         // Further ahead is damage: it confirms nothing.
         let mut g = watching_unregistered();
         let mut s = page_lost(beating(Some(RT), 5, 10 * MS), 10 * MS);
-        poll(&mut g, &s, 11 * MS, PidfdState::Alive(RT), false);
+        poll(&mut g, &s, 11 * MS, ExitState::Alive(RT), false);
         s.all_off_confirmed_cycle = Some(5 + CONFIRMATION_LEAD_CYCLES + 1);
         s.last_beat_ns = Some(100 * MS);
-        let (a, _) = poll(&mut g, &s, 100 * MS, PidfdState::Alive(RT), false);
+        let (a, _) = poll(&mut g, &s, 100 * MS, ExitState::Alive(RT), false);
         assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
     }
 
@@ -1024,17 +1258,17 @@ mod tests {
             let mut s = page_lost(beating(Some(RT), 2, 10 * MS), garbage_trip);
             // ... and a confirmation of a cycle not yet beaten.
             s.all_off_confirmed_cycle = Some(1 << 60);
-            let (a, _) = poll(&mut g, &s, 10 * MS, PidfdState::Alive(RT), false);
+            let (a, _) = poll(&mut g, &s, 10 * MS, ExitState::Alive(RT), false);
             assert_eq!(a.trip, None);
             s.last_beat_ns = Some(50 * MS);
             assert_eq!(
-                poll(&mut g, &s, 50 * MS, PidfdState::Alive(RT), false)
+                poll(&mut g, &s, 50 * MS, ExitState::Alive(RT), false)
                     .0
                     .trip,
                 None
             );
             s.last_beat_ns = Some(52 * MS);
-            let (a, _) = poll(&mut g, &s, 52 * MS, PidfdState::Alive(RT), false);
+            let (a, _) = poll(&mut g, &s, 52 * MS, ExitState::Alive(RT), false);
             assert_eq!(trip_kill(&a), (Some(Reason::GuardNoConfirmation), Some(RT)));
         }
     }
@@ -1051,24 +1285,24 @@ mod tests {
             ..Snapshot::default()
         };
         for ms in [300, 330, 360] {
-            let (a, _) = poll(&mut g, &repaired, ms * MS, PidfdState::Alive(RT), false);
+            let (a, _) = poll(&mut g, &repaired, ms * MS, ExitState::Alive(RT), false);
             assert_eq!(a.trip, None, "at {ms} ms");
         }
-        let (a, _) = poll(&mut g, &repaired, 362 * MS, PidfdState::Alive(RT), false);
+        let (a, _) = poll(&mut g, &repaired, 362 * MS, ExitState::Alive(RT), false);
         assert_eq!(trip_kill(&a), (Some(Reason::GuardHeartbeatLost), Some(RT)));
         // A beat in the page again resets the loss.
         let mut g = watching_unregistered();
-        poll(&mut g, &repaired, 10 * MS, PidfdState::Alive(RT), false);
+        poll(&mut g, &repaired, 10 * MS, ExitState::Alive(RT), false);
         poll(
             &mut g,
             &beating(Some(RT), 2, 20 * MS),
             20 * MS,
-            PidfdState::Alive(RT),
+            ExitState::Alive(RT),
             false,
         );
-        let (a, _) = poll(&mut g, &repaired, 75 * MS, PidfdState::Alive(RT), false);
+        let (a, _) = poll(&mut g, &repaired, 75 * MS, ExitState::Alive(RT), false);
         assert_eq!(a.trip, None, "lost again at 75: 60 ms from there");
-        let (a, _) = poll(&mut g, &repaired, 136 * MS, PidfdState::Alive(RT), false);
+        let (a, _) = poll(&mut g, &repaired, 136 * MS, ExitState::Alive(RT), false);
         assert_eq!(a.trip, Some(Reason::GuardHeartbeatLost));
     }
 

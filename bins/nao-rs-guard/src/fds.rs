@@ -15,7 +15,8 @@ use nix::errno::Errno;
 /// How many descriptors the guard keeps in reserve: the chest board over
 /// USB (libusb's context: its event and timer descriptors; the USB device
 /// list; the device file), the runtime's pidfd and a candidate's pidfd at a
-/// hand-over, with room to spare.
+/// hand-over, with room to spare. Also let go for each accept of the exit
+/// watch and the `/proc` read that binds its connection.
 pub const RESERVE: usize = 8;
 
 /// The lowest `RLIMIT_NOFILE` a guard is advised to run at (`LimitNOFILE=`

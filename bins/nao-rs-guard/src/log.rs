@@ -132,6 +132,17 @@ pub enum GuardEvent {
         /// The errno.
         errno: i32,
     },
+    /// The held runtime's exit-watch connection is bound: its exit is
+    /// seen at once without a pidfd as well.
+    ExitWatchBound {
+        /// The runtime's pid (the kernel's stamp on its answer).
+        pid: u32,
+    },
+    /// Accepting an exit-watch connection failed (retried every poll).
+    ExitWatchAcceptFailed {
+        /// The errno (EMFILE: out of descriptors).
+        errno: i32,
+    },
 }
 
 fn pid_value(pid: Option<u32>) -> i64 {
@@ -211,7 +222,9 @@ pub fn emit(sink: &mut EventSink, e: GuardEvent) {
         GuardEvent::UdpPanicked => sink.emit(Error, "the UDP listener panicked: tripped fault; the runtime's listener still reads the port", 0),
         GuardEvent::Stopping => sink.emit(Info, "guard stopping", 0),
         GuardEvent::Registered { pid } => sink.emit(Info, "runtime registered: holding its pidfd (pid)", i64::from(pid)),
-        GuardEvent::PidfdFailed { errno, .. } => sink.emit(Warning, "cannot open the runtime's pidfd (needs Linux 5.3): watching it by pid alone (errno)", i64::from(errno)),
+        GuardEvent::PidfdFailed { errno, .. } => sink.emit(Warning, "cannot open the runtime's pidfd (needs Linux 5.3): watching its exit through its exit-watch connection, by pid until it is bound (errno)", i64::from(errno)),
+        GuardEvent::ExitWatchBound { pid } => sink.emit(Info, "runtime's exit-watch connection bound: its exit is seen at once (pid)", i64::from(pid)),
+        GuardEvent::ExitWatchAcceptFailed { errno } => sink.emit(Error, "cannot accept the runtime's exit-watch connection, retrying every 2 ms; its exit is seen by the heartbeat meanwhile (errno; 24 is EMFILE: raise LimitNOFILE)", i64::from(errno)),
     }
 }
 

@@ -79,6 +79,11 @@ fn run(args: GuardArgs) -> Result<(), String> {
     let _lock = lock::GuardLock::take(&page_path)?;
     fds::raise_nofile();
     let page = Arc::new(Page::open(&page_path).map_err(|e| format!("cannot open the page: {e}"))?);
+    // The exit watch's socket (deathswitch::exit_watch): the runtime's exit
+    // at once without pidfds too. Bound after the lock (only this guard
+    // replaces the file) and before the reserve (a guard that starts at a
+    // low descriptor limit has it).
+    let exits = deathswitch::exit_watch::Listener::bind(&page_path);
     let reserve = fds::FdReserve::take(fds::RESERVE).map_err(fds::too_low)?;
     let settings = Settings {
         beat_timeout_ns: args.beat_timeout_ms * 1_000_000,
@@ -103,6 +108,15 @@ fn run(args: GuardArgs) -> Result<(), String> {
     slog::info!(book.logger(), "guard started"; "pid" => pid, "poll_ms" => 2,
         "beat_timeout_ms" => args.beat_timeout_ms, "confirm_window_ms" => args.confirm_window_ms);
 
+    let exits = match exits {
+        Ok(l) => Some(l),
+        Err(e) => {
+            slog::error!(book.logger(), "cannot listen for the runtime's exit-watch connection: \
+                without pidfds (Linux older than 5.3) its exit is seen by the heartbeat (60 ms) only; \
+                is the page's directory writable by the guard?"; "error" => %e);
+            None
+        }
+    };
     let udp_thread = if args.udp_port != 0 {
         let p = page.clone();
         let p2 = page.clone();
@@ -138,6 +152,9 @@ fn run(args: GuardArgs) -> Result<(), String> {
     // absolute-deadline ticker.
     let mut poller =
         Poller::new(WireBoard::new(link), settings, pid, loop_log).with_reserve(reserve);
+    if let Some(l) = exits {
+        poller = poller.with_exit_watch(l);
+    }
     let loop_page = page.clone();
     let actor = kit::actor::spawn(
         kit::actor::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),

@@ -14,9 +14,11 @@ use nao_kit::ticker::Schedule;
 
 use crate::board::Board;
 use crate::core::{
-    kill_target_ok, started_after, Candidate, GuardCore, Observation, PidfdState, Transition,
+    connection_binds, connection_kept, exit_state, kill_target_ok, started_after, Candidate,
+    ExitState, GuardCore, Observation, Transition,
 };
 use crate::fds::FdReserve;
+use deathswitch::exit_watch::{Conn, Heard, Listener};
 use nao_kit::log::EventSink;
 
 use crate::log::{emit, GuardEvent, KillOutcome, LinkFault};
@@ -47,6 +49,14 @@ pub const FRAME_PERIOD_NS: u64 = deathswitch::rules::FRAME_PERIOD_NS;
 /// The guard's poll period: 2 ms.
 pub const POLL_PERIOD_NS: u64 = 2_000_000;
 
+/// How many connections from the held runtime's pid the guard keeps
+/// while it waits for an answer to its prompt (a reconnect, or a
+/// stranger's end handed on from a reused pid): the oldest goes first.
+pub const PENDING: usize = 2;
+/// How many connections one poll accepts at most (the rest wait for the
+/// next poll, 2 ms): a flood of strangers' connects costs bounded work.
+pub const ACCEPT_PER_POLL: usize = 16;
+
 /// How long a take-over waits for the killed runtime to exit before it
 /// opens the board (one poll period; the open is retried every poll anyway).
 pub const KILL_WAIT_MS: i32 = 2;
@@ -57,12 +67,21 @@ pub struct Poller<B: Board> {
     /// The all-off frames' absolute deadlines (the kit's schedule); `None`:
     /// the next frame goes at once (a freshly opened board).
     frames: Option<Schedule>,
-    /// The runtime as registered: its pidfd, or its pid alone when the
-    /// kernel has no pidfds.
+    /// The runtime's pidfd (None: the kernel has no pidfds, or none could
+    /// be opened).
     runtime: Option<Pidfd>,
-    /// A registered runtime the guard could not open a pidfd of (ENOSYS):
-    /// its verified identity, checked again right before a kill.
-    runtime_pid_only: Option<ProcessIdentity>,
+    /// The held runtime's verified identity (pid and start time), with or
+    /// without a pidfd: checked again right before a kill by pid and when
+    /// its exit-watch connection answers.
+    held: Option<ProcessIdentity>,
+    /// The exit watch's listening socket (`deathswitch::exit_watch`).
+    exits: Option<Listener>,
+    /// Connections from the held runtime's pid, prompted, not yet answered.
+    pending: [Option<Conn>; PENDING],
+    /// The connection bound to the held runtime: closed when it exits.
+    bound: Option<Conn>,
+    /// The exit watch's accept fails with this errno (logged once).
+    accept_failing: Option<nix::errno::Errno>,
     /// The page's driver as last verified (not the held runtime).
     checked: Option<Checked>,
     /// The guard's last take-over, in clock ticks since boot (the unit of a
@@ -90,7 +109,11 @@ impl<B: Board> Poller<B> {
             core: GuardCore::new(own_pid),
             frames: None,
             runtime: None,
-            runtime_pid_only: None,
+            held: None,
+            exits: None,
+            pending: Default::default(),
+            bound: None,
+            accept_failing: None,
             checked: None,
             took_over_ticks: None,
             reserve: None,
@@ -111,6 +134,19 @@ impl<B: Board> Poller<B> {
     pub fn with_reserve(mut self, reserve: FdReserve) -> Poller<B> {
         self.reserve = Some(reserve);
         self
+    }
+
+    /// Watches the held runtime's exit through connections on `listener`
+    /// as well (`deathswitch::exit_watch`): the way on kernels without
+    /// pidfds.
+    pub fn with_exit_watch(mut self, listener: Listener) -> Poller<B> {
+        self.exits = Some(listener);
+        self
+    }
+
+    /// True while a connection is bound to the held runtime (for tests).
+    pub fn exit_watch_bound(&self) -> bool {
+        self.bound.is_some()
     }
 
     fn release_reserve(&mut self) -> usize {
@@ -140,19 +176,123 @@ impl<B: Board> Poller<B> {
         &self.board
     }
 
-    /// The registered runtime's pidfd, to wait on between polls: it turns
-    /// readable the moment the runtime exits.
+    /// The fd to wait on between polls: the registered runtime's pidfd,
+    /// else its bound exit-watch connection; either turns readable the
+    /// moment the runtime exits.
     pub fn runtime_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.runtime.as_ref().map(Pidfd::fd)
+        self.runtime
+            .as_ref()
+            .map(Pidfd::fd)
+            .or_else(|| self.bound.as_ref().map(Conn::fd))
     }
 
-    /// What the pidfd says now.
-    fn runtime_status(&self) -> PidfdState {
-        match (&self.runtime, self.runtime_pid_only) {
-            (Some(fd), _) if fd.exited() => PidfdState::Exited(fd.pid()),
-            (Some(fd), _) => PidfdState::Alive(fd.pid()),
-            (None, Some(id)) => PidfdState::Alive(id.pid),
-            (None, None) => PidfdState::Unknown,
+    /// What the exit watch says now: the pidfd and the bound connection
+    /// (`core::exit_state`).
+    fn runtime_status(&self) -> ExitState {
+        exit_state(
+            self.held.map(|id| id.pid),
+            self.runtime.as_ref().map(Pidfd::exited),
+            self.bound.as_ref().map(Conn::closed),
+        )
+    }
+
+    /// SIGKILL to the held runtime `pid`: through its pidfd; without
+    /// pidfds by pid, only while the pid still has the verified start
+    /// time (read right before, with the reserve let go: at the
+    /// descriptor limit the `/proc` read needs one of its descriptors).
+    fn kill_held(&mut self, pid: u32) -> KillOutcome {
+        match (&self.runtime, self.held) {
+            (Some(fd), _) if fd.pid() == pid => fd.kill(),
+            (None, Some(id)) if id.pid == pid => {
+                self.release_reserve();
+                let same = id.is_alive();
+                self.refill_reserve();
+                if same {
+                    process::kill9(pid)
+                } else {
+                    KillOutcome::NotVerified
+                }
+            }
+            _ => KillOutcome::NotVerified,
+        }
+    }
+
+    /// Forgets the held runtime: its pidfd, identity and connections.
+    fn forget(&mut self) {
+        self.runtime = None;
+        self.held = None;
+        self.bound = None;
+        self.pending = Default::default();
+    }
+
+    /// The exit watch's connections, while a runtime is held and none is
+    /// bound to it (else nothing: no syscall in the steady state). Accepts
+    /// (at most [`ACCEPT_PER_POLL`], the reserve let go for each), closes
+    /// every connection not from the held runtime's pid at once, empties
+    /// and prompts the others, and binds the first whose answer the
+    /// kernel stamped with the held runtime's pid while its verified start
+    /// time still holds (`core::connection_binds`: one `/proc` read).
+    fn serve_exit_watch(&mut self) {
+        let Some(held) = self.held else { return };
+        if self.bound.is_some() {
+            return;
+        }
+        if let Some(listener) = self.exits.take() {
+            for _ in 0..ACCEPT_PER_POLL {
+                self.release_reserve();
+                let accepted = listener.accept();
+                self.refill_reserve();
+                match accepted {
+                    Ok(None) => break,
+                    Ok(Some(c)) => {
+                        self.accept_failing = None;
+                        if connection_kept(c.peer_pid(), Some(held.pid), false) && c.prompt() {
+                            if self.pending.iter().all(Option::is_some) {
+                                self.pending.rotate_left(1);
+                                self.pending[PENDING - 1] = None;
+                            }
+                            if let Some(slot) = self.pending.iter_mut().find(|s| s.is_none()) {
+                                *slot = Some(c);
+                            }
+                        }
+                        // Anything else is closed here (dropped).
+                    }
+                    Err(e) => {
+                        if self.accept_failing != Some(e) {
+                            emit(
+                                &mut self.log,
+                                GuardEvent::ExitWatchAcceptFailed { errno: e as i32 },
+                            );
+                            self.accept_failing = Some(e);
+                        }
+                        break;
+                    }
+                }
+            }
+            self.exits = Some(listener);
+        }
+        for i in 0..PENDING {
+            let heard = match &self.pending[i] {
+                Some(c) => c.hear(),
+                None => continue,
+            };
+            match heard {
+                Heard::Nothing | Heard::Noise => {}
+                Heard::Closed => self.pending[i] = None,
+                Heard::Answer { pid } => {
+                    // The /proc read needs a descriptor: the reserve's.
+                    self.release_reserve();
+                    let start_now = deathswitch::process::start_time(held.pid);
+                    self.refill_reserve();
+                    if connection_binds(pid, Some(held.pid), start_now, held.start) {
+                        self.bound = self.pending[i].take();
+                        self.pending = Default::default();
+                        emit(&mut self.log, GuardEvent::ExitWatchBound { pid });
+                        return;
+                    }
+                    self.pending[i] = None;
+                }
+            }
         }
     }
 
@@ -187,8 +327,7 @@ impl<B: Board> Poller<B> {
             page.trip(reason);
         }
         if actions.forget {
-            self.runtime = None;
-            self.runtime_pid_only = None;
+            self.forget();
             self.refill_reserve();
         }
         if let Some(pid) = actions.adopt {
@@ -204,17 +343,21 @@ impl<B: Board> Poller<B> {
         // 2. kill: through the pidfd of the runtime verified at its
         //    registration (never a reused pid); without pidfds by pid,
         //    only while its identity still matches.
-        let kill = actions
-            .kill
-            .map(|pid| match (&self.runtime, self.runtime_pid_only) {
-                (Some(fd), _) if fd.pid() == pid => fd.kill(),
-                (None, Some(id)) if id.pid == pid && id.is_alive() => process::kill9(pid),
-                _ => KillOutcome::NotVerified,
-            });
-        if let (Some(fd), Some(KillOutcome::Sent)) = (&self.runtime, kill) {
+        let kill = actions.kill.map(|pid| self.kill_held(pid));
+        if kill == Some(KillOutcome::Sent) {
             // At most one poll's time, once per take-over: open the board
-            // the moment the kernel has released it.
-            fd.wait_exit(KILL_WAIT_MS);
+            // the moment the kernel has released it (the pidfd readable,
+            // or without pidfds the runtime's end of its connection
+            // closed: its files are closed either way).
+            match (&self.runtime, &self.bound) {
+                (Some(fd), _) => {
+                    fd.wait_exit(KILL_WAIT_MS);
+                }
+                (None, Some(c)) => {
+                    c.wait_closed(KILL_WAIT_MS);
+                }
+                (None, None) => {}
+            }
         }
         if let Transition::TakeOver(reason, pid) = transition {
             let beat_age_ms = snap
@@ -316,6 +459,8 @@ impl<B: Board> Poller<B> {
             Transition::Release => emit(&mut self.log, GuardEvent::Released),
             Transition::Refused(pid) => emit(&mut self.log, GuardEvent::Refused { pid }),
         }
+        // The held runtime's exit-watch connection, until one is bound.
+        self.serve_exit_watch();
     }
 
     /// The page's driver, verified once per (pid, start time) it shows,
@@ -327,12 +472,12 @@ impl<B: Board> Poller<B> {
         &mut self,
         page: &Page,
         snap: &deathswitch::Snapshot,
-        runtime: PidfdState,
+        runtime: ExitState,
         now_ns: u64,
     ) -> Candidate {
         let held = match runtime {
-            PidfdState::Alive(p) | PidfdState::Exited(p) => Some(p),
-            PidfdState::Unknown => None,
+            ExitState::Alive(p) | ExitState::Exited(p) => Some(p),
+            ExitState::Unknown => None,
         };
         let pid = match snap.driver_pid {
             Some(p) if Some(p) != held => p,
@@ -341,7 +486,7 @@ impl<B: Board> Poller<B> {
                 return Candidate::None;
             }
         };
-        if matches!(runtime, PidfdState::Alive(_)) && !self.core.holding() {
+        if matches!(runtime, ExitState::Alive(_)) && !self.core.holding() {
             return Candidate::None;
         }
         // No start time stored: nothing can be verified, nothing is read
@@ -389,11 +534,14 @@ impl<B: Board> Poller<B> {
     /// The registration: hold the verified runtime by the pidfd opened
     /// when it was verified (once, not per poll).
     fn adopt(&mut self, pid: u32) {
-        self.runtime = None;
-        self.runtime_pid_only = None;
+        self.forget();
         let Some(c) = self.checked.take().filter(|c| c.pid == pid) else {
             return;
         };
+        self.held = Some(ProcessIdentity {
+            pid,
+            start: c.start,
+        });
         match c.fd {
             Some(fd) => {
                 // Gone already? Then the next poll sees its pidfd readable
@@ -402,10 +550,7 @@ impl<B: Board> Poller<B> {
                 emit(&mut self.log, GuardEvent::Registered { pid });
             }
             None => {
-                self.runtime_pid_only = Some(ProcessIdentity {
-                    pid,
-                    start: c.start,
-                });
+                // Its exit is seen through its connection once bound.
                 emit(&mut self.log, GuardEvent::PidfdFailed { pid, errno: 0 });
             }
         }

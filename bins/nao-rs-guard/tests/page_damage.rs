@@ -131,7 +131,10 @@ impl Watched {
                 self.rig.log("rt")
             );
         }
-        let line = format!("holding its pidfd (pid), value: {pid}");
+        // Held by its identity and watched for its exit: the pidfd where
+        // the kernel has one, the exit-watch connection everywhere.
+        let line =
+            format!("exit-watch connection bound: its exit is seen at once (pid), value: {pid}");
         wait_for(
             "the guard to register the runtime",
             Duration::from_secs(5),

@@ -8,8 +8,8 @@
 
 mod common;
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
 use std::time::Duration;
 
 use common::{
@@ -363,24 +363,7 @@ fn the_guard_survives_every_signal_but_term_and_int() {
 /// The guard started with `RLIMIT_NOFILE` `n` (set in the child before
 /// exec), its stderr captured.
 fn guard_with_nofile(rig: &Rig, n: u64, log: &std::path::Path) -> Proc {
-    let mut cmd = rig.guard_command(0);
-    cmd.stderr(std::fs::File::create(log).unwrap())
-        .stdout(Stdio::null());
-    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
-    // fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let r = libc::rlimit {
-                rlim_cur: n as libc::rlim_t,
-                rlim_max: n as libc::rlim_t,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
-    Proc::spawn("nao-rs-guard", &mut cmd)
+    Proc::spawn("nao-rs-guard", &mut common::guard_with_nofile(rig, n, log))
 }
 
 /// At `nofile 6` the guard cannot keep the descriptors a take-over needs:

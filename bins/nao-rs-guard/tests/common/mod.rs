@@ -6,6 +6,7 @@
 // Each test file uses a part of this module and of what it re-exports.
 #![allow(dead_code, unused_imports)]
 
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -249,4 +250,27 @@ impl<F: FnMut()> Board for TestBoard<F> {
     fn is_open(&self) -> bool {
         self.open
     }
+}
+
+/// `nao-rs-guard` on `rig` (UDP stop off) at `RLIMIT_NOFILE` `n` (soft and
+/// hard, set in the child), its stderr to `log`; not started.
+pub fn guard_with_nofile(rig: &Rig, n: u64, log: &std::path::Path) -> Command {
+    let mut cmd = rig.guard_command(0);
+    cmd.stderr(std::fs::File::create(log).unwrap())
+        .stdout(std::process::Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    cmd
 }

@@ -5,7 +5,9 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use deathswitch::stop::udp::{describe, handover_path, ListenConfig, UdpEvent, UdpListener};
+use deathswitch::stop::udp::{
+    describe, handover_path, Holders, ListenConfig, UdpEvent, UdpListener,
+};
 use deathswitch::{Reason, Switch};
 use nao_kit::log::{EventSink, LogActor, Logbook};
 use nao_kit::{actor::ActorSpec, clock::monotonic_ns};
@@ -112,36 +114,10 @@ impl<L: Link + 'static> Runtime<L> {
         if config.fault == Some(crate::fault::Fault::FreezeRegistered) {
             crate::fault::freeze();
         }
-        // Every start is limp: the gate starts from the switch as read now,
-        // before the start-up (a trip during the start-up is a change it
-        // sees), and waits for a person's wake either way.
-        let start = switch.read();
-        slog::info!(logger, "every start is limp: waiting for a person's wake (`nao-rs wake`)";
-            "tripped" => !start.armed);
-        hook.before_startup(&mut link, &config.accepted, start.armed);
-        let identity = open_with_retry(&mut link, &config)?;
-        slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),
-            "chest_version" => format!("{}.{}.{}", identity.chest_version.major,
-                identity.chest_version.minor, identity.chest_version.patch));
-        #[cfg(feature = "fault-injection")]
-        if config.fault == Some(crate::fault::Fault::FreezeLinked) {
-            crate::fault::freeze();
-        }
-        #[cfg(feature = "fault-injection")]
-        let wake_latch = if config.fault == Some(crate::fault::Fault::NeverConfirm) {
-            WakeLatch::Off
-        } else {
-            WakeLatch::On
-        };
-        #[cfg(not(feature = "fault-injection"))]
-        let wake_latch = WakeLatch::On;
-        let mut step = Step::new(&identity, &config.accepted, &start, wake_latch);
-        if let Some(b) = &config.bringup {
-            step = step.with_bringup(BringUp::new(b.joint, b.limits));
-            slog::warn!(logger, "bring-up: only this joint may move, with a person at the robot";
-                "joint" => b.joint.name());
-        }
-
+        // The stop port first, before anything else of the start (the
+        // board's start-up may take seconds: a busy board is retried): a
+        // stop queued while no runtime ran trips now, not after the board
+        // answers (docs/runtime.md, "The UDP stop").
         let stop = Arc::new(AtomicBool::new(false));
         let running = Arc::new(AtomicBool::new(true));
         let status = Arc::new(Status::default());
@@ -176,7 +152,9 @@ impl<L: Link + 'static> Runtime<L> {
                     cpu: None,
                 };
                 let l = UdpListener::start(
-                    ListenConfig::new(port, handover),
+                    // Handed over to the runtime and guard the page
+                    // registers only.
+                    ListenConfig::new(port, handover).with_holders(Holders::of(switch.clone())),
                     handle.stop.clone(),
                     move |r| {
                         b2.trip(r);
@@ -198,6 +176,36 @@ impl<L: Link + 'static> Runtime<L> {
                 Some(l)
             }
         };
+        // Every start is limp: the gate starts from the switch as read now,
+        // before the start-up (a trip during the start-up is a change it
+        // sees), and waits for a person's wake either way.
+        let start = switch.read();
+        slog::info!(logger, "every start is limp: waiting for a person's wake (`nao-rs wake`)";
+            "tripped" => !start.armed);
+        hook.before_startup(&mut link, &config.accepted, start.armed);
+        let identity = open_with_retry(&mut link, &config)?;
+        slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),
+            "chest_version" => format!("{}.{}.{}", identity.chest_version.major,
+                identity.chest_version.minor, identity.chest_version.patch));
+        #[cfg(feature = "fault-injection")]
+        if config.fault == Some(crate::fault::Fault::FreezeLinked) {
+            crate::fault::freeze();
+        }
+        #[cfg(feature = "fault-injection")]
+        let wake_latch = if config.fault == Some(crate::fault::Fault::NeverConfirm) {
+            WakeLatch::Off
+        } else {
+            WakeLatch::On
+        };
+        #[cfg(not(feature = "fault-injection"))]
+        let wake_latch = WakeLatch::On;
+        let mut step = Step::new(&identity, &config.accepted, &start, wake_latch);
+        if let Some(b) = &config.bringup {
+            step = step.with_bringup(BringUp::new(b.joint, b.limits));
+            slog::warn!(logger, "bring-up: only this joint may move, with a person at the robot";
+                "joint" => b.joint.name());
+        }
+
         let guard_dead = Arc::new(AtomicBool::new(false));
         let status_path = config
             .status_file

@@ -497,15 +497,14 @@ enum Watch {
 /// The held socket checked again (every [`WATCH_NS`]): the facts and the
 /// check of a socket given, plus its filter locked.
 fn watch(s: &UdpSocket, port: u16) -> Watch {
-    match check(&facts(s.as_fd(), port), port) {
+    let f = facts(s.as_fd(), port);
+    // A connect also binds the wildcard socket to one local address; the
+    // disconnect gives the wildcard back. Undone first, then judged.
+    let repaired = f.connected && disconnect(s.as_raw_fd()).is_ok();
+    let f = if repaired { facts(s.as_fd(), port) } else { f };
+    match check(&f, port) {
+        Ok(()) if repaired => Watch::Repaired(SocketFault::Connected),
         Ok(()) => Watch::Fine,
-        Err(f @ SocketFault::Connected) => {
-            if disconnect(s.as_raw_fd()).is_ok() {
-                Watch::Repaired(f)
-            } else {
-                Watch::Lost(f)
-            }
-        }
         Err(f @ SocketFault::Shared(..)) => Watch::Lasting(f),
         Err(f) => Watch::Lost(f),
     }
@@ -609,19 +608,6 @@ fn listen(
         if now >= next_serve_check {
             maintain(&mut server, cfg, h.ino, &mut serve_errno, &mut on_event);
             next_serve_check = now + SERVE_CHECK_NS;
-        }
-        // The canary: send a probe when one is due.
-        if let Probe::Send = h.canary.step(now) {
-            let nonce = fresh_nonce();
-            if let Some(p) = &h.prober {
-                let mut d = [0u8; PROBE_LEN];
-                d[..PROBE_PREFIX.len()].copy_from_slice(PROBE_PREFIX);
-                d[PROBE_PREFIX.len()..].copy_from_slice(&nonce.to_le_bytes());
-                let _ = p.send(&d);
-            }
-            // Counted as sent either way: a probe that cannot be sent is
-            // a probe that does not come back.
-            h.canary.sent(nonce, now);
         }
         let s = &h.socket;
         let read_ready = read_backoff.ready(now);
@@ -750,10 +736,29 @@ fn listen(
                 }
             }
         }
-        if let Probe::Missed { first } = h.canary.step(monotonic_ns()) {
-            trip(Reason::StopPortUnread);
-            if first {
-                on_event(UdpEvent::ProbeMissed);
+        // The canary, judged after every echo that came was read (a
+        // process stopped for a while finds its echo queued): a probe due
+        // is sent, a probe missed trips.
+        let now = monotonic_ns();
+        match h.canary.step(now) {
+            Probe::Nothing => {}
+            Probe::Send => {
+                let nonce = fresh_nonce();
+                if let Some(p) = &h.prober {
+                    let mut d = [0u8; PROBE_LEN];
+                    d[..PROBE_PREFIX.len()].copy_from_slice(PROBE_PREFIX);
+                    d[PROBE_PREFIX.len()..].copy_from_slice(&nonce.to_le_bytes());
+                    let _ = p.send(&d);
+                }
+                // Counted as sent either way: a probe that cannot be sent
+                // is a probe that does not come back.
+                h.canary.sent(nonce, now);
+            }
+            Probe::Missed { first } => {
+                trip(Reason::StopPortUnread);
+                if first {
+                    on_event(UdpEvent::ProbeMissed);
+                }
             }
         }
         if let (Some(l), true) = (&server, accept_backoff.ready(monotonic_ns())) {

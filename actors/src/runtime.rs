@@ -5,7 +5,9 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use deathswitch::stop::udp::{describe, handover_path, ListenConfig, UdpEvent, UdpListener};
+use deathswitch::stop::udp::{
+    describe, handover_path, Holders, ListenConfig, UdpEvent, UdpListener,
+};
 use deathswitch::{Reason, Switch};
 use nao_kit::log::{EventSink, LogActor, Logbook};
 use nao_kit::{actor::ActorSpec, clock::monotonic_ns};
@@ -144,6 +146,68 @@ impl<L: Link + 'static> Runtime<L> {
         if config.fault == Some(crate::fault::Fault::FreezeRegistered) {
             crate::fault::freeze();
         }
+        // The stop port first, before anything else of the start (the
+        // board's start-up may take seconds: a busy board is retried): a
+        // stop queued while no runtime ran trips now, not after the board
+        // answers (docs/runtime.md, "The UDP stop").
+        let stop = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicBool::new(true));
+        let status = Arc::new(Status::default());
+        let latest = Arc::new(program::Latest::default());
+        let handle = Handle {
+            switch: switch.clone(),
+            wake: Arc::new(wake::WakeSignal::default()),
+            jog: Arc::new(JogSignal::default()),
+            stop,
+            running,
+            status,
+            latest: latest.clone(),
+        };
+        let (cmd_tx, cmd_rx) = nao_kit::ring::<Command>(config.command_capacity);
+
+        let log = logbook.spawn().map_err(StartError::Thread)?;
+        let udp = match config.udp_port {
+            None => None,
+            Some(port) => {
+                // The one UDP stop listener of both processes
+                // (deathswitch::stop::udp), on a panic-guarded actor.
+                let b2 = switch.clone();
+                let mut sink = logbook.sink("udp", 64);
+                let (b3, h3) = (switch.clone(), handle.clone());
+                let handover = config
+                    .udp_handover
+                    .clone()
+                    .unwrap_or_else(|| handover_path(&deathswitch::default_path(), port));
+                let spec = ActorSpec {
+                    name: "nao-rs-udp".into(),
+                    priority: config.udp_priority,
+                    cpu: None,
+                };
+                let l = UdpListener::start(
+                    // Handed over to the runtime and guard the page
+                    // registers only.
+                    ListenConfig::new(port, handover).with_holders(Holders::of(switch.clone())),
+                    handle.stop.clone(),
+                    move |r| {
+                        b2.trip(r);
+                    },
+                    move |e| log_udp_event(&mut sink, e, port),
+                    |listening| {
+                        let on_panic = move || {
+                            b3.trip(Reason::Fault);
+                            h3.request_stop();
+                        };
+                        let actor =
+                            nao_kit::actor::spawn_guarded(spec, move || listening.run(), on_panic)?;
+                        Ok(move || {
+                            let _ = actor.join();
+                        })
+                    },
+                )
+                .map_err(StartError::Thread)?;
+                Some(l)
+            }
+        };
         // Every start is limp: the gate starts from the switch as read now,
         // before the start-up (a trip during the start-up is a change it
         // sees), and waits for a person's wake either way.
@@ -186,62 +250,6 @@ impl<L: Link + 'static> Runtime<L> {
                 "joint" => b.joint.name());
         }
 
-        let stop = Arc::new(AtomicBool::new(false));
-        let running = Arc::new(AtomicBool::new(true));
-        let status = Arc::new(Status::default());
-        let latest = Arc::new(program::Latest::default());
-        let handle = Handle {
-            switch: switch.clone(),
-            wake: Arc::new(wake::WakeSignal::default()),
-            jog: Arc::new(JogSignal::default()),
-            stop,
-            running,
-            status,
-            latest: latest.clone(),
-        };
-        let (cmd_tx, cmd_rx) = nao_kit::ring::<Command>(config.command_capacity);
-
-        let log = logbook.spawn().map_err(StartError::Thread)?;
-        let udp = match config.udp_port {
-            None => None,
-            Some(port) => {
-                // The one UDP stop listener of both processes
-                // (deathswitch::stop::udp), on a panic-guarded actor.
-                let b2 = switch.clone();
-                let mut sink = logbook.sink("udp", 64);
-                let (b3, h3) = (switch.clone(), handle.clone());
-                let handover = config
-                    .udp_handover
-                    .clone()
-                    .unwrap_or_else(|| handover_path(&deathswitch::default_path(), port));
-                let spec = ActorSpec {
-                    name: "nao-rs-udp".into(),
-                    priority: config.udp_priority,
-                    cpu: None,
-                };
-                let l = UdpListener::start(
-                    ListenConfig::new(port, handover),
-                    handle.stop.clone(),
-                    move |r| {
-                        b2.trip(r);
-                    },
-                    move |e| log_udp_event(&mut sink, e, port),
-                    |listening| {
-                        let on_panic = move || {
-                            b3.trip(Reason::Fault);
-                            h3.request_stop();
-                        };
-                        let actor =
-                            nao_kit::actor::spawn_guarded(spec, move || listening.run(), on_panic)?;
-                        Ok(move || {
-                            let _ = actor.join();
-                        })
-                    },
-                )
-                .map_err(StartError::Thread)?;
-                Some(l)
-            }
-        };
         let guard_dead = Arc::new(AtomicBool::new(false));
         let status_path = config
             .status_file

@@ -92,6 +92,72 @@ pub fn pid_alive(pid: u32) -> bool {
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether one line of `/proc/PID/maps` maps the file with device
+/// `major:minor` and inode `ino` (fields 4 and 5: `MM:mm` in hex, the
+/// inode in decimal). Pure.
+pub fn maps_line_is(line: &[u8], major: u64, minor: u64, ino: u64) -> bool {
+    let mut fields = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|f| !f.is_empty());
+    let (Some(dev), Some(inode)) = (fields.nth(3), fields.next()) else {
+        return false;
+    };
+    let parse = |b: &[u8], radix| {
+        std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| u64::from_str_radix(t, radix).ok())
+    };
+    let Some(colon) = dev.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    parse(&dev[..colon], 16) == Some(major)
+        && parse(&dev[colon + 1..], 16) == Some(minor)
+        && parse(inode, 10) == Some(ino)
+}
+
+/// Whether process `pid` maps the file `(dev, ino)`: `/proc/PID/maps`,
+/// read with a stack buffer. `None` when it cannot be read (gone, or not
+/// permitted). Allocation-free.
+pub fn maps_file(pid: u32, dev: u64, ino: u64) -> Option<bool> {
+    use std::io::{Read, Write};
+    let (major, minor) = (u64::from(libc::major(dev)), u64::from(libc::minor(dev)));
+    let mut path = [0u8; 32];
+    let n = {
+        let mut w = &mut path[..];
+        write!(w, "/proc/{pid}/maps").ok()?;
+        32 - w.len()
+    };
+    let mut f = std::fs::File::open(std::str::from_utf8(&path[..n]).ok()?).ok()?;
+    let mut buf = [0u8; 8192];
+    let mut len = 0;
+    loop {
+        let k = match f.read(&mut buf[len..]) {
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        len += k;
+        // Every whole line so far; the rest moves to the front.
+        let mut start = 0;
+        while let Some(nl) = buf[start..len].iter().position(|&b| b == b'\n') {
+            if maps_line_is(&buf[start..start + nl], major, minor, ino) {
+                return Some(true);
+            }
+            start += nl + 1;
+        }
+        if k == 0 {
+            return Some(len > start && maps_line_is(&buf[start..len], major, minor, ino));
+        }
+        if start == 0 && len == buf.len() {
+            // A line longer than the buffer (a very long path): skip it.
+            len = 0;
+            continue;
+        }
+        buf.copy_within(start..len, 0);
+        len -= start;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,6 +123,7 @@ fn run(args: GuardArgs) -> Result<(), String> {
         let t = udp::spawn(
             args.udp_port,
             deathswitch::stop::udp::handover_path(&page_path, args.udp_port),
+            deathswitch::stop::udp::Holders::of(page.clone()),
             udp_log,
             udp_stops,
             stop.clone(),

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use deathswitch::stop::udp::{self, ListenConfig, UdpEvent, UdpListener};
+use deathswitch::stop::udp::{self, Holders, ListenConfig, UdpEvent, UdpListener};
 use deathswitch::Reason;
 
 use nao_kit::log::EventSink;
@@ -29,7 +29,9 @@ pub fn inherit_from_systemd() {
 }
 
 /// Starts the guard's listener on `port`, its hand-over file `handover`
-/// (`udp::handover_path` of the page), as the kit's actor `guard-udp`.
+/// (`udp::handover_path` of the page), as the kit's actor `guard-udp`;
+/// the socket is handed over to `holders` only (the runtime and guard the
+/// page registers: `udp::Holders::of` the page).
 /// `trip` is called with `Reason::Udp` for each stop datagram and
 /// `Reason::StopPortUnread` while the port is unread, and returns whether
 /// that call tripped the switch; `on_panic` runs if the listener panics.
@@ -37,6 +39,7 @@ pub fn inherit_from_systemd() {
 pub fn spawn<F, P>(
     port: u16,
     handover: PathBuf,
+    holders: Option<Holders>,
     mut events: EventSink,
     mut stops: EventSink,
     stop: Arc<AtomicBool>,
@@ -50,7 +53,7 @@ where
     let mut spec = nao_kit::actor::ActorSpec::new("guard-udp");
     spec.priority = Some(GUARD_UDP_PRIORITY);
     UdpListener::start(
-        ListenConfig::new(port, handover),
+        ListenConfig::new(port, handover).with_holders(holders),
         stop,
         move |r| {
             let tripped = trip(r);

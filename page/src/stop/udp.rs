@@ -72,7 +72,8 @@ use std::time::Duration;
 
 use nao_kit::log::Level;
 
-use crate::{monotonic_ns, Reason};
+use crate::process::ProcessIdentity;
+use crate::{monotonic_ns, Reason, Switch};
 
 use super::is_stop;
 
@@ -84,14 +85,18 @@ mod systemd;
 pub(crate) use check::{SocketFault, Source};
 pub use systemd::{inherit_from_systemd, Inherited, ListenFdsError};
 
-use check::{adopt, bind, inode_of};
-use handover::{ask, fetch, send_fd, serve, AskError, Server};
-use rules::{Backoff, Unread, UnreadRule};
+pub use handover::PeerRefusal;
+
+use check::{adopt, bind, check, disconnect, facts, inode_of};
+use handover::{ask, fetch, send_fd, serve, verify_peer, AskError, Server};
+use rules::{Backoff, Canary, Probe, Unread, UnreadRule};
 
 #[cfg(test)]
-use check::{check, facts, set_sockopt_int, sockopt_int, Netns, SockKind, SocketFacts};
-#[cfg(test)]
 use check::{netns_from_proc, parse_proc_udp};
+#[cfg(test)]
+use check::{set_sockopt_int, sockopt_int, Filter, Netns, SockKind, SocketFacts};
+#[cfg(test)]
+use handover::{may_receive, Peer};
 #[cfg(test)]
 use systemd::{parse_listen_fds, ListenFds};
 
@@ -114,6 +119,16 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(20);
 /// How often a holder looks whether the hand-over file is served (by
 /// itself, or by another holder of the same socket), ns.
 const SERVE_CHECK_NS: u64 = 200_000_000;
+/// How often the held socket is checked again (connected, shut down, a
+/// filter not ours, another socket on the port), ns.
+const WATCH_NS: u64 = 200_000_000;
+/// How often a holder sends itself a probe on the port, ns.
+pub(crate) const PROBE_PERIOD_NS: u64 = 200_000_000;
+/// How long a probe may take to come back before `stop-port-unread`
+/// trips, ns: a probe is read and sent back within a wake of a live
+/// holder's listener (50 ms); 400 ms leaves room for a loaded machine and
+/// keeps the finding within 1 s (at most a period, the bound and a wake).
+pub(crate) const PROBE_BOUND_NS: u64 = 400_000_000;
 /// A listener that holds no checked socket this long after its start trips
 /// `stop-port-unread`, ns: systemd's socket is there at once, a hand-over
 /// within one look at the hand-over file (every 200 ms) of a holder's
@@ -173,6 +188,16 @@ pub enum UdpEvent {
     /// An error reading the socket or accepting on the hand-over socket:
     /// backing off (errno, once per errno).
     Backoff(i32),
+    /// The held socket was found tampered with (connected, shut down, a
+    /// filter not ours, another socket on the port): `stop-port-unread`
+    /// tripped (once per fault; tripped again on every look while it lasts).
+    Tampered(SocketFault),
+    /// A probe did not come back in time: something else takes or blocks
+    /// the port's datagrams; `stop-port-unread` tripped (once per episode).
+    ProbeMissed,
+    /// A process that is no verified holder asked for the socket and got
+    /// nothing (once per refusal).
+    PeerRefused(PeerRefusal),
 }
 
 /// Texts made once for the log (at most [`TEXTS_MAX`]; an event is rare).
@@ -237,6 +262,66 @@ pub fn describe(e: UdpEvent, port: u16) -> (Level, &'static str, i64) {
             "UDP stop socket error: backing off, 10 ms to 1 s (errno)",
             i64::from(errno),
         ),
+        UdpEvent::Tampered(f) => (
+            Level::Error,
+            intern(format!(
+                "UDP stop socket tampered with: {f}; tripped stop-port-unread"
+            )),
+            f.value(),
+        ),
+        UdpEvent::ProbeMissed => (
+            Level::Error,
+            "UDP stop probe not back within 400 ms: another process takes or blocks the stops; tripped stop-port-unread (port)",
+            i64::from(port),
+        ),
+        UdpEvent::PeerRefused(r) => (
+            Level::Warning,
+            intern(format!(
+                "UDP stop hand-over refused to a process that is no holder: {r}"
+            )),
+            r.value(),
+        ),
+    }
+}
+
+/// Who may be handed the socket: the processes the page registers (the
+/// runtime, the guard) that map the page (and run as this process's user).
+#[derive(Clone)]
+pub struct Holders {
+    /// The page's file (a holder maps it).
+    pub page: PathBuf,
+    /// The identities the page stores now: the runtime's and the guard's
+    /// (pid 0: none).
+    pub registered: Arc<dyn Fn() -> [ProcessIdentity; 2] + Send + Sync>,
+}
+
+impl Holders {
+    /// The holders `switch` registers (its `peek`), `None` for a switch
+    /// without a page file.
+    pub fn of(switch: Arc<dyn Switch>) -> Option<Holders> {
+        let page = switch.path()?.to_path_buf();
+        Some(Holders {
+            page,
+            registered: Arc::new(move || {
+                let s = switch.peek();
+                [
+                    ProcessIdentity {
+                        pid: s.driver_pid.unwrap_or(0),
+                        start: s.driver_start,
+                    },
+                    ProcessIdentity {
+                        pid: s.guard_pid.unwrap_or(0),
+                        start: s.guard_start,
+                    },
+                ]
+            }),
+        })
+    }
+}
+
+impl std::fmt::Debug for Holders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Holders({})", self.page.display())
     }
 }
 
@@ -250,17 +335,28 @@ pub struct ListenConfig {
     /// How long the listener may hold no socket before it trips
     /// `stop-port-unread`, ns (`UNREAD_DEADLINE_NS`).
     pub unread_deadline_ns: u64,
+    /// Who may be handed the socket besides this process (`None`: no other
+    /// process).
+    pub holders: Option<Holders>,
 }
 
 impl ListenConfig {
     /// The stop on `port`, its hand-over file `handover` ([`handover_path`]
-    /// of the page), the deadline `UNREAD_DEADLINE_NS`.
+    /// of the page), the deadline `UNREAD_DEADLINE_NS`, handed over to no
+    /// other process ([`ListenConfig::with_holders`]).
     pub fn new(port: u16, handover: PathBuf) -> ListenConfig {
         ListenConfig {
             port,
             handover,
             unread_deadline_ns: UNREAD_DEADLINE_NS,
+            holders: None,
         }
+    }
+
+    /// Handed over to `holders` too.
+    pub fn with_holders(mut self, holders: Option<Holders>) -> ListenConfig {
+        self.holders = holders;
+        self
     }
 }
 
@@ -335,12 +431,93 @@ fn maintain(
     }
 }
 
+/// The probe's prefix (12 bytes; never a stop: [`is_stop`] is false),
+/// then its 16-byte nonce.
+const PROBE_PREFIX: &[u8; 12] = b"NAO-RS PROBE";
+/// A probe's length.
+const PROBE_LEN: usize = PROBE_PREFIX.len() + 16;
+
+/// The nonce of a probe datagram `d`, if it is one.
+fn probe_nonce(d: &[u8]) -> Option<u128> {
+    if d.len() != PROBE_LEN || !d.starts_with(PROBE_PREFIX) {
+        return None;
+    }
+    let mut n = [0u8; 16];
+    n.copy_from_slice(&d[PROBE_PREFIX.len()..]);
+    Some(u128::from_le_bytes(n))
+}
+
+/// A fresh nonce nobody can predict (getrandom; no other process sees it
+/// before the probe is read).
+fn fresh_nonce() -> u128 {
+    let mut n = [0u8; 16];
+    // SAFETY: getrandom writes at most 16 bytes into the buffer.
+    let got = unsafe { libc::getrandom(n.as_mut_ptr().cast(), n.len(), libc::GRND_NONBLOCK) };
+    if got != n.len() as isize {
+        // Early at boot the pool may not be ready: the time and the pid
+        // mixed (guessable in principle; a miss still trips).
+        let t = u128::from(monotonic_ns()) ^ (u128::from(std::process::id()) << 64);
+        return t.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835);
+    }
+    u128::from_le_bytes(n)
+}
+
+/// The canary's own socket: bound to loopback, connected to the port on
+/// loopback, so only a datagram from the port itself (a holder's echo) is
+/// read on it.
+fn prober(port: u16) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(("127.0.0.1", 0))?;
+    s.connect(("127.0.0.1", port))?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// The held socket's state the loop keeps.
+struct Held {
+    socket: UdpSocket,
+    ino: u64,
+    prober: Option<UdpSocket>,
+    canary: Canary,
+}
+
+/// What the watch found wrong with the held socket.
+enum Watch {
+    /// Nothing.
+    Fine,
+    /// A fault that was undone (a connect): trip once.
+    Repaired(SocketFault),
+    /// A fault that lasts while the socket is held (another socket on the
+    /// port): trip on every look.
+    Lasting(SocketFault),
+    /// The socket cannot read stops any more (shut down, a filter that is
+    /// not ours): trip, let it go, find the port again.
+    Lost(SocketFault),
+}
+
+/// The held socket checked again (every [`WATCH_NS`]): the facts and the
+/// check of a socket given, plus its filter locked.
+fn watch(s: &UdpSocket, port: u16) -> Watch {
+    let f = facts(s.as_fd(), port);
+    // A connect also binds the wildcard socket to one local address; the
+    // disconnect gives the wildcard back. Undone first, then judged.
+    let repaired = f.connected && disconnect(s.as_raw_fd()).is_ok();
+    let f = if repaired { facts(s.as_fd(), port) } else { f };
+    match check(&f, port) {
+        Ok(()) if repaired => Watch::Repaired(SocketFault::Connected),
+        Ok(()) => Watch::Fine,
+        Err(f @ SocketFault::Shared(..)) => Watch::Lasting(f),
+        Err(f) => Watch::Lost(f),
+    }
+}
+
 /// Runs the listener until one of `stop` is set: holds the port's socket
 /// (systemd's, handed over, or bound itself: [`acquire`]), serves it on the
-/// hand-over file, drains it on each wake and calls `trip(Reason::Udp)` for
-/// each stop datagram, and `trip(Reason::StopPortUnread)` while it holds no
-/// socket past the deadline ([`UnreadRule`]); ignores everything else;
-/// never replies.
+/// hand-over file to verified holders only, drains it on each wake and
+/// calls `trip(Reason::Udp)` for each stop datagram, and
+/// `trip(Reason::StopPortUnread)` while it holds no socket past the
+/// deadline ([`UnreadRule`]), while the held socket is found tampered with
+/// ([`watch`]) and when a probe does not come back ([`Canary`]); ignores
+/// everything else; never replies (but to a probe from loopback).
 ///
 /// `on_event` receives one call per change (not per datagram).
 fn listen(
@@ -350,13 +527,15 @@ fn listen(
     mut trip: impl FnMut(Reason),
     mut on_event: impl FnMut(UdpEvent),
 ) {
-    let mut socket: Option<UdpSocket> = None;
-    let mut socket_ino = 0u64;
+    let mut held: Option<Held> = None;
     let mut server: Option<Server> = None;
     let mut next_serve_check = 0u64;
+    let mut next_watch = 0u64;
     let mut serve_errno: Option<i32> = None;
     let mut refused: [Option<SocketFault>; 3] = [None; 3];
     let mut last_bind_error: Option<i32> = None;
+    let mut last_tamper: Option<SocketFault> = None;
+    let mut last_peer: Option<PeerRefusal> = None;
     let mut unread = UnreadRule::new(monotonic_ns(), cfg.unread_deadline_ns);
     let mut read_backoff = Backoff::default();
     let mut accept_backoff = Backoff::default();
@@ -366,11 +545,17 @@ fn listen(
     }
     // Acquire: pairs with the Release that sets a `stop` flag.
     while !stop.iter().any(|f| f.load(Ordering::Acquire)) {
-        if socket.is_none() {
+        if held.is_none() {
             match acquire(cfg, &mut refused, &mut on_event) {
                 Ok((s, source)) => {
-                    socket_ino = inode_of(s.as_raw_fd()).map_or(0, |(_, i)| i);
-                    socket = Some(s);
+                    let now = monotonic_ns();
+                    held = Some(Held {
+                        ino: inode_of(s.as_raw_fd()).map_or(0, |(_, i)| i),
+                        prober: prober(cfg.port).ok(),
+                        socket: s,
+                        canary: Canary::new(now, PROBE_PERIOD_NS, PROBE_BOUND_NS),
+                    });
+                    next_watch = now + WATCH_NS;
                     last_bind_error = None;
                     on_event(UdpEvent::Bound(source));
                 }
@@ -383,36 +568,54 @@ fn listen(
             }
         }
         // Relaxed: status flags, read by the cycle to build its safety status.
-        shared.not_owned.store(socket.is_none(), Ordering::Relaxed);
-        shared.bound.store(socket.is_some(), Ordering::Relaxed);
+        shared.not_owned.store(held.is_none(), Ordering::Relaxed);
+        shared.bound.store(held.is_some(), Ordering::Relaxed);
         let now = monotonic_ns();
-        if let Unread::Trip { first } = unread.step(now, socket.is_some()) {
+        if let Unread::Trip { first } = unread.step(now, held.is_some()) {
             trip(Reason::StopPortUnread);
             if first {
                 on_event(UdpEvent::Unread);
             }
         }
 
-        let Some(s) = &socket else {
+        let Some(h) = &mut held else {
             std::thread::sleep(Duration::from_millis(RETRY_MS));
             continue;
         };
+        if now >= next_watch {
+            next_watch = now + WATCH_NS;
+            let fault = match watch(&h.socket, cfg.port) {
+                Watch::Fine => None,
+                Watch::Repaired(f) | Watch::Lasting(f) => Some((f, false)),
+                Watch::Lost(f) => Some((f, true)),
+            };
+            match fault {
+                None => last_tamper = None,
+                Some((f, lost)) => {
+                    trip(Reason::StopPortUnread);
+                    if last_tamper != Some(f) {
+                        on_event(UdpEvent::Tampered(f));
+                    }
+                    last_tamper = Some(f);
+                    if lost {
+                        held = None;
+                        server = None;
+                        continue;
+                    }
+                }
+            }
+        }
         if now >= next_serve_check {
-            maintain(
-                &mut server,
-                cfg,
-                socket_ino,
-                &mut serve_errno,
-                &mut on_event,
-            );
+            maintain(&mut server, cfg, h.ino, &mut serve_errno, &mut on_event);
             next_serve_check = now + SERVE_CHECK_NS;
         }
+        let s = &h.socket;
         let read_ready = read_backoff.ready(now);
         let accept_ready = accept_backoff.ready(now);
         let mut fds = [
             libc::pollfd {
                 fd: if read_ready { s.as_raw_fd() } else { -1 },
-                events: libc::POLLIN,
+                events: libc::POLLIN | libc::POLLRDHUP,
                 revents: 0,
             },
             libc::pollfd {
@@ -420,6 +623,11 @@ fn listen(
                     (Some(l), true) => l.listener.as_raw_fd(),
                     _ => -1,
                 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: h.prober.as_ref().map_or(-1, |p| p.as_raw_fd()),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -431,27 +639,65 @@ fn listen(
                 timeout_ms = timeout_ms.min(w.div_ceil(1_000_000));
             }
         }
-        // SAFETY: two valid pollfds (a negative fd is ignored) for the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms as libc::c_int) };
+        // SAFETY: three valid pollfds (a negative fd is ignored) for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms as libc::c_int) };
+        if fds[0].revents & libc::POLLRDHUP != 0 {
+            // shutdown(SHUT_RD): poll would wake at once, for ever, and no
+            // datagram is read again. Let it go (never polled again).
+            trip(Reason::StopPortUnread);
+            if last_tamper != Some(SocketFault::ShutDown) {
+                on_event(UdpEvent::Tampered(SocketFault::ShutDown));
+            }
+            last_tamper = Some(SocketFault::ShutDown);
+            held = None;
+            server = None;
+            continue;
+        }
         // Drain: every datagram queued now, on every wake (also on a
         // timeout: the other process may have been woken for a datagram
         // and stopped before it read it). Bounded, so that a flood still
         // lets the loop look at its stop flag and serve the other process.
         if read_backoff.ready(monotonic_ns()) {
             for _ in 0..DRAIN_MAX {
-                // SAFETY: recv into a buffer of the length given; MSG_DONTWAIT
-                // leaves the shared file description's flags alone.
+                // SAFETY: zeroed storage for the sender's address.
+                let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+                let mut from_len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                // SAFETY: recvfrom into a buffer of the length given and an
+                // address storage of its size; MSG_DONTWAIT leaves the shared
+                // file description's flags alone.
                 let n = unsafe {
-                    libc::recv(
+                    libc::recvfrom(
                         s.as_raw_fd(),
                         buf.as_mut_ptr().cast(),
                         buf.len(),
-                        libc::MSG_DONTWAIT,
+                        libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                        (&mut from as *mut libc::sockaddr_storage).cast(),
+                        &mut from_len,
                     )
                 };
                 if n >= 0 {
                     read_backoff.succeeded();
-                    if is_stop(&buf[..(n as usize).min(buf.len())]) {
+                    let d = &buf[..(n as usize).min(buf.len())];
+                    if let Some(nonce) = probe_nonce(d) {
+                        // Ours: back. Another holder's (the other process):
+                        // sent back to its prober, on loopback only.
+                        if !h.canary.echoed(nonce) && from_loopback(&from) {
+                            // SAFETY: sendto of the bytes read, to the
+                            // address the kernel gave, of its length.
+                            unsafe {
+                                libc::sendto(
+                                    s.as_raw_fd(),
+                                    d.as_ptr().cast(),
+                                    d.len(),
+                                    libc::MSG_DONTWAIT,
+                                    (&from as *const libc::sockaddr_storage).cast(),
+                                    from_len,
+                                )
+                            };
+                        }
+                        continue;
+                    }
+                    if is_stop(d) {
                         trip(Reason::Udp);
                     }
                     // Relaxed: a statistic.
@@ -473,14 +719,68 @@ fn listen(
                 }
             }
         }
+        // Echoes on the prober: only from the port (it is connected), and
+        // only the nonce out counts.
+        if let Some(p) = &h.prober {
+            let mut e = [0u8; PROBE_LEN + 1];
+            for _ in 0..16 {
+                match p.recv(&mut e) {
+                    Ok(n) => {
+                        if let Some(nonce) = probe_nonce(&e[..n]) {
+                            h.canary.echoed(nonce);
+                        }
+                    }
+                    // Empty, or an ICMP error (the port was closed): the
+                    // probe is missed in its time.
+                    Err(_) => break,
+                }
+            }
+        }
+        // The canary, judged after every echo that came was read (a
+        // process stopped for a while finds its echo queued): a probe due
+        // is sent, a probe missed trips.
+        let now = monotonic_ns();
+        match h.canary.step(now) {
+            Probe::Nothing => {}
+            Probe::Send => {
+                let nonce = fresh_nonce();
+                if let Some(p) = &h.prober {
+                    let mut d = [0u8; PROBE_LEN];
+                    d[..PROBE_PREFIX.len()].copy_from_slice(PROBE_PREFIX);
+                    d[PROBE_PREFIX.len()..].copy_from_slice(&nonce.to_le_bytes());
+                    let _ = p.send(&d);
+                }
+                // Counted as sent either way: a probe that cannot be sent
+                // is a probe that does not come back.
+                h.canary.sent(nonce, now);
+            }
+            Probe::Missed { first } => {
+                trip(Reason::StopPortUnread);
+                if first {
+                    on_event(UdpEvent::ProbeMissed);
+                }
+            }
+        }
         if let (Some(l), true) = (&server, accept_backoff.ready(monotonic_ns())) {
             loop {
                 match l.listener.accept() {
                     Ok((conn, _)) => {
                         accept_backoff.succeeded();
-                        let _ = conn.set_nonblocking(false);
-                        let _ = conn.set_write_timeout(Some(Duration::from_millis(20)));
-                        let _ = send_fd(&conn, s.as_fd().as_raw_fd());
+                        // Only a verified holder gets the fd; anyone else
+                        // gets the connection closed.
+                        match verify_peer(&conn, cfg.holders.as_ref()) {
+                            Ok(()) => {
+                                let _ = conn.set_nonblocking(false);
+                                let _ = conn.set_write_timeout(Some(Duration::from_millis(20)));
+                                let _ = send_fd(&conn, s.as_fd().as_raw_fd());
+                            }
+                            Err(r) => {
+                                if last_peer != Some(r) {
+                                    on_event(UdpEvent::PeerRefused(r));
+                                }
+                                last_peer = Some(r);
+                            }
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -495,6 +795,26 @@ fn listen(
                 }
             }
         }
+    }
+}
+
+/// Whether the address `a` (from recvfrom) is a loopback one: 127/8, ::1,
+/// or 127/8 mapped into IPv6.
+fn from_loopback(a: &libc::sockaddr_storage) -> bool {
+    match i32::from(a.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says it is a sockaddr_in.
+            let v4 = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr)).is_loopback()
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it is a sockaddr_in6.
+            let v6 = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            std::net::Ipv6Addr::from(v6.sin6_addr.s6_addr)
+                .to_canonical()
+                .is_loopback()
+        }
+        _ => false,
     }
 }
 

@@ -80,6 +80,29 @@ pub(crate) struct SocketFacts {
     /// Other sockets bound to the same port in this namespace, and the uid
     /// of one of them (from /proc/self/net/udp{,6}).
     pub others_on_port: (u32, u32),
+    /// Shut down for reading (`shutdown(SHUT_RD)`: POLLRDHUP).
+    pub read_shut: bool,
+    /// Its socket filter (SO_GET_FILTER, SO_LOCK_FILTER).
+    pub filter: Filter,
+}
+
+/// The socket filter on a socket, as SO_GET_FILTER and SO_LOCK_FILTER tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filter {
+    /// None (or one SO_GET_FILTER cannot show, an eBPF program: told by
+    /// `locked`, and replaced by ours when not locked).
+    None {
+        /// SO_LOCK_FILTER is set.
+        locked: bool,
+    },
+    /// Ours: one instruction that keeps every datagram ([`KEEP_ALL`]).
+    Ours {
+        /// SO_LOCK_FILTER is set.
+        locked: bool,
+    },
+    /// Another filter (it may drop stops): its length in instructions
+    /// (0: longer than can be read), or the errno of SO_GET_FILTER.
+    Other(i64),
 }
 
 /// What is wrong with a socket.
@@ -112,6 +135,13 @@ pub enum SocketFault {
     /// Other sockets are bound to the port (how many, one's uid): they
     /// take stops.
     Shared(u32, u32),
+    /// Shut down for reading (`shutdown(SHUT_RD)`): no datagram is read.
+    ShutDown,
+    /// A socket filter that is not ours (its length): it may drop stops.
+    Filtered(i64),
+    /// A filter SO_GET_FILTER cannot show (an eBPF program), locked so that
+    /// ours cannot replace it.
+    FilterLocked,
 }
 
 impl SocketFault {
@@ -124,6 +154,7 @@ impl SocketFault {
             | SocketFault::NotUdp(v) => i64::from(v),
             SocketFault::WrongPort(p) => i64::from(p),
             SocketFault::Shared(_, uid) => i64::from(uid),
+            SocketFault::Filtered(n) => n,
             _ => 0,
         }
     }
@@ -150,6 +181,15 @@ impl std::fmt::Display for SocketFault {
             SocketFault::Shared(n, uid) => write!(
                 f,
                 "{n} other socket(s) bound to the port too (uid {uid} among them): they take stops"
+            ),
+            SocketFault::ShutDown => write!(f, "shut down for reading (shutdown SHUT_RD): no stop is read"),
+            SocketFault::Filtered(n) => write!(
+                f,
+                "a socket filter that is not ours ({n} instructions, or errno): it may drop stops"
+            ),
+            SocketFault::FilterLocked => write!(
+                f,
+                "a locked filter that cannot be read or replaced (SO_ATTACH_BPF): it may drop stops"
             ),
         }
     }
@@ -188,6 +228,14 @@ pub(crate) fn check(facts: &SocketFacts, port: u16) -> Result<(), SocketFault> {
         Netns::Other => return Err(SocketFault::OtherNetns),
         Netns::Unknown => return Err(SocketFault::NetnsUnknown),
     }
+    if facts.read_shut {
+        return Err(SocketFault::ShutDown);
+    }
+    match facts.filter {
+        Filter::Other(n) => return Err(SocketFault::Filtered(n)),
+        Filter::None { locked: true } => return Err(SocketFault::FilterLocked),
+        Filter::None { locked: false } | Filter::Ours { .. } => {}
+    }
     if facts.others_on_port.0 > 0 {
         return Err(SocketFault::Shared(
             facts.others_on_port.0,
@@ -195,6 +243,110 @@ pub(crate) fn check(facts: &SocketFacts, port: u16) -> Result<(), SocketFault> {
         ));
     }
     Ok(())
+}
+
+/// SO_ATTACH_FILTER, and SO_GET_FILTER (the same number), asm-generic.
+const SO_ATTACH_FILTER: i32 = 26;
+/// SO_LOCK_FILTER, asm-generic.
+const SO_LOCK_FILTER: i32 = 44;
+/// The classic BPF `ret #k` (BPF_RET | BPF_K).
+const BPF_RET_K: u16 = 0x06;
+/// Our filter: `ret #0xffffffff`, keep every datagram whole. Attached and
+/// locked (SO_LOCK_FILTER) on the socket a holder takes, so no other holder
+/// of the fd can attach one that drops stops (or detach ours).
+pub(crate) const KEEP_ALL: libc::sock_filter = libc::sock_filter {
+    code: BPF_RET_K,
+    jt: 0,
+    jf: 0,
+    k: u32::MAX,
+};
+
+/// The filter on `fd` (SO_GET_FILTER counts in instructions, not bytes).
+fn filter_of(fd: RawFd) -> Filter {
+    let locked = sockopt_int(fd, libc::SOL_SOCKET, SO_LOCK_FILTER).unwrap_or(0) != 0;
+    let mut prog = [KEEP_ALL; 4];
+    let mut len = prog.len() as libc::socklen_t;
+    // SAFETY: SO_GET_FILTER writes at most `len` instructions into `prog`
+    // and the count into `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_ATTACH_FILTER,
+            prog.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        // EINVAL: longer than the buffer.
+        return Filter::Other(if e == libc::EINVAL { 0 } else { -i64::from(e) });
+    }
+    let ours = |f: &libc::sock_filter| {
+        (f.code, f.jt, f.jf, f.k) == (KEEP_ALL.code, KEEP_ALL.jt, KEEP_ALL.jf, KEEP_ALL.k)
+    };
+    match len {
+        0 => Filter::None { locked },
+        1 if ours(&prog[0]) => Filter::Ours { locked },
+        n => Filter::Other(i64::from(n)),
+    }
+}
+
+/// Attaches [`KEEP_ALL`] (unless it is there) and locks the filter.
+pub(crate) fn lock_filter(fd: RawFd) -> io::Result<()> {
+    if !matches!(filter_of(fd), Filter::Ours { .. }) {
+        let mut prog = [KEEP_ALL];
+        let fprog = libc::sock_fprog {
+            len: 1,
+            filter: prog.as_mut_ptr(),
+        };
+        // SAFETY: a sock_fprog pointing at one instruction, of its size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                SO_ATTACH_FILTER,
+                (&fprog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    set_sockopt_int(fd, libc::SOL_SOCKET, SO_LOCK_FILTER, 1)
+}
+
+/// Shut down for reading: POLLRDHUP, without waiting.
+fn read_shut(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & libc::POLLRDHUP != 0
+}
+
+/// Disconnects a connected datagram socket (connect to AF_UNSPEC).
+pub(crate) fn disconnect(fd: RawFd) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr with family AF_UNSPEC, of its size.
+    let mut a: libc::sockaddr = unsafe { std::mem::zeroed() };
+    a.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    // SAFETY: as above; connect only reads the address.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            &a,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// One line of /proc/net/udp{,6}: the local port, the uid, the inode.
@@ -367,6 +519,12 @@ pub(crate) fn facts(fd: BorrowedFd<'_>, port: u16) -> SocketFacts {
         reuse_port,
         netns,
         others_on_port: (others.len() as u32, others.first().map_or(0, |o| o.1)),
+        read_shut: is_inet && read_shut(raw),
+        filter: if is_inet {
+            filter_of(raw)
+        } else {
+            Filter::None { locked: false }
+        },
     }
 }
 
@@ -396,12 +554,47 @@ pub(crate) fn adopt(fd: OwnedFd, port: u16) -> Result<UdpSocket, SocketFault> {
     check(&facts(fd.as_fd(), port), port)?;
     let s = UdpSocket::from(fd);
     prepare(&s);
+    lock_filter(s.as_raw_fd()).map_err(|_| SocketFault::FilterLocked)?;
     Ok(s)
 }
 
-/// Binds `0.0.0.0:port` with the large receive buffer.
+/// Binds the port on both families with the large receive buffer: the
+/// IPv6 wildcard `[::]:port` with IPV6_V6ONLY cleared (dual-stack: an IPv4
+/// stop arrives v4-mapped on the same socket, and no other socket can bind
+/// `0.0.0.0:port` or `[::]:port` beside it, as the socket unit's
+/// `BindIPv6Only=both`); `0.0.0.0:port` only where the kernel has no IPv6
+/// (EAFNOSUPPORT), where no IPv6 stop can come.
 pub(crate) fn bind(port: u16) -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(("0.0.0.0", port))?;
+    let s = match bind_dual_stack(port) {
+        Ok(s) => s,
+        Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {
+            UdpSocket::bind(("0.0.0.0", port))?
+        }
+        Err(e) => return Err(e),
+    };
     prepare(&s);
+    lock_filter(s.as_raw_fd())?;
     Ok(s)
+}
+
+/// `[::]:port`, IPV6_V6ONLY = 0 (whatever `net.ipv6.bindv6only` says),
+/// close-on-exec.
+fn bind_dual_stack(port: u16) -> io::Result<UdpSocket> {
+    use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, SockaddrIn6};
+    let fd = socket(
+        AddressFamily::Inet6,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    set_sockopt_int(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    let addr = SockaddrIn6::from(std::net::SocketAddrV6::new(
+        std::net::Ipv6Addr::UNSPECIFIED,
+        port,
+        0,
+        0,
+    ));
+    nix::sys::socket::bind(fd.as_raw_fd(), &addr).map_err(io::Error::from)?;
+    Ok(UdpSocket::from(fd))
 }

@@ -1,6 +1,14 @@
 //! The hand-over socket file: a holder of the stop socket serves its fd
 //! (SCM_RIGHTS) on `stop-PORT.sock` next to the page ([`serve`], [`send_fd`]);
 //! a process without it asks there ([`ask`]) and checks what it gets.
+//!
+//! The fd goes only to a verified holder ([`may_receive`], pure, over the
+//! [`Peer`] the shell gathers): the connecting process's credentials
+//! (SO_PEERCRED) name this process's user (or root), and its pid is this
+//! process or one the page registers (the runtime's `driver_pid`, the
+//! guard's `guard_pid`) with the start time the page stores for it, and it
+//! maps the page. Anyone else (another member of the page directory's
+//! group) gets the connection closed, no fd.
 
 use std::io;
 use std::net::UdpSocket;
@@ -11,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::check::{adopt, SocketFault};
-use super::HANDOVER_TIMEOUT;
+use super::{Holders, HANDOVER_TIMEOUT};
+use crate::process::{maps_file, start_time, ProcessIdentity};
 use crate::socket_file::{bind_private, directory_group, Replace};
 
 /// Why a hand-over gave no socket.
@@ -115,4 +124,129 @@ pub(crate) fn serve(path: &Path) -> io::Result<Server> {
     };
     server.listener.set_nonblocking(true)?;
     Ok(server)
+}
+
+/// Who connected to the hand-over file, as the shell found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Peer {
+    /// SO_PEERCRED's pid (the process that connected).
+    pub pid: u32,
+    /// SO_PEERCRED's uid.
+    pub uid: u32,
+    /// The start time that pid has now (`/proc/PID/stat` field 22).
+    pub start_now: Option<u64>,
+    /// Whether it maps the page (`/proc/PID/maps`; `None`: not readable,
+    /// or no page to look for).
+    pub maps_page: Option<bool>,
+}
+
+/// Why a peer gets no fd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRefusal {
+    /// SO_PEERCRED could not be read.
+    NoCredentials,
+    /// Another user than this process's (and not root): the uid.
+    OtherUser(u32),
+    /// Neither this process nor a runtime or guard the page registers: the pid.
+    NotRegistered(u32),
+    /// The pid is registered, but its process has another start time now
+    /// (a reused pid): the pid.
+    Reused(u32),
+    /// The registered process does not map the page: not a holder (the pid).
+    NotAHolder(u32),
+}
+
+impl PeerRefusal {
+    /// The number that goes with it (a uid or a pid).
+    pub(crate) fn value(&self) -> i64 {
+        match *self {
+            PeerRefusal::NoCredentials => 0,
+            PeerRefusal::OtherUser(v)
+            | PeerRefusal::NotRegistered(v)
+            | PeerRefusal::Reused(v)
+            | PeerRefusal::NotAHolder(v) => i64::from(v),
+        }
+    }
+}
+
+impl std::fmt::Display for PeerRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerRefusal::NoCredentials => write!(f, "its credentials (SO_PEERCRED) cannot be read"),
+            PeerRefusal::OtherUser(uid) => write!(
+                f,
+                "uid {uid} is another user than this process's: only the services' user (or root) gets the stop socket"
+            ),
+            PeerRefusal::NotRegistered(pid) => write!(
+                f,
+                "pid {pid} is neither the runtime nor the guard the page registers"
+            ),
+            PeerRefusal::Reused(pid) => write!(
+                f,
+                "pid {pid} has another start time than the page stores for it (a reused pid)"
+            ),
+            PeerRefusal::NotAHolder(pid) => write!(f, "pid {pid} does not map the page"),
+        }
+    }
+}
+
+/// The rule, pure: may `peer` receive the stop socket from this process
+/// (`own`, running as `own_uid`), with `registered` the identities the
+/// page stores now (the runtime's and the guard's; pid 0: none)?
+pub(crate) fn may_receive(
+    peer: &Peer,
+    own: ProcessIdentity,
+    own_uid: u32,
+    registered: [ProcessIdentity; 2],
+) -> Result<(), PeerRefusal> {
+    if peer.uid != own_uid && peer.uid != 0 {
+        return Err(PeerRefusal::OtherUser(peer.uid));
+    }
+    if peer.pid == own.pid {
+        // This very process (two listeners in one program): it holds the
+        // socket already.
+        return Ok(());
+    }
+    let id = registered
+        .iter()
+        .find(|r| r.pid != 0 && r.pid == peer.pid)
+        .ok_or(PeerRefusal::NotRegistered(peer.pid))?;
+    if id.start == 0 || peer.start_now != Some(id.start) {
+        return Err(PeerRefusal::Reused(peer.pid));
+    }
+    if peer.maps_page == Some(false) {
+        return Err(PeerRefusal::NotAHolder(peer.pid));
+    }
+    Ok(())
+}
+
+/// The shell of [`may_receive`] for a connection: SO_PEERCRED, the peer's
+/// start time and whether it maps the page. Reads two small `/proc` files;
+/// never waits on the peer.
+pub(crate) fn verify_peer(conn: &UnixStream, holders: Option<&Holders>) -> Result<(), PeerRefusal> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let cred = getsockopt(conn, PeerCredentials).map_err(|_| PeerRefusal::NoCredentials)?;
+    let pid = u32::try_from(cred.pid()).map_err(|_| PeerRefusal::NoCredentials)?;
+    let own_pid = std::process::id();
+    let own = ProcessIdentity {
+        pid: own_pid,
+        start: 0,
+    };
+    let registered = holders.map_or([ProcessIdentity { pid: 0, start: 0 }; 2], |h| {
+        (h.registered)()
+    });
+    let maps_page = if pid == own_pid {
+        None
+    } else {
+        holders
+            .and_then(|h| std::fs::metadata(&h.page).ok())
+            .and_then(|m| maps_file(pid, m.dev(), m.ino()))
+    };
+    let peer = Peer {
+        pid,
+        uid: cred.uid(),
+        start_now: start_time(pid),
+        maps_page,
+    };
+    may_receive(&peer, own, nix::unistd::geteuid().as_raw(), registered)
 }

@@ -86,3 +86,84 @@ impl Backoff {
         *self = Backoff::default();
     }
 }
+
+/// The canary's rule: a holder sends itself a probe (a fresh nonce) on the
+/// port over loopback every [`super::PROBE_PERIOD_NS`]; whichever holder
+/// reads it sends it back. A probe not back within `bound_ns` means
+/// something else takes or blocks what is sent to the port (a reader that
+/// steals datagrams, a filter, a closed port): trip `stop-port-unread`,
+/// and probe again at once (so a re-arm does not stick while it lasts).
+/// One probe is out at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Canary {
+    period_ns: u64,
+    bound_ns: u64,
+    /// The probe out: its nonce and when it was sent.
+    out: Option<(u128, u64)>,
+    next_ns: u64,
+    /// A probe was missed and none came back since (log once).
+    missing: bool,
+}
+
+/// What [`Canary::step`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Nothing now.
+    Nothing,
+    /// Send a probe (then [`Canary::sent`]).
+    Send,
+    /// The probe out was not back in time: trip; `first`: log it.
+    Missed {
+        /// The first miss since a probe last came back.
+        first: bool,
+    },
+}
+
+impl Canary {
+    /// A canary that probes first at `now_ns`.
+    pub(crate) fn new(now_ns: u64, period_ns: u64, bound_ns: u64) -> Canary {
+        Canary {
+            period_ns,
+            bound_ns,
+            out: None,
+            next_ns: now_ns,
+            missing: false,
+        }
+    }
+
+    /// One look at `now_ns` (after every echo that came was given to
+    /// [`Canary::echoed`]).
+    pub(crate) fn step(&mut self, now_ns: u64) -> Probe {
+        match self.out {
+            Some((_, sent)) if now_ns.saturating_sub(sent) >= self.bound_ns => {
+                self.out = None;
+                self.next_ns = now_ns;
+                let first = !self.missing;
+                self.missing = true;
+                Probe::Missed { first }
+            }
+            Some(_) => Probe::Nothing,
+            None if now_ns >= self.next_ns => Probe::Send,
+            None => Probe::Nothing,
+        }
+    }
+
+    /// The probe with `nonce` was sent at `now_ns`.
+    pub(crate) fn sent(&mut self, nonce: u128, now_ns: u64) {
+        self.out = Some((nonce, now_ns));
+    }
+
+    /// A probe came back with `nonce`: true when it is the one out (any
+    /// other, forged or late, is ignored).
+    pub(crate) fn echoed(&mut self, nonce: u128) -> bool {
+        match self.out {
+            Some((n, sent)) if n == nonce => {
+                self.out = None;
+                self.next_ns = sent + self.period_ns;
+                self.missing = false;
+                true
+            }
+            _ => false,
+        }
+    }
+}

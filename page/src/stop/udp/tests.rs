@@ -95,6 +95,8 @@ fn good_v4(port: u16) -> SocketFacts {
         reuse_port: false,
         netns: Netns::Same,
         others_on_port: (0, 0),
+        read_shut: false,
+        filter: Filter::None { locked: false },
     }
 }
 
@@ -195,6 +197,26 @@ fn socket_check_takes_only_a_wildcard_udp_socket_on_the_port_in_this_namespace()
             "nobody on the port too",
             with(&|x| x.others_on_port = (1, 65534)),
             Err(SocketFault::Shared(1, 65534)),
+        ),
+        (
+            "our filter, locked",
+            with(&|x| x.filter = Filter::Ours { locked: true }),
+            Ok(()),
+        ),
+        (
+            "shut down for reading",
+            with(&|x| x.read_shut = true),
+            Err(SocketFault::ShutDown),
+        ),
+        (
+            "a drop-all filter",
+            with(&|x| x.filter = Filter::Other(1)),
+            Err(SocketFault::Filtered(1)),
+        ),
+        (
+            "a locked filter that cannot be read (eBPF)",
+            with(&|x| x.filter = Filter::None { locked: true }),
+            Err(SocketFault::FilterLocked),
         ),
     ];
     for (what, facts, want) in rows {
@@ -636,4 +658,143 @@ fn udp_a_bogus_handover_is_refused_and_replaced() {
         stop.store(true, Ordering::SeqCst);
         t.join().unwrap();
     }
+}
+
+// ---- who is handed the socket ---------------------------------------------
+
+#[test]
+fn stop_socket_is_handed_only_to_a_verified_holder() {
+    use crate::process::ProcessIdentity as Id;
+    let me = Id { pid: 10, start: 0 };
+    let rt = Id {
+        pid: 20,
+        start: 500,
+    };
+    let guard = Id {
+        pid: 30,
+        start: 400,
+    };
+    let reg = [rt, guard];
+    let nao = 1000;
+    let peer = |pid, uid, start_now, maps_page| Peer {
+        pid,
+        uid,
+        start_now,
+        maps_page,
+    };
+    let rows: Vec<(&str, Peer, [Id; 2], Result<(), PeerRefusal>)> = vec![
+        (
+            "the runtime",
+            peer(20, nao, Some(500), Some(true)),
+            reg,
+            Ok(()),
+        ),
+        (
+            "the guard",
+            peer(30, nao, Some(400), Some(true)),
+            reg,
+            Ok(()),
+        ),
+        (
+            "the guard, maps unreadable: by its identity",
+            peer(30, nao, Some(400), None),
+            reg,
+            Ok(()),
+        ),
+        ("this process", peer(10, nao, Some(1), None), reg, Ok(())),
+        (
+            "root, registered",
+            peer(20, 0, Some(500), Some(true)),
+            reg,
+            Ok(()),
+        ),
+        (
+            "another member of the group, registered in the page by itself",
+            peer(20, 65534, Some(500), Some(true)),
+            reg,
+            Err(PeerRefusal::OtherUser(65534)),
+        ),
+        (
+            "another member of the group",
+            peer(77, 65534, Some(9), Some(true)),
+            reg,
+            Err(PeerRefusal::OtherUser(65534)),
+        ),
+        (
+            "the services' user, not registered",
+            peer(77, nao, Some(9), Some(true)),
+            reg,
+            Err(PeerRefusal::NotRegistered(77)),
+        ),
+        (
+            "a reused pid",
+            peer(20, nao, Some(501), Some(true)),
+            reg,
+            Err(PeerRefusal::Reused(20)),
+        ),
+        (
+            "a pid gone",
+            peer(20, nao, None, None),
+            reg,
+            Err(PeerRefusal::Reused(20)),
+        ),
+        (
+            "registered without a start time",
+            peer(20, nao, Some(500), Some(true)),
+            [Id { pid: 20, start: 0 }, guard],
+            Err(PeerRefusal::Reused(20)),
+        ),
+        (
+            "registered, but not mapping the page",
+            peer(20, nao, Some(500), Some(false)),
+            reg,
+            Err(PeerRefusal::NotAHolder(20)),
+        ),
+        (
+            "pid 0 registers nobody",
+            peer(0, nao, Some(0), None),
+            [Id { pid: 0, start: 0 }; 2],
+            Err(PeerRefusal::NotRegistered(0)),
+        ),
+    ];
+    for (what, p, reg, want) in rows {
+        assert_eq!(may_receive(&p, me, nao, reg), want, "{what}");
+    }
+}
+
+// ---- the canary -------------------------------------------------------------
+
+#[test]
+fn stop_port_probe_missed_trips_and_only_its_own_nonce_counts() {
+    const MS: u64 = 1_000_000;
+    let mut c = Canary::new(0, 200 * MS, 400 * MS);
+    assert_eq!(c.step(0), Probe::Send);
+    c.sent(7, 0);
+    assert_eq!(c.step(100 * MS), Probe::Nothing, "one probe out at a time");
+    assert!(!c.echoed(8), "a forged nonce does not count");
+    assert!(c.echoed(7));
+    assert!(!c.echoed(7), "a replay does not count");
+    assert_eq!(
+        c.step(150 * MS),
+        Probe::Nothing,
+        "the next one a period after the last"
+    );
+    assert_eq!(c.step(200 * MS), Probe::Send);
+    c.sent(9, 200 * MS);
+    assert_eq!(c.step(599 * MS), Probe::Nothing);
+    assert_eq!(c.step(600 * MS), Probe::Missed { first: true });
+    assert_eq!(c.step(600 * MS), Probe::Send, "again at once");
+    c.sent(10, 600 * MS);
+    assert!(!c.echoed(9), "the missed one, late, does not count");
+    assert_eq!(c.step(1000 * MS), Probe::Missed { first: false });
+    assert_eq!(c.step(1000 * MS), Probe::Send);
+    c.sent(11, 1000 * MS);
+    assert!(c.echoed(11));
+    assert_eq!(c.step(1200 * MS), Probe::Send);
+    c.sent(12, 1200 * MS);
+    assert_eq!(
+        c.step(1600 * MS),
+        Probe::Missed { first: true },
+        "logged again after one came back"
+    );
 }

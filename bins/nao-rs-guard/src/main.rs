@@ -121,9 +121,11 @@ fn run(args: GuardArgs) -> Result<(), String> {
         let p = page.clone();
         let p2 = page.clone();
         let t = udp::spawn(
-            args.udp_port,
-            deathswitch::stop::udp::handover_path(&page_path, args.udp_port),
-            deathswitch::stop::udp::Holders::of(page.clone()),
+            deathswitch::stop::udp::ListenConfig::new(
+                args.udp_port,
+                deathswitch::stop::udp::handover_path(&page_path, args.udp_port),
+            )
+            .with_holders(deathswitch::stop::udp::Holders::of(page.clone())),
             udp_log,
             udp_stops,
             stop.clone(),

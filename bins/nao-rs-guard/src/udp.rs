@@ -7,11 +7,10 @@
 //! stop"). The guard's listener runs at SCHED_FIFO [`GUARD_UDP_PRIORITY`],
 //! above the runtime's cycle.
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use deathswitch::stop::udp::{self, Holders, ListenConfig, UdpEvent, UdpListener};
+use deathswitch::stop::udp::{self, ListenConfig, UdpEvent, UdpListener};
 use deathswitch::Reason;
 
 use nao_kit::log::EventSink;
@@ -28,18 +27,16 @@ pub fn inherit_from_systemd() {
     udp::inherit_from_systemd();
 }
 
-/// Starts the guard's listener on `port`, its hand-over file `handover`
-/// (`udp::handover_path` of the page), as the kit's actor `guard-udp`;
-/// the socket is handed over to `holders` only (the runtime and guard the
-/// page registers: `udp::Holders::of` the page).
+/// Starts the guard's listener as `config` says (its port, its hand-over
+/// file `udp::handover_path` of the page, handed over to its holders only:
+/// the runtime and guard the page registers, `udp::Holders::of` the page),
+/// as the kit's actor `guard-udp`.
 /// `trip` is called with `Reason::Udp` for each stop datagram and
 /// `Reason::StopPortUnread` while the port is unread, and returns whether
 /// that call tripped the switch; `on_panic` runs if the listener panics.
 /// Ends when `stop` is set.
 pub fn spawn<F, P>(
-    port: u16,
-    handover: PathBuf,
-    holders: Option<Holders>,
+    config: ListenConfig,
     mut events: EventSink,
     mut stops: EventSink,
     stop: Arc<AtomicBool>,
@@ -52,8 +49,9 @@ where
 {
     let mut spec = nao_kit::actor::ActorSpec::new("guard-udp");
     spec.priority = Some(GUARD_UDP_PRIORITY);
+    let port = config.port;
     UdpListener::start(
-        ListenConfig::new(port, handover).with_holders(holders),
+        config,
         stop,
         move |r| {
             let tripped = trip(r);

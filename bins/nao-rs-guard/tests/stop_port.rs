@@ -839,8 +839,8 @@ fn stop_port_shutdown_is_found_at_once_and_nothing_spins() {
         let (mut g, mut rt) = pair_on(&rig, &page, &held, port, &runtime(&name, port));
         rearm_and_hold(&page, 1000);
         let t0 = Instant::now();
-        // SAFETY: shutdown of the inherited fd.
         let code = exit_code(as_nobody(move || {
+            // SAFETY: shutdown of the inherited fd, open in this child.
             errno_of(unsafe { libc::shutdown(fd, libc::SHUT_RD) })
         }));
         // An unconnected UDP socket answers ENOTCONN and is shut down all

@@ -682,7 +682,9 @@ fn stop_socket_is_handed_only_to_a_verified_holder() {
         start_now,
         maps_page,
     };
-    let rows: Vec<(&str, Peer, [Id; 2], Result<(), PeerRefusal>)> = vec![
+    // One row: what it shows, the peer, the page's registered pair, the verdict.
+    type Row<'a> = (&'a str, Peer, [Id; 2], Result<(), PeerRefusal>);
+    let rows: Vec<Row> = vec![
         (
             "the runtime",
             peer(20, nao, Some(500), Some(true)),

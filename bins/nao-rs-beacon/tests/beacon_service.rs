@@ -113,6 +113,8 @@ impl Robot {
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+            + "\n--- rt ---\n"
+            + &std::fs::read_to_string(self.rig.log_path("rt")).unwrap_or_default()
     }
 
     fn wake(&self, datagram: &[u8]) {

@@ -477,6 +477,8 @@ struct Held {
     socket: UdpSocket,
     ino: u64,
     prober: Option<UdpSocket>,
+    /// The port the socket holds (what the watch checks).
+    port: u16,
     canary: Canary,
 }
 
@@ -549,9 +551,17 @@ fn listen(
             match acquire(cfg, &mut refused, &mut on_event) {
                 Ok((s, source)) => {
                     let now = monotonic_ns();
+                    // The port the socket holds: `cfg.port`, or with
+                    // `cfg.port` 0 (tests) the one the kernel chose. The
+                    // watch judges it and the probes go to it.
+                    let port = match cfg.port {
+                        0 => s.local_addr().map_or(0, |a| a.port()),
+                        p => p,
+                    };
                     held = Some(Held {
                         ino: inode_of(s.as_raw_fd()).map_or(0, |(_, i)| i),
-                        prober: prober(cfg.port).ok(),
+                        prober: prober(port).ok(),
+                        port,
                         socket: s,
                         canary: Canary::new(now, PROBE_PERIOD_NS, PROBE_BOUND_NS),
                     });
@@ -584,7 +594,7 @@ fn listen(
         };
         if now >= next_watch {
             next_watch = now + WATCH_NS;
-            let fault = match watch(&h.socket, cfg.port) {
+            let fault = match watch(&h.socket, h.port) {
                 Watch::Fine => None,
                 Watch::Repaired(f) | Watch::Lasting(f) => Some((f, false)),
                 Watch::Lost(f) => Some((f, true)),

@@ -177,8 +177,19 @@ impl Rig {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        // The UDP thread binds right after; give it a moment.
-        std::thread::sleep(Duration::from_millis(100));
+        // The UDP thread takes the stop socket right after (from the
+        // running runtime's hand-over, or by its own bind): wait until it
+        // holds it, so a trial that freezes the next runtime never leaves
+        // the port with no live reader (docs/guard.md, the one gap).
+        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("UDP stop listening")) {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the restarted guard (pid {pid}) did not hold the stop socket within 10 s: {}",
+                    log.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         Ok(())
     }
 

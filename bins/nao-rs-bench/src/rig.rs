@@ -164,6 +164,8 @@ impl Rig {
         let log = self
             .rig
             .log_path(if floor { "guard-floor" } else { "guard" });
+        // The log is appended to: only what the new guard writes counts.
+        let before = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
         let g = Proc::try_spawn("nao-rs-guard", &mut cmd, Some(&log))?;
         let pid = g.pid();
         self.guard = Some(g);
@@ -181,7 +183,10 @@ impl Rig {
         // running runtime's hand-over, or by its own bind): wait until it
         // holds it, so a trial that freezes the next runtime never leaves
         // the port with no live reader (docs/guard.md, the one gap).
-        while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("UDP stop listening")) {
+        while !std::fs::read(&log).is_ok_and(|l| {
+            String::from_utf8_lossy(l.get(before..).unwrap_or_default())
+                .contains("UDP stop listening")
+        }) {
             if Instant::now() > deadline {
                 return Err(format!(
                     "the restarted guard (pid {pid}) did not hold the stop socket within 10 s: {}",

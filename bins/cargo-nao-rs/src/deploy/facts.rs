@@ -315,7 +315,7 @@ done
         ));
     }
     s.push_str(&format!(
-        r#"l=$(grep '^hal:' "$R/etc/group" 2>/dev/null | head -n 1) && echo "group-hal $l"
+        r#"if grep -q '^hal:' "$R/etc/group" 2>/dev/null; then echo "group-hal $(grep '^hal:' "$R/etc/group" | head -n 1)"; fi
 if grep -q '^nao:' "$R/etc/passwd" 2>/dev/null; then echo "user-nao yes"; else echo "user-nao no"; fi
 for d in /etc/udev/rules.d /lib/udev/rules.d /usr/lib/udev/rules.d; do
   for f in "$R$d"/*.rules; do

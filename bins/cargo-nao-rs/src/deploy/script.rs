@@ -72,13 +72,20 @@ pub fn render(plan: &Plan, root: &str) -> String {
              trap 'mount -o remount,ro / || echo \"note: / stays read-write: mount -o remount,ro / failed\"' EXIT\n",
         );
     }
+    let mut pending = Vec::new();
     for c in &plan.changes {
         let _ = writeln!(s, "step {}", sq(&c.to_string()));
         let what = sq(&c.to_string());
         let body = commands(c);
         let _ = writeln!(s, "(\n{body}\n) || fail {what}");
-        for l in c.manifest_lines() {
-            let _ = writeln!(s, "note {}", sq(&l));
+        // The state directory's own parents are recorded once the
+        // manifest has a directory to live in.
+        let in_state_path = matches!(c, Change::MkDir(d) if STATE_DIR.starts_with(d.as_str()));
+        pending.extend(c.manifest_lines());
+        if !in_state_path || matches!(c, Change::MkDir(d) if d == STATE_DIR) {
+            for l in pending.drain(..) {
+                let _ = writeln!(s, "note {}", sq(&l));
+            }
         }
     }
     s.push_str("echo \"== done\"\n");

@@ -473,7 +473,7 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
     assert_eq!(o.status.code(), Some(1));
     let out = stdout(&o);
     assert!(
-        out.contains("c: FAILED: c: nao-rs's frames were never verified"),
+        out.contains("c: FAILED: nao-rs's frames were never verified"),
         "{out}"
     );
     assert_eq!(s.snapshot(), before);

@@ -458,8 +458,7 @@ fn deploy_one_inner(
                 now: now(),
             },
         )
-    }
-    .map_err(|e| format!("{robot}: {e}"))?;
+    }?;
     log.push_str(&format!("   system: {}\n", plan.system));
     for n in &plan.notes {
         log.push_str(&format!("   note: {n}\n"));

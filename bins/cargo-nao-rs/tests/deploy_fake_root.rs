@@ -12,10 +12,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const SSH: &str = r#"#!/bin/sh
-# ssh stand-in: the last argument is the remote command; run it here.
+# ssh stand-in: the last argument is the remote command; run it here. The
+# robot's `nao-rs capture` is played by the stand-in: it answers with the
+# bytes of $FAKE_CAPTURE (a capture of HAL the robot would have made).
 for a; do last=$a; done
 echo "ssh $*" >>"$FAKE_LOG"
-exec sh -c "$last"
+script=$(mktemp)
+cat >"$script"
+if grep -q ' capture --out ' "$script" && [ -f "$FAKE_CAPTURE" ]; then
+  rm -f "$script"
+  echo "nao-rs capture (stand-in)" >>"$FAKE_LOG"
+  cat "$FAKE_CAPTURE"
+  exit 0
+fi
+sh -c "$last" <"$script"
+rc=$?
+rm -f "$script"
+exit $rc
+"#;
+
+/// `nao-rs-usbmon verify FILE` stand-in: exits $FAKE_VERIFY_EXIT, saying so.
+const USBMON: &str = r#"#!/bin/sh
+echo "nao-rs-usbmon $*" >>"$FAKE_LOG"
+echo "verify stand-in: $2 compared, exit $FAKE_VERIFY_EXIT"
+exit "$FAKE_VERIFY_EXIT"
 "#;
 
 const SYSTEMCTL: &str = r#"#!/bin/sh
@@ -151,6 +171,8 @@ impl Stand {
         std::fs::create_dir_all(&state).unwrap();
         write(&bin.join("ssh"), SSH.as_bytes(), 0o755);
         write(&bin.join("systemctl"), SYSTEMCTL.as_bytes(), 0o755);
+        write(&bin.join("nao-rs-usbmon"), USBMON.as_bytes(), 0o755);
+        write(&dir.path().join("capture.pcap"), b"a capture of HAL", 0o644);
         for t in ["udevadm", "mount", "systemd-tmpfiles", "chown", "su"] {
             write(&bin.join(t), LOGGER.as_bytes(), 0o755);
         }
@@ -188,6 +210,11 @@ impl Stand {
     }
 
     fn deploy(&self, args: &[&str]) -> Output {
+        self.deploy_verify_exit(args, 1)
+    }
+
+    /// Deploy with the verify stand-in exiting `verify_exit`.
+    fn deploy_verify_exit(&self, args: &[&str], verify_exit: i32) -> Output {
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
         let path = format!(
             "{}:{}",
@@ -207,6 +234,10 @@ impl Stand {
             .env("NAO_RS_DEPLOY_ROOT", &self.root)
             .env("FAKE_STATE", &self.state)
             .env("FAKE_LOG", &self.log)
+            .env("FAKE_CAPTURE", self._dir.path().join("capture.pcap"))
+            .env("FAKE_VERIFY_EXIT", verify_exit.to_string())
+            .env("NAO_RS_USBMON", self.bin.join("nao-rs-usbmon"))
+            .current_dir(self._dir.path())
             .output()
             .unwrap();
         eprintln!(
@@ -403,7 +434,11 @@ fn deploy_team_image_then_again_then_uninstall_restores_byte_for_byte() {
         out.contains("restore") || out.contains("enable and start hal.service again"),
         "{out}"
     );
-    assert!(out.contains("robot1: uninstalled:"), "{out}");
+    assert!(
+        out.contains("robot1: uninstalled: ")
+            && out.contains("restored hal.service enabled, lola.service enabled"),
+        "{out}"
+    );
     assert_eq!(s.snapshot(), before, "uninstall restores what was there");
     assert_eq!(s.state("hal.service"), "enabled");
     assert_eq!(s.state("lola.service"), "enabled");
@@ -478,17 +513,6 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
     );
     assert_eq!(s.snapshot(), before);
 
-    // --verify: a capture that fails (this nao-rs has no `capture`) leaves
-    // the robot as it was and says nao-rs is not enabled.
-    let o = s.deploy(&["--verify", "e"]);
-    assert_eq!(o.status.code(), Some(1));
-    let out = stdout(&o);
-    assert!(
-        out.contains("e: FAILED: nao-rs capture on e failed") && out.contains("not enabled there"),
-        "{out}"
-    );
-    assert_eq!(s.snapshot(), before);
-
     // A dynamically linked binary is refused on the laptop, naming the fix.
     let mut dynamic = fake_program();
     dynamic[64..68].copy_from_slice(&3u32.to_le_bytes()); // PT_INTERP
@@ -500,4 +524,62 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
         err.contains("naoctl") && err.contains("bash scripts/robot-build.sh"),
         "{err}"
     );
+}
+
+#[test]
+fn deploy_refuses_to_enable_after_a_failed_verify() {
+    let s = Stand::new();
+    team_image(&s);
+    let before = s.snapshot();
+    // The capture does not replay byte for byte: nothing changes, HAL runs on.
+    let o = s.deploy_verify_exit(&["--verify", "nao7"], 1);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("verify stand-in:") && out.contains("nao7-capture.pcap"),
+        "{out}"
+    );
+    assert!(
+        out.contains("nao7: FAILED: the capture") && out.contains("does not replay byte for byte"),
+        "{out}"
+    );
+    assert!(out.contains("nao-rs is not enabled on nao7"), "{out}");
+    assert_eq!(s.snapshot(), before, "a failed verify changes nothing");
+    assert!(!s.calls().contains("systemctl enable"), "{}", s.calls());
+    assert_eq!(s.state("hal.service"), "enabled");
+
+    // It replays: the mark names the capture's sha256.
+    let o = s.deploy_verify_exit(&["--verify", "nao7"], 0);
+    assert!(o.status.success(), "{}", stdout(&o));
+    // sha256 of "a capture of HAL" (sha256sum).
+    let out = Command::new("sha256sum")
+        .arg(s._dir.path().join("capture.pcap"))
+        .output()
+        .unwrap();
+    let want = String::from_utf8_lossy(&out.stdout[..64]).into_owned();
+    let mark = s.read("/etc/nao-rs/verified");
+    assert!(
+        mark.starts_with(&format!("verified sha256={want} at=")),
+        "{mark}"
+    );
+    assert!(
+        s.calls()
+            .contains("systemctl enable --now nao-rs-stop.socket"),
+        "{}",
+        s.calls()
+    );
+
+    // A capture the robot cannot make (this nao-rs has no `capture`): the
+    // real script runs and fails; nothing changes.
+    let s = Stand::new();
+    let before = s.snapshot();
+    std::fs::remove_file(s._dir.path().join("capture.pcap")).unwrap();
+    let o = s.deploy(&["--verify", "e"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("e: FAILED: nao-rs capture on e failed"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(s.snapshot(), before);
 }

@@ -314,8 +314,16 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Where `nao-rs-usbmon` is: beside this program, else on PATH.
+/// Names the `nao-rs-usbmon` program to run, overriding the search (the
+/// tests' stand-in; an unusual layout).
+pub const USBMON_ENV: &str = "NAO_RS_USBMON";
+
+/// Where `nao-rs-usbmon` is: `$NAO_RS_USBMON`, else beside this program,
+/// else on PATH.
 fn usbmon_program() -> PathBuf {
+    if let Some(p) = std::env::var_os(USBMON_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
     std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join("nao-rs-usbmon")))
@@ -487,21 +495,28 @@ fn deploy_one_inner(
             + "; what was done is in the manifest: `cargo nao-rs deploy --uninstall` undoes it");
     }
     if a.uninstall {
-        let restored = plan
+        let restored: Vec<String> = plan
             .changes
             .iter()
-            .filter(|c| {
-                matches!(
-                    c,
-                    Change::Restore(_)
-                        | Change::RestoreLink { .. }
-                        | Change::EnableAgain(_)
-                        | Change::Unmask(_)
-                        | Change::StartUserUnits(_)
-                )
+            .filter_map(|c| match c {
+                Change::Restore(p) | Change::RestoreLink { path: p, .. } => Some(p.clone()),
+                Change::EnableAgain(u) => Some(format!("{u} enabled")),
+                Change::Unmask(u) => Some(format!("{u} unmasked")),
+                Change::StartUserUnits(us) => Some(format!("{} started", us.join(" "))),
+                _ => None,
             })
+            .collect();
+        let removed = plan
+            .changes
+            .iter()
+            .filter(|c| matches!(c, Change::Remove(_)))
             .count();
-        return Ok(format!("uninstalled: {n} changes, {restored} restored"));
+        let restored = if restored.is_empty() {
+            "nothing to restore".to_string()
+        } else {
+            format!("restored {}", restored.join(", "))
+        };
+        return Ok(format!("uninstalled: {removed} files removed; {restored}"));
     }
     let d = doctor(a, robot, root, log);
     Ok(format!("deployed: {n} changes; doctor: {d}"))

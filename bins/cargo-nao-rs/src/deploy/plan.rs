@@ -1048,6 +1048,7 @@ mod tests {
             "{t:#?}"
         );
         assert!(!t.iter().any(|x| x.contains("Disable(")), "{t:#?}");
+        assert!(t[t.len() - 1].starts_with("Enable("), "{t:#?}");
     }
 
     #[test]
@@ -1064,6 +1065,10 @@ mod tests {
             assert!(t.iter().any(|x| x == wnt), "{wnt} in {t:#?}");
         }
         assert!(!t.iter().any(|x| x.contains("AddGroup")), "{t:#?}");
+        // HAL and LoLA are stopped before nao-rs starts: one holder of the board.
+        let at = |w: &str| t.iter().position(|x| x.starts_with(w)).unwrap();
+        assert!(at("Disable(\"hal") < at("Enable(") && at("Disable(\"lola") < at("Enable("));
+        assert_eq!(at("Enable("), t.len() - 1, "{t:#?}");
         assert!(
             p.notes
                 .iter()

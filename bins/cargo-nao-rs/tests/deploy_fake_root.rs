@@ -303,12 +303,17 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A team image: HAL and LoLA as enabled system units, the team's program
+/// A team image: HAL and LoLA as enabled system units (LoLA's in /etc), the team's program
 /// with Requires=lola.service, a 90-hal.rules for vendor ffff.
 fn team_image(s: &Stand) {
-    for u in ["hal.service", "lola.service"] {
+    // HAL from the image; LoLA's unit the team's own, in /etc (deploy
+    // replaces it with a link and puts it back).
+    for (dir, u) in [
+        ("usr/lib/systemd/system", "hal.service"),
+        ("etc/systemd/system", "lola.service"),
+    ] {
         write(
-            &s.root.join("usr/lib/systemd/system").join(u),
+            &s.root.join(dir).join(u),
             format!("[Unit]\nDescription={u}\n[Install]\nWantedBy=multi-user.target\n").as_bytes(),
             0o644,
         );
@@ -392,8 +397,12 @@ fn deploy_team_image_then_again_then_uninstall_restores_byte_for_byte() {
         .contains("\nNAO_RS_CONTROLLER=lola\n"));
     assert!(s.read("/etc/nao-rs/verified").starts_with("skipped at="));
     assert!(s
-        .read("/etc/systemd/system/lola.service")
+        .read("/etc/systemd/system/nao-rs-lola.service")
         .contains("/tmp/robocup"));
+    assert_eq!(
+        std::fs::read_link(s.root.join("etc/systemd/system/lola.service")).unwrap(),
+        Path::new("nao-rs-lola.service")
+    );
     assert_eq!(
         s.read("/etc/group"),
         "root:x:0:\nnao:x:1001:\nhal:x:990:nao\n"
@@ -431,12 +440,15 @@ fn deploy_team_image_then_again_then_uninstall_restores_byte_for_byte() {
     let out = stdout(&o);
     assert!(o.status.success(), "{out}");
     assert!(
-        out.contains("restore") || out.contains("enable and start hal.service again"),
+        out.contains("restore /etc/systemd/system/lola.service from its backup")
+            && out.contains("enable and start hal.service again"),
         "{out}"
     );
     assert!(
         out.contains("robot1: uninstalled: ")
-            && out.contains("restored hal.service enabled, lola.service enabled"),
+            && out.contains(
+                "restored /etc/systemd/system/lola.service, hal.service enabled, lola.service enabled"
+            ),
         "{out}"
     );
     assert_eq!(s.snapshot(), before, "uninstall restores what was there");

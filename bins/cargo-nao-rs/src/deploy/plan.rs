@@ -141,6 +141,16 @@ pub enum Change {
         /// How the manifest records it.
         record: Record,
     },
+    /// Make `path` a symbolic link to `target` (a unit alias; what was
+    /// there backed up first).
+    Link {
+        /// The link.
+        path: String,
+        /// Where it points.
+        target: String,
+        /// How the manifest records it.
+        record: Record,
+    },
     /// `systemctl daemon-reload`.
     DaemonReload,
     /// `systemctl --user daemon-reload` as `nao`.
@@ -193,11 +203,13 @@ impl Change {
             Change::RemoveLink { path, target } => vec![format!("removed-link {path} {target}")],
             Change::Disable(u) => vec![format!("disabled {u}")],
             Change::Mask(u) => vec![format!("masked {u}")],
-            Change::Write { path, record, .. } => match record {
-                Record::Created => vec![format!("created {path}")],
-                Record::Replaced => vec![format!("replaced {path}")],
-                Record::Updated => vec![],
-            },
+            Change::Write { path, record, .. } | Change::Link { path, record, .. } => {
+                match record {
+                    Record::Created => vec![format!("created {path}")],
+                    Record::Replaced => vec![format!("replaced {path}")],
+                    Record::Updated => vec![],
+                }
+            }
             Change::Enable(us) => us.iter().map(|u| format!("enabled {u}")).collect(),
             _ => vec![],
         }
@@ -242,6 +254,18 @@ impl fmt::Display for Change {
                     &content.sha256[..12]
                 )
             }
+            Change::Link {
+                path,
+                target,
+                record,
+            } => {
+                let how = match record {
+                    Record::Created => "create",
+                    Record::Replaced => "replace (backed up first)",
+                    Record::Updated => "update",
+                };
+                write!(f, "{how} {path} as a link to {target}")
+            }
             Change::DaemonReload => write!(f, "systemctl daemon-reload"),
             Change::UserDaemonReload => write!(f, "systemctl --user daemon-reload (as nao)"),
             Change::UdevReload => write!(f, "reload the udev rules and trigger the chest board"),
@@ -282,16 +306,24 @@ pub struct Plan {
 
 /// Aldebaran's LoLA unit, replaced by the stand-in.
 pub const ALDEBARAN_LOLA: &str = "/nao/etc/systemd/user/lola.service";
-/// A team image's LoLA unit: the administrator's copy overrides the image's.
+/// A team image's LoLA unit: the administrator's copy overrides the
+/// image's; deploy makes it an alias (a link) of [`SYSTEM_STAND_IN`].
 pub const SYSTEM_LOLA: &str = "/etc/systemd/system/lola.service";
+/// The unit that takes LoLA's place on a team image.
+pub const SYSTEM_STAND_IN: &str = "/etc/systemd/system/nao-rs-lola.service";
+/// What [`SYSTEM_LOLA`] links to (a name in the same directory).
+pub const SYSTEM_STAND_IN_NAME: &str = "nao-rs-lola.service";
 
 /// The unit that takes `lola.service`'s place: a team's program that says
 /// `Requires=lola.service` (and `After=`) starts once nao-rs serves LoLA's
 /// socket, as it started after LoLA before. A oneshot that waits for the
 /// socket rather than an alias of nao-rs.service: `After=` an alias would
 /// hold only until nao-rs's process started, not until the socket exists.
-/// `system`: a system unit (team image) that also pulls in nao-rs; else a
-/// user unit of `nao` (Aldebaran), which cannot name a system unit.
+/// `system`: `nao-rs-lola.service`, a system unit (team image) that also
+/// pulls in nao-rs, with `lola.service` an alias (link) of it, so that
+/// `systemctl` and `nao-rs doctor` see LoLA's name as nao-rs's unit; else
+/// the user unit `lola.service` of `nao` (Aldebaran), which cannot name a
+/// system unit.
 pub fn lola_stand_in(system: bool) -> Content {
     let order = if system {
         "Wants=nao-rs.service\nAfter=nao-rs.service\n"
@@ -315,6 +347,11 @@ pub fn lola_stand_in(system: bool) -> Content {
         )
         .into_bytes(),
     )
+}
+
+/// `lola.service` is already deploy's alias.
+fn is_stand_in_link(state: &PathState) -> bool {
+    matches!(state, PathState::Link(t) if t == SYSTEM_STAND_IN_NAME || t == SYSTEM_STAND_IN)
 }
 
 fn is_unit_path(p: &str) -> bool {
@@ -348,6 +385,7 @@ pub fn probe_paths(bundle: &Bundle) -> Vec<String> {
     }
     add(ALDEBARAN_LOLA);
     add(SYSTEM_LOLA);
+    add(SYSTEM_STAND_IN);
     add(verify_mark::PATH);
     add(&format!("{STATE_DIR}/manifest"));
     for d in SYSTEM_UNIT_DIRS {
@@ -446,6 +484,7 @@ pub fn plan(facts: &Facts, bundle: &Bundle, opt: &Options) -> Result<Plan, Strin
     }
 
     let mut files: Vec<BundleFile> = bundle.files.clone();
+    let mut alias = None;
     match system {
         System::Aldebaran => {
             let links: Vec<(String, String)> = facts
@@ -510,18 +549,34 @@ pub fn plan(facts: &Facts, bundle: &Bundle, opt: &Options) -> Result<Plan, Strin
                     )),
                 }
             }
-            let stand_in = lola_stand_in(true);
-            let is_stand_in = matches!(facts.path(SYSTEM_LOLA),
-                PathState::File { sha256, .. } if *sha256 == stand_in.sha256);
-            if !is_stand_in && matches!(facts.unit("lola.service"), "enabled" | "enabled-runtime") {
+            let is_alias = is_stand_in_link(facts.path(SYSTEM_LOLA));
+            if !is_alias && matches!(facts.unit("lola.service"), "enabled" | "enabled-runtime") {
                 pre.push(Change::Disable("lola.service".into()));
             }
             files.push(BundleFile {
-                path: SYSTEM_LOLA.into(),
+                path: SYSTEM_STAND_IN.into(),
                 mode: 0o644,
                 owner: None,
-                content: stand_in,
+                content: lola_stand_in(true),
             });
+            if !is_alias {
+                let record = match facts.path(SYSTEM_LOLA) {
+                    PathState::Dir | PathState::Other => {
+                        return Err(format!(
+                            "{SYSTEM_LOLA} on the robot is a directory or a special file: deploy \
+                             makes it a link to {SYSTEM_STAND_IN_NAME}; move it away first"
+                        ))
+                    }
+                    _ if ours.contains(SYSTEM_LOLA) => Record::Updated,
+                    PathState::Absent => Record::Created,
+                    _ => Record::Replaced,
+                };
+                alias = Some(Change::Link {
+                    path: SYSTEM_LOLA.into(),
+                    target: SYSTEM_STAND_IN_NAME.into(),
+                    record,
+                });
+            }
         }
         System::Plain => {}
     }
@@ -600,6 +655,7 @@ pub fn plan(facts: &Facts, bundle: &Bundle, opt: &Options) -> Result<Plan, Strin
         });
     }
 
+    writes.extend(alias);
     let mut changes = Vec::new();
     let any = !pre.is_empty() || !writes.is_empty();
     let wanted: Vec<&str> = OUR_UNITS
@@ -624,9 +680,9 @@ pub fn plan(facts: &Facts, bundle: &Bundle, opt: &Options) -> Result<Plan, Strin
     changes.extend(pre.iter().cloned());
     changes.extend(dirs);
     let written = |pred: &dyn Fn(&str) -> bool| {
-        writes
-            .iter()
-            .any(|w| matches!(w, Change::Write { path, .. } if pred(path)))
+        writes.iter().any(
+            |w| matches!(w, Change::Write { path, .. } | Change::Link { path, .. } if pred(path)),
+        )
     };
     let units_changed = written(&is_unit_path)
         || pre
@@ -951,6 +1007,10 @@ mod tests {
                         f.units.insert(u.clone(), "enabled".into());
                     }
                 }
+                Change::Link { path, target, .. } => {
+                    f.paths
+                        .insert(path.clone(), PathState::Link(target.clone()));
+                }
                 Change::Write {
                     path,
                     mode,
@@ -974,10 +1034,9 @@ mod tests {
                 f.manifest.get_or_insert_with(Vec::new).push(l);
             }
         }
-        if f.system() == System::TeamImage && matches!(f.path(SYSTEM_LOLA), PathState::File { .. })
-        {
-            // The stand-in has no [Install]: systemctl says static.
-            f.units.insert("lola.service".into(), "static".into());
+        if f.system() == System::TeamImage && is_stand_in_link(f.path(SYSTEM_LOLA)) {
+            // An alias of the stand-in, which has no [Install].
+            f.units.insert("lola.service".into(), "alias".into());
         }
         f
     }
@@ -1059,7 +1118,8 @@ mod tests {
         for wnt in [
             "Disable(\"hal.service\")",
             "Disable(\"lola.service\")",
-            "created /etc/systemd/system/lola.service",
+            "created /etc/systemd/system/nao-rs-lola.service",
+            "Link { path: \"/etc/systemd/system/lola.service\", target: \"nao-rs-lola.service\", record: Created }",
             "AddMember",
         ] {
             assert!(t.iter().any(|x| x == wnt), "{wnt} in {t:#?}");
@@ -1189,6 +1249,7 @@ mod tests {
         let t = tags(&plan_uninstall(&after).unwrap());
         for wnt in [
             "Remove(\"/etc/systemd/system/lola.service\")",
+            "Remove(\"/etc/systemd/system/nao-rs-lola.service\")",
             "EnableAgain(\"hal.service\")",
             "EnableAgain(\"lola.service\")",
             "DelMember",

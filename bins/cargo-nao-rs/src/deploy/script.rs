@@ -144,6 +144,22 @@ fn commands(c: &Change) -> String {
             );
             s
         }
+        Change::Link {
+            path,
+            target,
+            record,
+        } => {
+            let q = sq(path);
+            let mut s = String::new();
+            if *record == Record::Replaced {
+                let _ = writeln!(
+                    s,
+                    "mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q} || exit 1"
+                );
+            }
+            let _ = write!(s, "rm -f \"$R\"{q} && ln -s {} \"$R\"{q}", sq(target));
+            s
+        }
         Change::DaemonReload => "systemctl daemon-reload".into(),
         Change::UserDaemonReload => "as_nao daemon-reload".into(),
         Change::UdevReload => {

@@ -525,6 +525,11 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
     );
     assert_eq!(s.snapshot(), before);
 
+    // A robot named twice would race with itself.
+    let o = s.deploy(&["--dry-run", "--skip-verify", "a", "a"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"a\" is named twice"));
+
     // A dynamically linked binary is refused on the laptop, naming the fix.
     let mut dynamic = fake_program();
     dynamic[64..68].copy_from_slice(&3u32.to_le_bytes()); // PT_INTERP
@@ -580,6 +585,23 @@ fn deploy_refuses_to_enable_after_a_failed_verify() {
         "{}",
         s.calls()
     );
+
+    // Again with --verify: HAL is off now, the mark covers this build: no
+    // new capture, nothing to change.
+    let installed = s.snapshot();
+    let captures = s.calls().matches("nao-rs capture (stand-in)").count();
+    let o = s.deploy_verify_exit(&["--verify", "nao7"], 1);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("the mark is kept, no new capture") && out.contains("nao7: nothing to change"),
+        "{out}"
+    );
+    assert_eq!(
+        s.calls().matches("nao-rs capture (stand-in)").count(),
+        captures
+    );
+    assert_eq!(s.snapshot(), installed);
 
     // A capture the robot cannot make (this nao-rs has no `capture`): the
     // real script runs and fails; nothing changes.

@@ -400,4 +400,47 @@ mod tests {
             let _ = Facts::parse(&format!("nao-rs-probe 1\n{junk}\nend\n"));
         }
     }
+
+    #[test]
+    fn facts_parse_and_plan_never_panic_on_a_cut_or_mangled_probe() {
+        let full = format!(
+            "nao-rs-probe 1\nuid 0\ntool base64 yes\nrootfs ro\ndir /nao/etc/systemd/user\n\
+             file /nao/etc/systemd/user/lola.service {SHA} 644\n\
+             link /nao/etc/systemd/user/a.wants/hal.service ../hal.service\n\
+             unit hal.service enabled\ngroup-hal hal:x:990:nao\nuser-nao yes\n\
+             mark verified sha256={SHA} at=1\nmanifest-empty\nmanifest created /etc/x\n\
+             manifest removed-link /a/b.wants/hal.service ../hal.service\nend\n"
+        );
+        let bundle = crate::deploy::plan::Bundle::default();
+        let opt = crate::deploy::plan::Options {
+            beacon: true,
+            verify: crate::deploy::plan::Verify::Unset,
+            now: 1,
+        };
+        let mut texts: Vec<String> = (0..full.len())
+            .filter(|&i| full.is_char_boundary(i))
+            .map(|i| format!("{}end\n", &full[..i]))
+            .collect();
+        // Each line's fields reversed, the line doubled, only its key left.
+        for (n, line) in full.lines().enumerate() {
+            let mut lines: Vec<String> = full.lines().map(String::from).collect();
+            let words: Vec<&str> = line.split(' ').collect();
+            lines[n] = words.iter().rev().copied().collect::<Vec<_>>().join(" ");
+            texts.push(lines.join("\n"));
+            lines[n] = format!("{line} {line}");
+            texts.push(lines.join("\n"));
+            lines[n] = words[0].to_string();
+            texts.push(lines.join("\n"));
+        }
+        let mut parsed = 0;
+        for text in &texts {
+            if let Ok(f) = Facts::parse(text) {
+                parsed += 1;
+                let _ = crate::deploy::plan::plan(&f, &bundle, &opt);
+                let _ = crate::deploy::plan::plan_uninstall(&f);
+            }
+        }
+        // At least every cut at a line's end parses (and was planned).
+        assert!(parsed >= full.lines().count(), "{parsed} of {}", texts.len());
+    }
 }

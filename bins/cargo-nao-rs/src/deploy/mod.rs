@@ -414,6 +414,22 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("   | {l}\n")).collect()
 }
 
+/// The robot's mark says `verified` and its installed nao-rs is the one
+/// being deployed: a second `--verify` has nothing new to check (and HAL,
+/// which a capture needs, is disabled by then).
+fn verified_with_this_build(facts: &Facts, b: &Bundle) -> bool {
+    let verified = matches!(
+        facts.mark.as_deref().map(nao_kit::verify_mark::parse),
+        Some(Ok(nao_kit::verify_mark::VerifyMark::Verified { .. }))
+    );
+    let same = b.files.iter().any(|f| {
+        f.path == "/usr/local/bin/nao-rs"
+            && matches!(facts.path(&f.path),
+                facts::PathState::File { sha256, .. } if *sha256 == f.content.sha256)
+    });
+    verified && same
+}
+
 /// One robot's result: its log and its summary line.
 pub struct Outcome {
     /// Everything to print for this robot.
@@ -450,6 +466,13 @@ fn deploy_one_inner(
         let verify = if a.verify && a.dry_run {
             log.push_str("   (dry run: --verify would capture and replay first; not run)\n");
             Verify::Verified([0; 32])
+        } else if a.verify && verified_with_this_build(&facts, b) {
+            // HAL is off here now; the mark already covers this nao-rs.
+            log.push_str(
+                "   --verify: the robot's mark already says verified and its nao-rs is this \
+                 build: the mark is kept, no new capture\n",
+            );
+            Verify::Unset
         } else if a.verify {
             Verify::Verified(capture_and_verify(a, robot, b, log)?)
         } else if a.skip_verify {
@@ -562,6 +585,15 @@ fn doctor(a: &DeployArgs, robot: &str, root: &str, log: &mut String) -> String {
 /// robot's log and one summary line per robot. `false` if any failed.
 pub fn run(a: &DeployArgs) -> bool {
     let root = std::env::var(ROOT_ENV).unwrap_or_default();
+    for (i, r) in a.robots.iter().enumerate() {
+        if a.robots[..i].contains(r) {
+            eprintln!(
+                "cargo nao-rs deploy: robot {r:?} is named twice: two deploys at once on one \
+                 robot would race; name each robot once"
+            );
+            return false;
+        }
+    }
     let bundle = if a.uninstall {
         None
     } else {

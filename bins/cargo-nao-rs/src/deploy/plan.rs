@@ -580,11 +580,20 @@ pub fn plan(facts: &Facts, bundle: &Bundle, opt: &Options) -> Result<Plan, Strin
         }
         System::Plain => {}
     }
+    let lola_stops = pre.iter().any(|c| {
+        matches!(c, Change::Disable(u) if u == "lola.service")
+            || matches!(c, Change::StopUserUnits(us) if us.iter().any(|u| u == "lola.service"))
+    });
     for p in &facts.requires_lola {
         if system != System::Plain {
+            let now = if lola_stops {
+                " (it stops with LoLA now: reboot, or start it again after deploy)"
+            } else {
+                ""
+            };
             notes.push(format!(
                 "{p} says Requires=lola.service: it now starts once nao-rs serves LoLA's \
-                 socket (lola.service is deploy's stand-in)"
+                 socket (lola.service is deploy's stand-in){now}"
             ));
         }
     }

@@ -538,7 +538,8 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("naoctl") && err.contains("bash scripts/robot-build.sh"),
+        err.contains("naoctl is 64-bit x86_64, dynamically linked")
+            && err.contains("bash scripts/robot-build.sh"),
         "{err}"
     );
 }

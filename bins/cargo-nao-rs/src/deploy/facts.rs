@@ -441,6 +441,10 @@ mod tests {
             }
         }
         // At least every cut at a line's end parses (and was planned).
-        assert!(parsed >= full.lines().count(), "{parsed} of {}", texts.len());
+        assert!(
+            parsed >= full.lines().count(),
+            "{parsed} of {}",
+            texts.len()
+        );
     }
 }

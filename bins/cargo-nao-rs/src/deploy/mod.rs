@@ -11,7 +11,6 @@
 //! prompt), and a POSIX sh with coreutils or busybox and systemd on the
 //! robot.
 
-pub mod elf;
 pub mod facts;
 pub mod plan;
 pub mod script;
@@ -133,6 +132,21 @@ pub fn settings(config: &str, controller: &str) -> String {
     out
 }
 
+/// A robot program must be a static x86_64 ELF program: no loader
+/// (`PT_INTERP`), no shared library (`DT_NEEDED`) (`nao_kit::elf`).
+fn check_static(path: &Path, bytes: &[u8], fix: &str) -> Result<(), String> {
+    let why = match nao_kit::elf::read(bytes) {
+        Err(e) => format!("is not a program the robot can run ({e})"),
+        Ok(l) if !l.class64 || l.machine != 62 => format!("is a {l} program, not x86_64"),
+        Ok(l) if !l.is_static() => format!("is {l}"),
+        Ok(_) => return Ok(()),
+    };
+    Err(format!(
+        "{} {why}: the robot needs static x86_64 programs; {fix}",
+        path.display()
+    ))
+}
+
 /// Reads and checks everything the laptop sends: the static binaries,
 /// config/, the settings, the team key.
 pub fn bundle(a: &DeployArgs) -> Result<Bundle, String> {
@@ -142,12 +156,7 @@ pub fn bundle(a: &DeployArgs) -> Result<Bundle, String> {
     for p in PROGRAMS {
         let path = a.bin_dir.join(p);
         let bytes = read(&path, build_fix)?;
-        elf::check_static(&bytes).map_err(|why| {
-            format!(
-                "{} {why}: the robot needs static x86_64 programs; {build_fix}",
-                path.display()
-            )
-        })?;
+        check_static(&path, &bytes, build_fix)?;
         files.push(BundleFile {
             path: format!("/usr/local/bin/{p}"),
             mode: 0o755,

@@ -43,6 +43,7 @@ const SYSTEMCTL: &str = r#"#!/bin/sh
 echo "systemctl $*" >>"$FAKE_LOG"
 cmd=$1; shift
 [ "$cmd" = --user ] && exit 0
+if [ "$cmd" = "${FAKE_FAIL:-}" ]; then echo "Failed to $cmd: the stand-in was told to fail" >&2; exit 1; fi
 [ "${1:-}" = --now ] && shift
 case $cmd in
   is-enabled)
@@ -61,6 +62,7 @@ exit 0
 
 const LOGGER: &str = r#"#!/bin/sh
 echo "$(basename "$0") $*" >>"$FAKE_LOG"
+[ "$(basename "$0")" != "${FAKE_FAIL:-}" ]
 "#;
 
 const GROUPS: &str = r#"#!/bin/sh
@@ -210,11 +212,16 @@ impl Stand {
     }
 
     fn deploy(&self, args: &[&str]) -> Output {
-        self.deploy_verify_exit(args, 1)
+        self.deploy_with(args, 1, "")
     }
 
     /// Deploy with the verify stand-in exiting `verify_exit`.
     fn deploy_verify_exit(&self, args: &[&str], verify_exit: i32) -> Output {
+        self.deploy_with(args, verify_exit, "")
+    }
+
+    /// Deploy with `systemctl fail` failing (`""`: none fails).
+    fn deploy_with(&self, args: &[&str], verify_exit: i32, fail: &str) -> Output {
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
         let path = format!(
             "{}:{}",
@@ -236,6 +243,7 @@ impl Stand {
             .env("FAKE_LOG", &self.log)
             .env("FAKE_CAPTURE", self._dir.path().join("capture.pcap"))
             .env("FAKE_VERIFY_EXIT", verify_exit.to_string())
+            .env("FAKE_FAIL", fail)
             .env("NAO_RS_USBMON", self.bin.join("nao-rs-usbmon"))
             .current_dir(self._dir.path())
             .output()
@@ -616,5 +624,66 @@ fn deploy_refuses_to_enable_after_a_failed_verify() {
         "{}",
         stdout(&o)
     );
+    assert_eq!(s.snapshot(), before);
+}
+
+#[test]
+fn deploy_cut_short_is_undone_by_uninstall() {
+    let s = Stand::new();
+    team_image(&s);
+    let before = s.snapshot();
+    // The last step (enabling nao-rs) fails: the robot's line names it, the
+    // manifest holds every step before it.
+    let o = s.deploy_with(&["--skip-verify", "nao9"], 1, "enable");
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("nao9: FAILED: the apply script on nao9 failed")
+            && out.contains("FAILED: enable and start nao-rs-stop.socket")
+            && out.contains("--uninstall` undoes it"),
+        "{out}"
+    );
+    let manifest = s.read("/var/lib/nao-rs/deploy/manifest");
+    assert!(
+        manifest.contains("disabled hal.service\n") && !manifest.contains("enabled nao-rs"),
+        "{manifest}"
+    );
+    assert_eq!(s.state("hal.service"), "disabled");
+    let o = s.deploy(&["--uninstall", "nao9"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(s.snapshot(), before, "uninstall restores what was there");
+    assert_eq!(s.state("hal.service"), "enabled");
+    assert_eq!(s.state("lola.service"), "enabled");
+
+    // A write that fails half-way (chown of the team key) leaves no
+    // half-written file behind.
+    let key = s._dir.path().join("team.key");
+    write(&key, &[7u8; 32], 0o600);
+    let o = s.deploy_with(
+        &["--skip-verify", "--team-key", key.to_str().unwrap(), "nao9"],
+        1,
+        "chown",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("FAILED: create /etc/nao-rs/team.key"),
+        "{}",
+        stdout(&o)
+    );
+    let cut = s.snapshot();
+    assert!(
+        cut.contains_key("etc/nao-rs/nao-rs.conf"),
+        "the steps before it are done"
+    );
+    assert!(
+        !cut.keys()
+            .any(|k| k.ends_with(".nao-rs-new") || k.ends_with("team.key")),
+        "{:#?}",
+        cut.keys()
+            .filter(|k| k.starts_with("etc/nao-rs"))
+            .collect::<Vec<_>>()
+    );
+    let o = s.deploy(&["--uninstall", "nao9"]);
+    assert!(o.status.success(), "{}", stdout(&o));
     assert_eq!(s.snapshot(), before);
 }

@@ -31,6 +31,19 @@ rm -f "$script"
 exit $rc
 "#;
 
+/// `id` stand-in: `id -u` says $FAKE_UID (the ssh user), the rest is `id`'s.
+const ID: &str = r#"#!/bin/sh
+if [ "$#" = 1 ] && [ "$1" = -u ] && [ -n "${FAKE_UID:-}" ]; then echo "$FAKE_UID"; exit 0; fi
+exec /usr/bin/id "$@"
+"#;
+
+/// `sudo` stand-in: logs, then runs the command (`-n` dropped).
+const SUDO: &str = r#"#!/bin/sh
+echo "sudo $*" >>"$FAKE_LOG"
+[ "$1" = -n ] && shift
+exec "$@"
+"#;
+
 /// `nao-rs-usbmon verify FILE` stand-in: exits $FAKE_VERIFY_EXIT, saying so.
 const USBMON: &str = r#"#!/bin/sh
 echo "nao-rs-usbmon $*" >>"$FAKE_LOG"
@@ -155,6 +168,8 @@ struct Stand {
     robot_bin: PathBuf,
     state: PathBuf,
     log: PathBuf,
+    /// What `id -u` says on the robot (the ssh user).
+    uid: std::cell::Cell<u32>,
 }
 
 fn write(path: &Path, text: &[u8], mode: u32) {
@@ -174,6 +189,8 @@ impl Stand {
         write(&bin.join("ssh"), SSH.as_bytes(), 0o755);
         write(&bin.join("systemctl"), SYSTEMCTL.as_bytes(), 0o755);
         write(&bin.join("nao-rs-usbmon"), USBMON.as_bytes(), 0o755);
+        write(&bin.join("id"), ID.as_bytes(), 0o755);
+        write(&bin.join("sudo"), SUDO.as_bytes(), 0o755);
         write(&dir.path().join("capture.pcap"), b"a capture of HAL", 0o644);
         for t in ["udevadm", "mount", "systemd-tmpfiles", "chown", "su"] {
             write(&bin.join(t), LOGGER.as_bytes(), 0o755);
@@ -208,6 +225,7 @@ impl Stand {
             robot_bin,
             state,
             log,
+            uid: std::cell::Cell::new(0),
         }
     }
 
@@ -228,11 +246,17 @@ impl Stand {
             self.bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        let become_ = if args.contains(&"--become") {
+            &[][..]
+        } else {
+            &["--become", "none"][..]
+        };
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-nao-rs"))
             .arg("deploy")
             .arg("--ssh")
             .arg(self.bin.join("ssh"))
-            .args(["--become", "none", "--bin-dir"])
+            .args(become_)
+            .arg("--bin-dir")
             .arg(&self.robot_bin)
             .arg("--config-dir")
             .arg(config)
@@ -244,6 +268,7 @@ impl Stand {
             .env("FAKE_CAPTURE", self._dir.path().join("capture.pcap"))
             .env("FAKE_VERIFY_EXIT", verify_exit.to_string())
             .env("FAKE_FAIL", fail)
+            .env("FAKE_UID", self.uid.get().to_string())
             .env("NAO_RS_USBMON", self.bin.join("nao-rs-usbmon"))
             .current_dir(self._dir.path())
             .output()
@@ -532,6 +557,17 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
         "{out}"
     );
     assert_eq!(s.snapshot(), before);
+
+    // --become auto: as root directly; as another user through sudo -n.
+    let o = s.deploy(&["--dry-run", "--skip-verify", "--become", "auto", "r"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let sudo_runs = |s: &Stand| s.calls().lines().filter(|l| *l == "sudo -n sh -s").count();
+    assert_eq!(sudo_runs(&s), 0, "{}", s.calls());
+    s.uid.set(1000);
+    let o = s.deploy(&["--dry-run", "--skip-verify", "--become", "auto", "r"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(sudo_runs(&s), 1, "the probe through sudo: {}", s.calls());
+    s.uid.set(0);
 
     // A robot named twice would race with itself.
     let o = s.deploy(&["--dry-run", "--skip-verify", "a", "a"]);

@@ -410,11 +410,14 @@ fn capture_and_verify(
     if !out.status.success() {
         return Err(format!(
             "the capture {} does not replay byte for byte against nao-rs's frames \
-             ({} verify exited {:?}; its report is above): nao-rs is not enabled on {robot}; \
+             ({} verify exited {}; its report is above): nao-rs is not enabled on {robot}; \
              --skip-verify overrides, knowingly",
             file.display(),
             usbmon.display(),
-            out.status.code()
+            out.status
+                .code()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "by a signal".into())
         ));
     }
     Ok(sha)

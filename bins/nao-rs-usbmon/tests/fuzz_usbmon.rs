@@ -15,6 +15,17 @@ fn check(bytes: &[u8], opts: &ImportOptions) -> Result<(), TestCaseError> {
         Ok(i) => {
             let parsed = parse(&i.text);
             prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), i.text);
+            for s in &i.segments {
+                let parsed = parse(&s.text);
+                prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), s.text);
+            }
+            // Verify reads what import reads, and never panics.
+            let verified = nao_rs_usbmon::verify::verify(
+                bytes,
+                std::path::Path::new("fuzz.pcap"),
+                &nao_rs_usbmon::verify::VerifyOptions::default(),
+            );
+            prop_assert!(verified.is_ok());
         }
         Err(e) => {
             prop_assert!(

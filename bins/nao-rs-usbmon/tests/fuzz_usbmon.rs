@@ -23,9 +23,12 @@ fn check(bytes: &[u8], opts: &ImportOptions) -> Result<(), TestCaseError> {
             let verified = nao_rs_usbmon::verify::verify(
                 bytes,
                 std::path::Path::new("fuzz.pcap"),
-                &nao_rs_usbmon::verify::VerifyOptions::default(),
+                &nao_rs_usbmon::verify::VerifyOptions {
+                    device: opts.device,
+                    accepted: None,
+                },
             );
-            prop_assert!(verified.is_ok());
+            prop_assert!(verified.is_ok(), "{:?}", verified.err());
         }
         Err(e) => {
             prop_assert!(

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bringup;
+mod capture;
 mod demo;
 mod record;
 mod replay;
@@ -37,6 +38,9 @@ enum Cmd {
     Wake(wake::WakeArgs),
     /// Bring up one joint with a person at the robot (docs/bringup.md).
     Bringup(bringup::BringupArgs),
+    /// Capture the chest board's USB traffic while HAL runs and restarts
+    /// (usbmon, pcap), for `nao-rs-usbmon verify` (docs/usbmon.md).
+    Capture(capture::CaptureArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => ("record", record::main(a)),
         Cmd::Wake(a) => ("wake", wake::main(a)),
         Cmd::Bringup(a) => ("bringup", bringup::main(a)),
+        Cmd::Capture(a) => ("capture", capture::main(a)),
         Cmd::Replay(a) => return replay::main(a),
     };
     if let Err(e) = result {

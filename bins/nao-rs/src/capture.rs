@@ -782,10 +782,8 @@ mod tests {
     /// A usbmon header in host order, with `data` after it.
     fn event(
         kind: u8,
-        xfer: u8,
-        ep: u8,
-        bus: u16,
-        dev: u8,
+        (xfer, ep): (u8, u8),
+        (bus, dev): (u16, u8),
         id: u64,
         setup: Option<[u8; 8]>,
         status: i32,
@@ -826,7 +824,15 @@ mod tests {
 
     #[test]
     fn capture_reads_the_usbmon_header_in_host_order() {
-        let e = event(b'C', 3, 0x81, 1, 5, 0xdead_beef, None, -110, &[0x5a, 1, 2]);
+        let e = event(
+            b'C',
+            (3, 0x81),
+            (1, 5),
+            0xdead_beef,
+            None,
+            -110,
+            &[0x5a, 1, 2],
+        );
         let h = MonHeader::parse(&e).expect("64 bytes");
         assert_eq!(
             h,
@@ -848,10 +854,8 @@ mod tests {
         assert_eq!(MonHeader::parse(&e[..63]), None);
         let s = event(
             b'S',
-            2,
-            0,
-            1,
-            5,
+            (2, 0),
+            (1, 5),
             1,
             Some([0x40, 5, 0x24, 0, 0, 0, 0, 0]),
             -115,
@@ -866,23 +870,21 @@ mod tests {
     #[test]
     fn capture_keeps_the_chest_board_and_drops_other_devices_and_buses() {
         let mut f = ChestFilter::new(1, 5);
-        let frame = event(b'S', 3, 0x02, 1, 5, 1, None, -115, &[0xa5, 0, 0, 0]);
+        let frame = event(b'S', (3, 0x02), (1, 5), 1, None, -115, &[0xa5, 0, 0, 0]);
         assert_eq!(offer(&mut f, frame.clone()), vec![frame]);
         // A mouse on the same bus, the board's number on another bus, device 0.
         assert!(offer(
             &mut f,
-            event(b'C', 1, 0x81, 1, 2, 2, None, 0, &[1, 2, 3, 4])
+            event(b'C', (1, 0x81), (1, 2), 2, None, 0, &[1, 2, 3, 4])
         )
         .is_empty());
-        assert!(offer(&mut f, event(b'C', 3, 0x81, 2, 5, 3, None, 0, &[0x5a])).is_empty());
+        assert!(offer(&mut f, event(b'C', (3, 0x81), (2, 5), 3, None, 0, &[0x5a])).is_empty());
         assert!(offer(
             &mut f,
             event(
                 b'S',
-                2,
-                0,
-                1,
-                0,
+                (2, 0),
+                (1, 0),
                 4,
                 Some([0, 5, 9, 0, 0, 0, 0, 0]),
                 -115,
@@ -900,24 +902,20 @@ mod tests {
         // its answer names ffff:0006, then written in order.
         let ask = event(
             b'S',
-            2,
-            0x80,
-            1,
-            9,
+            (2, 0x80),
+            (1, 9),
             10,
             Some([0x80, 6, 0, 1, 0, 0, 18, 0]),
             -115,
             &[],
         );
         assert!(offer(&mut f, ask.clone()).is_empty());
-        let answer = event(b'C', 2, 0x80, 1, 9, 10, None, 0, &descriptor(CHEST_IDS));
+        let answer = event(b'C', (2, 0x80), (1, 9), 10, None, 0, &descriptor(CHEST_IDS));
         assert_eq!(offer(&mut f, answer.clone()), vec![ask, answer]);
         let next = event(
             b'S',
-            2,
-            0,
-            1,
-            9,
+            (2, 0),
+            (1, 9),
             11,
             Some([0, 9, 1, 0, 0, 0, 0, 0]),
             -115,
@@ -928,10 +926,8 @@ mod tests {
         // Another device enumerated as 10 is dropped, its held events too.
         let ask = event(
             b'S',
-            2,
-            0x80,
-            1,
-            10,
+            (2, 0x80),
+            (1, 10),
             12,
             Some([0x80, 6, 0, 1, 0, 0, 18, 0]),
             -115,
@@ -940,25 +936,21 @@ mod tests {
         assert!(offer(&mut f, ask).is_empty());
         let answer = event(
             b'C',
-            2,
-            0x80,
-            1,
-            10,
+            (2, 0x80),
+            (1, 10),
             12,
             None,
             0,
             &descriptor((0x046d, 0xc077)),
         );
         assert!(offer(&mut f, answer).is_empty());
-        assert!(offer(&mut f, event(b'C', 1, 0x81, 1, 10, 13, None, 0, &[1])).is_empty());
+        assert!(offer(&mut f, event(b'C', (1, 0x81), (1, 10), 13, None, 0, &[1])).is_empty());
         assert_eq!(f.devices(), &[5, 9]);
         // A device that sends the protocol's vendor request is the board.
         let start = event(
             b'S',
-            2,
-            0,
-            1,
-            11,
+            (2, 0),
+            (1, 11),
             14,
             Some([0x40, 1, 0, 0, 0, 0, 0, 0]),
             -115,
@@ -972,15 +964,13 @@ mod tests {
     fn capture_holds_at_most_held_max_events_of_an_undecided_device() {
         let mut f = ChestFilter::new(1, 5);
         for id in 0..(HELD_MAX as u64 + 10) {
-            assert!(offer(&mut f, event(b'C', 3, 0x81, 1, 7, id, None, 0, &[1])).is_empty());
+            assert!(offer(&mut f, event(b'C', (3, 0x81), (1, 7), id, None, 0, &[1])).is_empty());
         }
         assert_eq!(f.held.len(), HELD_MAX);
         let start = event(
             b'S',
-            2,
-            0,
-            1,
-            7,
+            (2, 0),
+            (1, 7),
             999,
             Some([0x40, 1, 0, 0, 0, 0, 0, 0]),
             -115,
@@ -998,7 +988,7 @@ mod tests {
         assert_eq!(u32::from_ne_bytes([h[0], h[1], h[2], h[3]]), 0xa1b2_c3d4);
         assert_eq!(u32::from_ne_bytes([h[20], h[21], h[22], h[23]]), 220);
         // A bulk IN submission: 512 asked, nothing delivered.
-        let e = event(b'S', 3, 0x81, 1, 5, 1, None, -115, &[]);
+        let e = event(b'S', (3, 0x81), (1, 5), 1, None, -115, &[]);
         let mut e2 = e.clone();
         e2[32..36].copy_from_slice(&512u32.to_ne_bytes());
         let hd = MonHeader::parse(&e2).expect("header");
@@ -1019,56 +1009,48 @@ mod tests {
         let events = [
             event(
                 b'S',
-                2,
-                0,
-                1,
-                5,
+                (2, 0),
+                (1, 5),
                 1,
                 setup([0, 9, 1, 0, 0, 0, 0, 0]),
                 -115,
                 &[],
             ),
-            event(b'C', 2, 0, 1, 5, 1, None, 0, &[]),
-            event(b'C', 1, 0x81, 1, 2, 2, None, 0, &[1, 2, 3, 4]),
+            event(b'C', (2, 0), (1, 5), 1, None, 0, &[]),
+            event(b'C', (1, 0x81), (1, 2), 2, None, 0, &[1, 2, 3, 4]),
             event(
                 b'S',
-                2,
-                0,
-                1,
-                5,
+                (2, 0),
+                (1, 5),
                 3,
                 setup([0x40, 1, 0, 0, 0, 0, 0, 0]),
                 -115,
                 &[],
             ),
-            event(b'C', 2, 0, 1, 5, 3, None, 0, &[]),
-            event(b'S', 3, 0x02, 1, 5, 4, None, -115, &[0xa5, 0, 0, 0]),
-            event(b'C', 3, 0x02, 1, 5, 4, None, 0, &[]),
+            event(b'C', (2, 0), (1, 5), 3, None, 0, &[]),
+            event(b'S', (3, 0x02), (1, 5), 4, None, -115, &[0xa5, 0, 0, 0]),
+            event(b'C', (3, 0x02), (1, 5), 4, None, 0, &[]),
             // Re-enumerated as device 9, then its START again.
             event(
                 b'S',
-                2,
-                0x80,
-                1,
-                9,
+                (2, 0x80),
+                (1, 9),
                 5,
                 setup([0x80, 6, 0, 1, 0, 0, 18, 0]),
                 -115,
                 &[],
             ),
-            event(b'C', 2, 0x80, 1, 9, 5, None, 0, &descriptor(CHEST_IDS)),
+            event(b'C', (2, 0x80), (1, 9), 5, None, 0, &descriptor(CHEST_IDS)),
             event(
                 b'S',
-                2,
-                0,
-                1,
-                9,
+                (2, 0),
+                (1, 9),
                 6,
                 setup([0, 9, 1, 0, 0, 0, 0, 0]),
                 -115,
                 &[],
             ),
-            event(b'C', 2, 0, 1, 9, 6, None, 0, &[]),
+            event(b'C', (2, 0), (1, 9), 6, None, 0, &[]),
         ];
         let mut pcap = pcap_header().to_vec();
         let mut ready = Vec::new();

@@ -1011,6 +1011,113 @@ fn command_of_frame(
     Some(c)
 }
 
+/// A session's time 0: its first transfer's submission.
+fn t0_of(ops: &[Timed]) -> i64 {
+    ops.first().map_or(0, |t| t.ts_us)
+}
+
+/// `docs/protocol.md` section 9: a cycle stall is more than this between
+/// two cycles' starts (ms).
+const STALL_MS: u64 = 100;
+/// Section 9: after a stall the stall level stays 0 this long (ms).
+const STALL_HOLD_MS: u64 = 1000;
+/// Section 9: the over-current level falls above this battery current (mA).
+const OVERCURRENT_MA: i16 = 4500;
+/// Section 9's level steps: the stall level rises 5 a cycle; the
+/// over-current level falls and rises 10 a cycle, not below 240.
+const STALL_UP: u16 = 5;
+const OVERCURRENT_STEP: u16 = 10;
+const OVERCURRENT_FLOOR: u16 = 240;
+
+/// Whether a frame sends any stiffness above 0.
+fn frame_stiff(data: &[u8]) -> bool {
+    Frame::parse(data, SYNC_FRAME).is_ok_and(|f| {
+        f.messages().any(|m| {
+            matches!(m.address, 0xf0 | 0xf1)
+                && m.command == 0x11
+                && m.payload.chunks(2).any(|c| c.iter().any(|&b| b != 0))
+        })
+    })
+}
+
+/// The battery current in an answer, if it holds the battery's READ answer.
+fn battery_current(answer: &[u8]) -> Option<i16> {
+    let a = Frame::parse(answer, 0x5a).ok()?;
+    a.messages()
+        .find_map(|m| match (m.address, m.command, m.payload) {
+            (0x02, 0x81, [_, _, lo, hi, ..]) => Some(i16::from_le_bytes([*lo, *hi])),
+            _ => None,
+        })
+}
+
+/// Where a stiffness read back from HAL's frames stops being the stiffness
+/// nao-rs is to be commanded. HAL's frames carry the stiffness after its
+/// safety levels (`docs/protocol.md` section 9), and nao-rs applies its own
+/// again: neutral while every level is 1000 (the controller-lost level
+/// stays 1000: a command every cycle) or the frame sends no stiffness. So
+/// the compared part ends at the first cycle that sends a stiffness while
+/// nao-rs's stall level (from the `cycle` lines' times) or over-current
+/// level (from the battery currents of the answers read in the cycles
+/// before: an answer is handed over after the cycle's write) is below 1000,
+/// computed by section 9's rules. The cut: the op index of its cycle's
+/// start, and why.
+fn level_cut(ops: &[Timed], starts: &[Option<usize>], t0: i64) -> Option<(usize, String)> {
+    let mut last: Option<u64> = None;
+    let (mut stall, mut stall_until) = (1000u16, 0u64);
+    let (mut overcurrent, mut latest) = (1000u16, 0i16);
+    let mut k = 0u64;
+    for (j, t) in ops.iter().enumerate() {
+        if let Some(frame) = starts[j] {
+            let t_ms = (t.ts_us.saturating_sub(t0).max(0) / 1000) as u64;
+            let t_ms = last.map_or(t_ms, |l| l.max(t_ms));
+            if last.is_some_and(|l| t_ms - l > STALL_MS) {
+                stall = 0;
+                stall_until = t_ms + STALL_HOLD_MS;
+            } else if t_ms < stall_until {
+                stall = 0;
+            } else {
+                stall = (stall + STALL_UP).min(1000);
+            }
+            last = Some(t_ms);
+            overcurrent = if latest > OVERCURRENT_MA {
+                overcurrent
+                    .saturating_sub(OVERCURRENT_STEP)
+                    .max(OVERCURRENT_FLOOR)
+            } else {
+                (overcurrent + OVERCURRENT_STEP).min(1000)
+            };
+            let stiff = matches!(&ops[frame].op, Op::Call(Recorded::BulkOut { data, .. }) if frame_stiff(data));
+            if stiff && stall < 1000 {
+                return Some((
+                    j,
+                    format!(
+                        "cycle {k}: nao-rs's stall level is {stall} (a cycle stall: more than \
+                         {STALL_MS} ms between two cycles): the stiffness in HAL's frames holds \
+                         HAL's stall level, which nao-rs would apply again"
+                    ),
+                ));
+            }
+            if stiff && overcurrent < 1000 {
+                return Some((
+                    j,
+                    format!(
+                        "cycle {k}: nao-rs's over-current level is {overcurrent} (the battery \
+                         reported {latest} mA, above {OVERCURRENT_MA}): the stiffness in HAL's \
+                         frames holds HAL's over-current level, which nao-rs would apply again"
+                    ),
+                ));
+            }
+            k += 1;
+        }
+        if let Op::Call(Recorded::BulkIn { answer: Ok(a), .. }) = &t.op {
+            if let Some(ma) = battery_current(a) {
+                latest = ma;
+            }
+        }
+    }
+    None
+}
+
 /// One session of the capture: from its first transfer to the next
 /// program's start-up (a HAL restart) or the end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1075,18 +1182,31 @@ fn render(
             end = last + 1;
         }
     }
-    if let Some(f) = ops[..end]
+    // The cycle start at or before op `i` (in the start-up: `i` itself).
+    let cycle_of = |i: usize| (0..=i).rev().find(|&j| starts[j].is_some()).unwrap_or(i);
+    let mut cuts: Vec<(usize, String)> = Vec::new();
+    let failed = ops[..end]
         .iter()
-        .position(|t| matches!(t.op, Op::Failed { .. }))
-    {
-        let cut = (0..=f).rev().find(|&j| starts[j].is_some()).unwrap_or(0);
-        let Op::Failed { text, .. } = &ops[f].op else {
-            unreachable!("found as failed")
-        };
+        .enumerate()
+        .find_map(|(i, t)| match &t.op {
+            Op::Failed { text, .. } => Some((i, text)),
+            _ => None,
+        });
+    if let Some((f, text)) = failed {
+        cuts.push((
+            cycle_of(f),
+            format!(
+                "{text}: the recording format cannot hold a failed transfer (docs/recording.md)"
+            ),
+        ));
+    }
+    if opts.commands {
+        cuts.extend(level_cut(&ops[..end], &starts, t0_of(ops)));
+    }
+    if let Some((cut, why)) = cuts.into_iter().min_by_key(|c| c.0) {
         let lost = ops[cut..].iter().filter(|t| is_frame(&t.op)).count();
         notes.push(format!(
-            "{text}: the recording format cannot hold a failed transfer (docs/recording.md), so \
-             this session's {lost} frames from there on are not compared"
+            "{why}, so this session's {lost} frames from there on are not compared"
         ));
         end = cut;
     }
@@ -1140,7 +1260,7 @@ fn render(
     let mut commands = 0usize;
     let mut commands_unread = 0usize;
     let mut held = Command::default();
-    let t0 = ops.first().map_or(0, |t| t.ts_us);
+    let t0 = t0_of(ops);
     let mut last_t = 0u64;
     let mut set_configs = 0usize;
     let mut claim_pending = false;

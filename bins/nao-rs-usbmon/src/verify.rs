@@ -245,8 +245,8 @@ pub fn verify(bytes: &[u8], name: &Path, opts: &VerifyOptions) -> Result<Report,
         notes_seen.extend(seg.notes.iter().cloned());
         let outcome = if !seg.startup {
             Outcome::NotCompared("it holds no start-up (the capture began after it)".into())
-        } else if seg.frames == 0 {
-            Outcome::NotCompared("no frame of it can be compared".into())
+        } else if seg.cycles == 0 {
+            Outcome::NotCompared("no whole cycle of it can be compared".into())
         } else {
             replay_segment(&seg.text, name, i + 1)
         };

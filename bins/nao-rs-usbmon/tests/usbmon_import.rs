@@ -238,6 +238,19 @@ fn usbmon_import_table_of_what_a_real_capture_holds() {
             says: "failed with status -110 (ETIMEDOUT): the recording format cannot hold a failed transfer",
         },
         Case {
+            name: "a failed control transfer in the start-up: the recording ends before it",
+            build: || {
+                let mut s = Session::hal();
+                // VERSION (the 5th transfer) times out.
+                s.events[9].status = -110;
+                s.events[9].data.clear();
+                Cap { little: true, mmapped: true }.pcap(&s.events)
+            },
+            sessions: &[(true, 0)],
+            devices: &[(1, 5)],
+            says: "control_in c0 02 0000 0000 failed with status -110 (ETIMEDOUT)",
+        },
+        Case {
             name: "HAL restarted: a second session from its start-up",
             build: || {
                 let mut s = Session::hal();

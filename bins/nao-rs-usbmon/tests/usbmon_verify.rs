@@ -218,3 +218,83 @@ fn usbmon_verify_cli_exits_0_on_equal_1_naming_the_byte_2_on_unreadable() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("ends inside packet"), "{stdout}");
 }
+
+/// The items with cycles from `k` on `ms` later (a cycle stall before `k`).
+fn stalled(mut items: Vec<Item>, k: u64, ms: u64) -> Vec<Item> {
+    for i in &mut items {
+        if let Item::Cycle { k: kk, t_ms } = i {
+            if *kk >= k {
+                *t_ms += ms;
+            }
+        }
+    }
+    items
+}
+
+/// The answer with the battery's current (bytes 2..4 of its READ answer)
+/// set to `ma`, its CRC made good again.
+fn with_battery_current(answer: &[u8], ma: i16) -> Option<Vec<u8>> {
+    use nao_wire::protocol::frame::{Frame, FrameWriter};
+    let a = Frame::parse(answer, 0x5a).ok()?;
+    let mut buf = [0u8; 512];
+    let mut w = FrameWriter::answer(&mut buf, a.seq).ok()?;
+    let mut changed = false;
+    for m in a.messages() {
+        let mut p = m.payload.to_vec();
+        if (m.address, m.command) == (0x02, 0x81) && p.len() >= 4 {
+            p[2..4].copy_from_slice(&ma.to_le_bytes());
+            changed = true;
+        }
+        w.push(m.address, m.command, &p).ok()?;
+    }
+    let n = w.finish();
+    changed.then(|| buf[..n].to_vec())
+}
+
+#[test]
+fn usbmon_verify_stops_comparing_where_hals_safety_levels_are_in_its_frames() {
+    let (items, accepted) = load(&recordings()[0]);
+    let at = |k: u64| {
+        items
+            .iter()
+            .position(|i| matches!(i, Item::Cycle { k: kk, .. } if *kk == k))
+            .expect("the cycle")
+    };
+    // A cycle stall of 200 ms before cycle 100 (the frames are those of no
+    // stall: what matters is that nao-rs's stall level is not applied on top
+    // of a stiffness read back).
+    let mut s = Session::new();
+    s.calls_of(&stalled(items.clone(), 100, 200), 1_000_000);
+    let report = run(&CAP.pcap(&s.events), accepted.clone());
+    let text = report.render("test.pcap");
+    assert!(report.passed(), "{text}");
+    assert_eq!(report.frames_equal(), frames(&items[..at(100)]), "{text}");
+    assert!(
+        text.contains("cycle 100: nao-rs's stall level is 0 (a cycle stall"),
+        "{text}"
+    );
+
+    // The battery reports 5000 mA in the answer read in cycle 150: nao-rs's
+    // level falls in cycle 151 (the answer is handed over after the write).
+    let mut high = items.clone();
+    let answer = high[at(150)..]
+        .iter_mut()
+        .find_map(|i| match i {
+            Item::Call(Recorded::BulkIn { answer: Ok(a), .. }) => Some(a),
+            _ => None,
+        })
+        .expect("an answer in cycle 150");
+    *answer = with_battery_current(answer, 5000).expect("a battery answer");
+    let mut s = Session::new();
+    s.calls_of(&high, 1_000_000);
+    let report = run(&CAP.pcap(&s.events), accepted);
+    let text = report.render("test.pcap");
+    assert!(report.passed(), "{text}");
+    assert_eq!(report.frames_equal(), frames(&items[..at(151)]), "{text}");
+    assert!(
+        text.contains(
+            "cycle 151: nao-rs's over-current level is 990 (the battery reported 5000 mA"
+        ),
+        "{text}"
+    );
+}

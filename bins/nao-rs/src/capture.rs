@@ -501,13 +501,15 @@ fn detect_hal(named: Option<HalUnit>) -> Result<(HalUnit, UserBus), String> {
             COMMAND_DEADLINE,
         ) == Ok(0)
     };
-    let user_bus = |unit: &HalUnit| -> Option<UserBus> {
-        let HalUnit::User { user, .. } = unit else {
-            return Some(UserBus::Machine);
-        };
+    // How to reach the unit where it is active: a system unit directly, a
+    // user's through `-M USER@`, else through `su USER`.
+    let reach = |unit: &HalUnit| -> Option<UserBus> {
         if active(unit, UserBus::Machine) {
             return Some(UserBus::Machine);
         }
+        let HalUnit::User { user, .. } = unit else {
+            return None;
+        };
         let bus = UserBus::Su { uid: uid_of(user)? };
         active(unit, bus).then_some(bus)
     };
@@ -522,10 +524,8 @@ fn detect_hal(named: Option<HalUnit>) -> Result<(HalUnit, UserBus), String> {
         ],
     };
     for unit in &candidates {
-        if let Some(bus) = user_bus(unit) {
-            if active(unit, bus) {
-                return Ok((unit.clone(), bus));
-            }
+        if let Some(bus) = reach(unit) {
+            return Ok((unit.clone(), bus));
         }
     }
     let tried: Vec<String> = candidates

@@ -41,6 +41,7 @@ use pcap_file::{Endianness, PcapError};
 use nao_wire::link::{Call, LinkError, Setup};
 use nao_wire::protocol::frame::Frame;
 use nao_wire::protocol::prefs::Prefs;
+use nao_wire::protocol::safety::Safety;
 use nao_wire::protocol::tables::{decode_position, Bus, PREFS_LEN, SYNC_FRAME};
 use nao_wire::recording::{Recorded, RecordingWriter};
 use nao_wire::Command;
@@ -1016,19 +1017,6 @@ fn t0_of(ops: &[Timed]) -> i64 {
     ops.first().map_or(0, |t| t.ts_us)
 }
 
-/// `docs/protocol.md` section 9: a cycle stall is more than this between
-/// two cycles' starts (ms).
-const STALL_MS: u64 = 100;
-/// Section 9: after a stall the stall level stays 0 this long (ms).
-const STALL_HOLD_MS: u64 = 1000;
-/// Section 9: the over-current level falls above this battery current (mA).
-const OVERCURRENT_MA: i16 = 4500;
-/// Section 9's level steps: the stall level rises 5 a cycle; the
-/// over-current level falls and rises 10 a cycle, not below 240.
-const STALL_UP: u16 = 5;
-const OVERCURRENT_STEP: u16 = 10;
-const OVERCURRENT_FLOOR: u16 = 240;
-
 /// Whether a frame sends any stiffness above 0.
 fn frame_stiff(data: &[u8]) -> bool {
     Frame::parse(data, SYNC_FRAME).is_ok_and(|f| {
@@ -1059,51 +1047,40 @@ fn battery_current(answer: &[u8]) -> Option<i16> {
 /// nao-rs's stall level (from the `cycle` lines' times) or over-current
 /// level (from the battery currents of the answers read in the cycles
 /// before: an answer is handed over after the cycle's write) is below 1000,
-/// computed by section 9's rules. The cut: the op index of its cycle's
+/// computed by nao-rs's own safety state machine. The cut: the op index of its cycle's
 /// start, and why.
 fn level_cut(ops: &[Timed], starts: &[Option<usize>], t0: i64) -> Option<(usize, String)> {
+    // nao-rs's own safety state machine, with a command every cycle.
+    let mut safety = Safety::new();
     let mut last: Option<u64> = None;
-    let (mut stall, mut stall_until) = (1000u16, 0u64);
-    let (mut overcurrent, mut latest) = (1000u16, 0i16);
+    let mut latest = 0i16;
     let mut k = 0u64;
     for (j, t) in ops.iter().enumerate() {
         if let Some(frame) = starts[j] {
             let t_ms = (t.ts_us.saturating_sub(t0).max(0) / 1000) as u64;
             let t_ms = last.map_or(t_ms, |l| l.max(t_ms));
-            if last.is_some_and(|l| t_ms - l > STALL_MS) {
-                stall = 0;
-                stall_until = t_ms + STALL_HOLD_MS;
-            } else if t_ms < stall_until {
-                stall = 0;
-            } else {
-                stall = (stall + STALL_UP).min(1000);
-            }
             last = Some(t_ms);
-            overcurrent = if latest > OVERCURRENT_MA {
-                overcurrent
-                    .saturating_sub(OVERCURRENT_STEP)
-                    .max(OVERCURRENT_FLOOR)
-            } else {
-                (overcurrent + OVERCURRENT_STEP).min(1000)
-            };
+            let levels = safety.step(t_ms.saturating_mul(1_000_000), true, latest);
             let stiff = matches!(&ops[frame].op, Op::Call(Recorded::BulkOut { data, .. }) if frame_stiff(data));
-            if stiff && stall < 1000 {
+            if stiff && levels.stall < 1000 {
                 return Some((
                     j,
                     format!(
-                        "cycle {k}: nao-rs's stall level is {stall} (a cycle stall: more than \
-                         {STALL_MS} ms between two cycles): the stiffness in HAL's frames holds \
-                         HAL's stall level, which nao-rs would apply again"
+                        "cycle {k}: nao-rs's stall level is {} (after a cycle stall: more than \
+                         100 ms between two cycles): the stiffness in HAL's frames holds HAL's \
+                         stall level, which nao-rs would apply again",
+                        levels.stall
                     ),
                 ));
             }
-            if stiff && overcurrent < 1000 {
+            if stiff && levels.overcurrent < 1000 {
                 return Some((
                     j,
                     format!(
-                        "cycle {k}: nao-rs's over-current level is {overcurrent} (the battery \
-                         reported {latest} mA, above {OVERCURRENT_MA}): the stiffness in HAL's \
-                         frames holds HAL's over-current level, which nao-rs would apply again"
+                        "cycle {k}: nao-rs's over-current level is {} (the battery reported \
+                         {latest} mA, above 4500): the stiffness in HAL's frames holds HAL's \
+                         over-current level, which nao-rs would apply again",
+                        levels.overcurrent
                     ),
                 ));
             }

@@ -270,7 +270,7 @@ fn usbmon_verify_stops_comparing_where_hals_safety_levels_are_in_its_frames() {
     assert!(report.passed(), "{text}");
     assert_eq!(report.frames_equal(), frames(&items[..at(100)]), "{text}");
     assert!(
-        text.contains("cycle 100: nao-rs's stall level is 0 (a cycle stall"),
+        text.contains("cycle 100: nao-rs's stall level is 0 (after a cycle stall"),
         "{text}"
     );
 

@@ -1,7 +1,9 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), waking the robot after a re-arm (`wake`)
-//! and bringing up one joint with a person at the robot (`bringup`). The measurements (`nao-rs-bench`) and the import of usbmon
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`),
+//! bringing up one joint with a person at the robot (`bringup`) and
+//! capturing HAL's USB traffic before nao-rs is enabled (`capture`). The
+//! measurements (`nao-rs-bench`) and the import and verification of usbmon
 //! captures (`nao-rs-usbmon`) are laptop programs of their own.
 
 use std::process::ExitCode;

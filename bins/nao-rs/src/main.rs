@@ -1,7 +1,9 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), waking the robot after a re-arm (`wake`)
-//! and bringing up one joint with a person at the robot (`bringup`). The measurements (`nao-rs-bench`) and the import of usbmon
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`),
+//! bringing up one joint with a person at the robot (`bringup`) and
+//! capturing HAL's USB traffic before nao-rs is enabled (`capture`). The
+//! measurements (`nao-rs-bench`) and the import and verification of usbmon
 //! captures (`nao-rs-usbmon`) are laptop programs of their own.
 
 use std::process::ExitCode;
@@ -9,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bringup;
+mod capture;
 mod demo;
 mod record;
 mod replay;
@@ -37,6 +40,9 @@ enum Cmd {
     Wake(wake::WakeArgs),
     /// Bring up one joint with a person at the robot (docs/bringup.md).
     Bringup(bringup::BringupArgs),
+    /// Capture the chest board's USB traffic while HAL runs and restarts
+    /// (usbmon, pcap), for `nao-rs-usbmon verify` (docs/usbmon.md).
+    Capture(capture::CaptureArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -52,6 +58,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => ("record", record::main(a)),
         Cmd::Wake(a) => ("wake", wake::main(a)),
         Cmd::Bringup(a) => ("bringup", bringup::main(a)),
+        Cmd::Capture(a) => ("capture", capture::main(a)),
         Cmd::Replay(a) => return replay::main(a),
     };
     if let Err(e) = result {

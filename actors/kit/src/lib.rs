@@ -25,6 +25,8 @@
 //! - [`verify_mark`]: the line `cargo nao-rs deploy` writes to
 //!   `/etc/nao-rs/verified` and `nao-rs doctor` reads
 //!   ([`verify_mark::VerifyMark`], [`verify_mark::parse`]).
+//! - [`elf`]: whether a program is static (no `PT_INTERP`, no
+//!   `DT_NEEDED`), read from its bytes ([`elf::read`], [`elf::Linking`]).
 //!
 //! Each item has one path, its module's (`nao_kit::ticker::Ticker`).
 
@@ -33,6 +35,7 @@
 pub mod actor;
 pub mod alloc;
 pub mod clock;
+pub mod elf;
 pub mod facts;
 pub mod log;
 pub mod notify;

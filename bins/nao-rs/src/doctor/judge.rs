@@ -232,10 +232,17 @@ fn hal_lola_naoqi(f: &Facts) -> Check {
         found.push(format!("{} runs (pid {})", p.name, p.pid));
     }
     if found.is_empty() {
-        let scope = match &f.units {
-            Ok(_) => format!("system units and {NAO_USER_UNITS}"),
-            Err(_) => format!("{NAO_USER_UNITS} (systemctl could not answer)"),
-        };
+        if let Err(e) = &f.units {
+            return warn(
+                N,
+                format!(
+                    "none in {NAO_USER_UNITS} and no process hal, lola or naoqi-bin; the system \
+                     units could not be asked: {e}"
+                ),
+                "run on the robot, under systemd (`systemctl is-enabled hal lola naoqi`)",
+            );
+        }
+        let scope = format!("system units and {NAO_USER_UNITS}");
         return pass(
             N,
             format!("none enabled or running ({scope}; processes hal, lola, naoqi-bin)"),

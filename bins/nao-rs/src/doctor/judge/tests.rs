@@ -201,6 +201,7 @@ fn doctor_names_the_fix_of_every_failure() {
         ("guard disabled", |f| set_unit(f, "nao-rs-guard.service", |u| u.file_state = "disabled".into()), "unit:nao-rs-guard.service", Status::Fail, "systemctl enable --now nao-rs-guard.service"),
         ("runtime failed", |f| set_unit(f, "nao-rs.service", |u| u.active = "failed".into()), "unit:nao-rs.service", Status::Fail, "journalctl -u nao-rs.service"),
         ("no systemctl", |f| f.units = Err("no systemctl at /usr/bin/systemctl".into()), "unit:nao-rs.service", Status::Fail, "systemd"),
+        ("no systemctl: HAL units unknown", |f| f.units = Err("no systemctl".into()), "hal-lola-naoqi", Status::Warn, "systemctl is-enabled hal lola naoqi"),
         ("no systemctl: socket unknown", |f| f.units = Err("no systemctl".into()), "stop-socket", Status::Fail, "unit:nao-rs-stop.socket"),
         ("socket inactive", |f| set_unit(f, "nao-rs-stop.socket", |u| u.active = "failed".into()), "stop-socket", Status::Fail, "systemctl status nao-rs-stop.socket"),
         ("port not bound", |f| f.udp_ports = Ok(vec![53]), "stop-socket", Status::Fail, "systemctl restart nao-rs-stop.socket"),

@@ -1,7 +1,8 @@
 //! `nao-rs doctor` as a process, against fake robot trees (`--root`): it
 //! writes nothing (the tree is the same, byte for byte and inode for
 //! inode, before and after), exits 1 when a check fails and names the
-//! failing checks in its JSON; 2 on bad arguments.
+//! failing checks in its JSON; 2 on bad arguments; the same verdicts
+//! under the Linux 4.4 floor.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -60,15 +61,20 @@ fn write(root: &Path, path: &str, text: &str) {
 /// Runs `nao-rs doctor --json --root ROOT ARGS` in ROOT; its output, and
 /// the tree unchanged.
 fn doctor(root: &Path, args: &[&str]) -> (Output, Value) {
+    doctor_with(root, args, |_| {})
+}
+
+/// [`doctor`], with the command changed first (the kernel floor).
+fn doctor_with(root: &Path, args: &[&str], change: impl FnOnce(&mut Command)) -> (Output, Value) {
     let before = snapshot(root);
-    let out = Command::new(env!("CARGO_BIN_EXE_nao-rs"))
-        .args(["doctor", "--json", "--root"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nao-rs"));
+    cmd.args(["doctor", "--json", "--root"])
         .arg(root)
         .args(args)
         .current_dir(root)
-        .env_remove("NAO_RS_DEATHSWITCH")
-        .output()
-        .unwrap();
+        .env_remove("NAO_RS_DEATHSWITCH");
+    change(&mut cmd);
+    let out = cmd.output().unwrap();
     let after = snapshot(root);
     assert_eq!(
         before,
@@ -375,6 +381,25 @@ fn doctor_on_an_installed_robot_reads_units_holders_and_the_page() {
     }
     want.sort_unstable();
     assert_eq!(failing(&v), want);
+
+    // Under the Linux 4.4 floor (every newer call ENOSYS): the same
+    // verdicts, and the kernel check says pidfd is absent.
+    let (floor_out, floor) = doctor_with(root, &[], |c| {
+        testkit::under_kernel_floor(c);
+    });
+    assert_eq!(floor_out.status.code(), Some(1), "{floor:#}");
+    let fc = checks(&floor);
+    assert!(
+        fc["kernel"].1.contains("pidfd absent"),
+        "{:?}",
+        fc["kernel"]
+    );
+    let verdicts = |c: &BTreeMap<String, (String, String, String)>| {
+        c.iter()
+            .map(|(n, (s, _, _))| (n.clone(), s.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(verdicts(&fc), verdicts(&c));
 
     // --page names another page: a path under the root, read the same way.
     let (out, v) = doctor(root, &["--page", "/run/nao-rs/other"]);

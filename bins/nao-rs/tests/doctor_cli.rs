@@ -259,6 +259,20 @@ fn doctor_on_an_installed_robot_reads_units_holders_and_the_page() {
         "etc/security/limits.d/nao-rs.conf",
         "@hal - rtprio 40\n",
     );
+    // NAO OS's user units: NAOqi still wanted; lola.service replaced by a
+    // unit that starts nao-rs's side (not LoLA), linked relatively.
+    let wants = "nao/etc/systemd/user/aldebaran.target.wants";
+    write(
+        root,
+        &format!("{wants}/naoqi.service"),
+        "[Service]\nExecStart=/opt/aldebaran/bin/naoqi-bin\n",
+    );
+    write(
+        root,
+        "nao/etc/systemd/user/lola.service",
+        "[Unit]\nAfter=nao-rs.service\n",
+    );
+    std::os::unix::fs::symlink("../lola.service", root.join(wants).join("lola.service")).unwrap();
     write(root, "usr/bin/systemctl", SYSTEMCTL);
     std::fs::set_permissions(
         root.join("usr/bin/systemctl"),
@@ -358,6 +372,11 @@ fn doctor_on_an_installed_robot_reads_units_holders_and_the_page() {
         s == "FAIL" && fix.contains("systemctl disable --now lola.service"),
         "{fix}"
     );
+    assert!(
+        fix.contains("rm /nao/etc/systemd/user/aldebaran.target.wants/naoqi.service"),
+        "{fix}"
+    );
+    assert!(!fix.contains("wants/lola.service"), "{fix}");
     let (s, d, _) = &c["heartbeat"];
     assert!(s == "FAIL" && d.contains("no runtime registered"), "{d}");
     // /run/nao-rs must be root's: only a root test can make it so.

@@ -183,6 +183,9 @@ pub struct Unit {
     pub cpu_priority: String,
     /// `Listen` (socket units: `[::]:7701 (Datagram)`).
     pub listen: String,
+    /// `Id`: the unit's own name; another name when the name asked is an
+    /// alias (deploy may make `lola.service` an alias of nao-rs's unit).
+    pub id: String,
 }
 
 impl Unit {
@@ -205,6 +208,7 @@ impl Unit {
                 "LimitMEMLOCK" => &mut u.limit_memlock,
                 "CPUSchedulingPriority" => &mut u.cpu_priority,
                 "Listen" => &mut u.listen,
+                "Id" => &mut u.id,
                 _ => continue,
             };
             *slot = v.trim().to_string();
@@ -428,7 +432,7 @@ fn systemctl_units(root: &Root) -> Result<Vec<Unit>, String> {
                     "show",
                     "--no-pager",
                     "--property=LoadState,ActiveState,SubState,UnitFileState,LimitRTPRIO,\
-                     LimitMEMLOCK,CPUSchedulingPriority,Listen",
+                     LimitMEMLOCK,CPUSchedulingPriority,Listen,Id",
                     u,
                 ]),
                 SYSTEMCTL_DEADLINE,
@@ -495,8 +499,15 @@ fn user_wants(root: &Root) -> Vec<String> {
             continue;
         }
         for u in HAL_UNITS {
+            let link = e.path().join(u);
             // symlink_metadata: a link to a missing file counts too.
-            if std::fs::symlink_metadata(e.path().join(u)).is_ok() {
+            if std::fs::symlink_metadata(&link).is_err() {
+                continue;
+            }
+            // A unit of that name that starts nao-rs's side (deploy's
+            // stand-in for lola.service) is not LoLA.
+            let text = std::fs::read_to_string(&link).unwrap_or_default();
+            if !text.contains("nao-rs") {
                 found.push(format!("{NAO_USER_UNITS}/{name}/{u}"));
             }
         }

@@ -7,8 +7,8 @@ use nao_kit::facts::Pidfd;
 use nao_kit::verify_mark::{self, VerifyMark};
 
 use super::facts::{
-    Facts, PageFacts, Unit, BOARD_PRODUCT, BOARD_VENDOR, CONF, DEFAULT_UDP_PORT, HAL_UNITS,
-    LIMITS_DIR, NAO_USER_UNITS, OUR_UNITS, RUN_DIR, TMPFILES, UDEV_RULE,
+    Facts, PageFacts, PageRead, Unit, BOARD_PRODUCT, BOARD_VENDOR, CONF, DEFAULT_UDP_PORT,
+    HAL_UNITS, LIMITS_DIR, NAO_USER_UNITS, OUR_UNITS, RUN_DIR, TMPFILES, UDEV_RULE,
 };
 
 /// A check's verdict.
@@ -137,8 +137,36 @@ fn chest_board(f: &Facts) -> Check {
     }
 }
 
-fn is_ours(name: &str) -> bool {
-    name == "nao-rs" || name == "nao-rs-guard"
+/// The live runtime and guard the page names (a program that hosts the
+/// runtime itself, docs/deploy.md, is ours by its registration).
+fn page_pids(f: &Facts) -> Vec<u32> {
+    match &f.page {
+        PageFacts::Read(r) => r
+            .driver
+            .filter(|d| d.1)
+            .map(|d| d.0)
+            .into_iter()
+            .chain(r.guard.filter(|g| g.1).map(|g| g.0))
+            .collect(),
+        PageFacts::Unreadable(_) => Vec::new(),
+    }
+}
+
+/// A holder of the board that is nao-rs: by name, or registered in the page.
+fn is_ours(p: &super::facts::Proc, page_pids: &[u32]) -> bool {
+    p.name == "nao-rs" || p.name == "nao-rs-guard" || page_pids.contains(&p.pid)
+}
+
+/// The runtime the page names is alive and beating (whoever hosts it).
+fn runtime_beats(f: &Facts) -> Option<u32> {
+    match &f.page {
+        PageFacts::Read(PageRead {
+            driver: Some((pid, true)),
+            cycles: (Some(a), Some(b)),
+            ..
+        }) if b > a => Some(*pid),
+        _ => None,
+    }
 }
 
 fn board_holder(f: &Facts) -> Check {
@@ -164,7 +192,8 @@ fn board_holder(f: &Facts) -> Check {
         h.by.iter()
             .map(|p| format!("{} (pid {})", p.name, p.pid))
             .collect();
-    let others: Vec<_> = h.by.iter().filter(|p| !is_ours(&p.name)).collect();
+    let ours = page_pids(f);
+    let others: Vec<_> = h.by.iter().filter(|p| !is_ours(p, &ours)).collect();
     if let Some(o) = others.first() {
         let units = HAL_UNITS.join(", ");
         return fail(
@@ -198,9 +227,13 @@ fn board_holder(f: &Facts) -> Check {
 }
 
 /// Whether a system unit would run: enabled (at boot) or active (now).
+/// A name that is an alias of another unit (`Id` another name: deploy's
+/// `lola.service` for nao-rs) is not HAL's.
 fn runs(u: &Unit) -> bool {
+    let alias = !u.id.is_empty() && u.id != u.name;
     u.load == "loaded"
-        && (u.file_state == "enabled"
+        && !alias
+        && (u.file_state.starts_with("enabled")
             || u.active == "active"
             || u.active == "activating"
             || u.active == "reloading")
@@ -306,6 +339,18 @@ fn units(f: &Facts) -> Vec<Check> {
             );
             match (enabled, active) {
                 (true, true) => pass(&n, state),
+                // A program that hosts the runtime itself takes the place
+                // of nao-rs.service (docs/deploy.md): disabled and inactive.
+                (false, false) if *name == "nao-rs.service" && runtime_beats(f).is_some() => warn(
+                    &n,
+                    format!(
+                        "{state}; the runtime the page names (pid {}) beats: another program \
+                         hosts the runtime in its place",
+                        runtime_beats(f).unwrap_or(0)
+                    ),
+                    "nothing, if a team's program hosts the runtime (docs/deploy.md); otherwise \
+                     `systemctl enable --now nao-rs.service`",
+                ),
                 (false, _) => fail(&n, state, format!("`systemctl enable --now {name}`")),
                 (true, false) => fail(
                     &n,

@@ -22,6 +22,7 @@ fn unit(name: &str, sub: &str, rtprio: &str, prio: &str) -> Unit {
         } else {
             String::new()
         },
+        id: name.into(),
     }
 }
 
@@ -191,6 +192,11 @@ fn doctor_names_the_fix_of_every_failure() {
         ("HAL holds the board", |f| f.holders.by = vec![Proc { pid: 42, name: "hal".into() }], "board-holder", Status::Fail, "hal (pid 42) is not nao-rs"),
         ("nobody holds it", |f| f.holders.by.clear(), "board-holder", Status::Fail, "systemctl start nao-rs.service"),
         ("not root", |f| { f.holders.by.clear(); f.holders.unreadable = 3 }, "board-holder", Status::Warn, "as root"),
+        ("a team's program hosting the runtime holds it", |f| f.holders.by = vec![Proc { pid: 700, name: "hulk".into() }], "board-holder", Status::Pass, ""),
+        ("a team's program hosts the runtime", |f| { f.holders.by = vec![Proc { pid: 700, name: "hulk".into() }]; set_unit(f, "nao-rs.service", |u| { u.file_state = "disabled".into(); u.active = "inactive".into(); }) }, "unit:nao-rs.service", Status::Warn, "hosts the runtime"),
+        ("a process the page does not name holds it", |f| { f.holders.by = vec![Proc { pid: 701, name: "hulk".into() }] }, "board-holder", Status::Fail, "hulk (pid 701) is not nao-rs"),
+        ("lola.service an alias of nao-rs", |f| set_unit(f, "lola.service", |u| { *u = unit("lola.service", "running", "30", "30"); u.id = "nao-rs.service".into(); }), "hal-lola-naoqi", Status::Pass, ""),
+        ("lola enabled-runtime", |f| set_unit(f, "lola.service", |u| { u.load = "loaded".into(); u.file_state = "enabled-runtime".into(); u.id = "lola.service".into(); }), "hal-lola-naoqi", Status::Fail, "systemctl disable --now lola.service"),
         ("the guard holds it", |f| f.holders.by = vec![Proc { pid: 650, name: "nao-rs-guard".into() }], "board-holder", Status::Pass, ""),
         ("lola enabled (team image)", |f| set_unit(f, "lola.service", |u| { u.load = "loaded".into(); u.file_state = "enabled".into(); }), "hal-lola-naoqi", Status::Fail, "systemctl disable --now lola.service"),
         ("hal running (team image)", |f| set_unit(f, "hal.service", |u| { u.load = "loaded".into(); u.file_state = "disabled".into(); u.active = "active".into(); }), "hal-lola-naoqi", Status::Fail, "systemctl disable --now hal.service"),

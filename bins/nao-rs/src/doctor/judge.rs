@@ -611,7 +611,8 @@ fn limits(f: &Facts) -> Check {
             }
             let lim: Option<u64> = u.limit_rtprio.parse().ok();
             let prio: u64 = u.cpu_priority.parse().unwrap_or(0);
-            if lim.map_or(true, |l| l < prio.max(1)) {
+            let granted = matches!(lim, Some(l) if l >= prio.max(1));
+            if !granted {
                 return fail(
                     N,
                     format!(

@@ -411,6 +411,33 @@ mod tests {
             .is_static());
     }
 
+    /// A 32-bit i386 program naming the loader of a 32-bit userland (NAO
+    /// OS's own programs): header 52 bytes, one 32-byte program header.
+    #[test]
+    fn elf_reader_reads_a_32_bit_program() {
+        let interp = b"/lib/ld-linux.so.2\0";
+        let mut b = vec![0u8; 52];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 1;
+        b[5] = 1;
+        b[18..20].copy_from_slice(&EM_386.to_le_bytes());
+        b[28..32].copy_from_slice(&52u32.to_le_bytes());
+        b[42..44].copy_from_slice(&32u16.to_le_bytes());
+        b[44..46].copy_from_slice(&1u16.to_le_bytes());
+        let mut ph = [0u8; 32];
+        ph[..4].copy_from_slice(&PT_INTERP.to_le_bytes());
+        ph[4..8].copy_from_slice(&84u32.to_le_bytes());
+        ph[16..20].copy_from_slice(&(interp.len() as u32).to_le_bytes());
+        b.extend_from_slice(&ph);
+        b.extend_from_slice(interp);
+        let l = read(&b).unwrap();
+        assert!(!l.class64 && !l.is_static() && !l.dynamic_section);
+        assert_eq!(
+            l.to_string(),
+            "32-bit i386, dynamically linked: loader /lib/ld-linux.so.2"
+        );
+    }
+
     #[test]
     fn elf_reader_refuses_what_is_not_elf() {
         assert_eq!(read(b""), Err(ElfError::NotElf));

@@ -1,6 +1,7 @@
 //! `nao_kit::elf` on real programs: this test program (dynamic), the
 //! development build of nao-rs (dynamic), the static robot build where it
-//! was built (`target/robot-bin/`, scripts/robot-build.sh) and Debian's
+//! was built (`target/robot-bin/` of scripts/robot-build.sh, or
+//! `cargo robot-build`'s own folder) and Debian's
 //! static-pie `ldconfig` where it is installed.
 
 use std::path::{Path, PathBuf};
@@ -40,11 +41,13 @@ fn elf_reader_on_the_development_and_robot_builds() {
             seen += 1;
         }
     }
-    for name in ["nao-rs", "nao-rs-guard", "naoctl", "nao-rs-beacon"] {
-        let p = workspace().join("target/robot-bin").join(name);
-        if let Some(l) = read(&p) {
-            assert!(l.is_static() && l.dynamic_section, "{}: {l}", p.display());
-            seen += 1;
+    for dir in ["target/robot-bin", "target/x86_64-unknown-linux-gnu/robot"] {
+        for name in ["nao-rs", "nao-rs-guard", "naoctl", "nao-rs-beacon"] {
+            let p = workspace().join(dir).join(name);
+            if let Some(l) = read(&p) {
+                assert!(l.is_static() && l.dynamic_section, "{}: {l}", p.display());
+                seen += 1;
+            }
         }
     }
     if let Some(l) = read(Path::new("/usr/sbin/ldconfig")) {

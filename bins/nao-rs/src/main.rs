@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod bringup;
 mod capture;
 mod demo;
+mod doctor;
 mod record;
 mod replay;
 mod run;
@@ -43,6 +44,8 @@ enum Cmd {
     /// Capture the chest board's USB traffic while HAL runs and restarts
     /// (usbmon, pcap), for `nao-rs-usbmon verify` (docs/usbmon.md).
     Capture(capture::CaptureArgs),
+    /// Check the install on the robot, read only; exit 0 only when no check fails.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Cmd::Bringup(a) => ("bringup", bringup::main(a)),
         Cmd::Capture(a) => ("capture", capture::main(a)),
         Cmd::Replay(a) => return replay::main(a),
+        Cmd::Doctor(a) => return doctor::main(a),
     };
     if let Err(e) = result {
         eprintln!("nao-rs {name}: {e}");

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod bringup;
 mod capture;
+mod chest_usb;
 mod demo;
 mod doctor;
 mod record;

@@ -183,12 +183,13 @@ impl CycleActor {
             // During bring-up only the bring-up terminal commands the joint.
             command = None;
         }
-        let t_ms = tick.start_ns.saturating_sub(self.start_ns) / 1_000_000;
+        // The step's one time: the tick's start, the one clock read of
+        // this cycle (the ticker's, after its sleep).
         let input = StepInput {
             command: command.as_ref(),
             wake,
             jog,
-            now_ns: t_ms.saturating_mul(1_000_000),
+            now_ns: tick.start_ns,
             safety_flags: self.safety_flags,
         };
         let out = self.step.run(&*self.switch, link, &input, |l, seen| {

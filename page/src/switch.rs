@@ -11,6 +11,7 @@
 #[cfg(not(loom))]
 use crate::cells::Cells;
 use crate::{Motion, Reason, Snapshot};
+use nao_kit::clock::{Clock, MonotonicClock};
 
 /// What one cycle needs of the death switch.
 pub trait Switch: Send + Sync {
@@ -26,10 +27,14 @@ pub trait Switch: Send + Sync {
     fn beat(&self, beat: &Beat);
     /// Registers the runtime's process (pid; start time looked up by the impl).
     fn register(&self, pid: u32);
-    /// The clock heartbeats are stamped with (monotonic ns). Provided:
-    /// [`crate::monotonic_ns`].
+    /// The switch's clock (monotonic ns): its trips are stamped with it.
+    /// Provided: the real clock ([`MonotonicClock`]), the only clock of
+    /// the page file (every process judges its times with
+    /// `CLOCK_MONOTONIC`); [`crate::MemorySwitch`] has the clock it was
+    /// made with. The step stamps its heartbeat with its input's time,
+    /// not with this.
     fn now_ns(&self) -> u64 {
-        crate::monotonic_ns()
+        MonotonicClock.now_ns()
     }
     /// The page file's path, if the switch is one. Provided: None.
     fn path(&self) -> Option<&std::path::Path> {
@@ -49,7 +54,8 @@ pub trait Switch: Send + Sync {
 pub struct Beat {
     /// The cycle whose frame was sent.
     pub cycle: u64,
-    /// When (monotonic ns, [`Switch::now_ns`]).
+    /// When (monotonic ns: the step's cycle start, as the cycle actor
+    /// read it from its clock, `StepInput::now_ns`).
     pub t_ns: u64,
     /// The frame was all-off (no joint stiff): the guard's confirmation.
     pub all_off: bool,
@@ -75,13 +81,13 @@ pub(crate) fn checked(lost: bool, mut snapshot: Snapshot) -> Snapshot {
 
 /// The trip of every switch: a tripped page is left alone without a clock
 /// read (the compare-and-swap would fail anyway); else [`Cells::trip`]
-/// stamped now.
+/// stamped now on `clock` (the switch's).
 #[cfg(not(loom))]
-pub(crate) fn trip_now(cells: &Cells, reason: Reason) -> bool {
+pub(crate) fn trip_now<C: Clock + ?Sized>(cells: &Cells, reason: Reason, clock: &C) -> bool {
     if cells.reason_code() != 0 {
         return false;
     }
-    cells.trip(reason, crate::monotonic_ns(), crate::unix_ns())
+    cells.trip(reason, clock.now_ns(), crate::unix_ns())
 }
 
 #[cfg(all(test, not(loom)))]

@@ -133,7 +133,7 @@ pub fn unix_ns() -> u64 {
 }
 
 /// A clock that moves only when told: [`VirtualClock::advance_ns`] and
-/// [`VirtualClock::set_ns`]. A cheap handle (`Clone` shares the time):
+/// [`VirtualClock::advance_to_ns`]. A cheap handle (`Clone` shares the time):
 /// give one clone to each part of a test or of the virtual-time world and
 /// keep one to drive them.
 ///
@@ -160,7 +160,7 @@ impl VirtualClock {
     /// A clock reading `start_ns`.
     pub fn new(start_ns: u64) -> VirtualClock {
         let c = VirtualClock::default();
-        c.set_ns(start_ns);
+        c.advance_to_ns(start_ns);
         c
     }
 
@@ -179,7 +179,7 @@ impl VirtualClock {
 
     /// Moves the clock to `ns` if that is later (a clock never goes back);
     /// returns the reading after.
-    pub fn set_ns(&self, ns: u64) -> u64 {
+    pub fn advance_to_ns(&self, ns: u64) -> u64 {
         // AcqRel: as in `advance_ns`.
         let now = self.shared.ns.fetch_max(ns, Ordering::AcqRel).max(ns);
         self.shared.moved.notify();
@@ -189,7 +189,7 @@ impl VirtualClock {
 
 impl Clock for VirtualClock {
     fn now_ns(&self) -> u64 {
-        // Acquire: pairs with the AcqRel in `advance_ns` and `set_ns`.
+        // Acquire: pairs with the AcqRel in `advance_ns` and `advance_to_ns`.
         self.shared.ns.load(Ordering::Acquire)
     }
 
@@ -274,8 +274,8 @@ mod tests {
         assert_eq!(shared.now_ns(), 1_000);
         assert_eq!(c.advance_ns(500), 1_500);
         assert_eq!(shared.now_ns(), 1_500, "clones share the time");
-        assert_eq!(c.set_ns(1_200), 1_500, "set never moves it back");
-        assert_eq!(c.set_ns(9_000), 9_000);
+        assert_eq!(c.advance_to_ns(1_200), 1_500, "set never moves it back");
+        assert_eq!(c.advance_to_ns(9_000), 9_000);
         // A sleep to a passed deadline returns at once; so does a wait on
         // an fd with nothing to read.
         shared.sleep_until_ns(9_000);

@@ -267,7 +267,7 @@ mod tests {
             (0, 5_000, 0)
         );
         // The cycle starts 100 ns late: late but on the grid.
-        clock.set_ns(5_000 + P + 100);
+        clock.advance_to_ns(5_000 + P + 100);
         let tick = t.wait();
         assert_eq!(
             (tick.deadline_ns, tick.lateness_ns, tick.skipped),
@@ -275,7 +275,7 @@ mod tests {
         );
         // Its work took 2.5 periods: the deadline 2P is skipped, the cycle
         // runs for 3P, and the next one is due at 4P, never early.
-        clock.set_ns(5_000 + 3 * P + P / 2);
+        clock.advance_to_ns(5_000 + 3 * P + P / 2);
         let tick = t.wait();
         assert_eq!(
             (tick.cycle, tick.deadline_ns, tick.skipped),

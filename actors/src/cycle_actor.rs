@@ -98,7 +98,9 @@ impl CycleActor {
         hook: &mut H,
         period_ns: u64,
     ) -> RunSummary {
-        let mut ticker = Ticker::new(period_ns);
+        // The switch's clock: the step's time, so the heartbeat's, is the
+        // clock the switch's readers judge it with.
+        let mut ticker = Ticker::with_clock(self.switch.clone(), period_ns);
         self.start_ns = ticker.schedule().next_deadline_ns();
         let mut panicked = false;
         // The stop seen: this many all-off frames are still to go.

@@ -19,7 +19,7 @@ use crate::{Beat, Reason, Snapshot, Switch};
 /// -> tripped transitions (a re-arm does not), the heartbeat's order, and
 /// a damaged page reads tripped `page-lost` with its count raised, as a
 /// repaired page does. Its trips and repairs are stamped on its clock `C`
-/// ([`Switch::now_ns`]). `Send + Sync`; share it with an `Arc`.
+/// ([`Switch::clock`]). `Send + Sync`; share it with an `Arc`.
 pub struct MemorySwitch<C: Clock = MonotonicClock> {
     clock: C,
     cells: Box<Cells>,
@@ -135,8 +135,8 @@ impl<C: Clock> Switch for MemorySwitch<C> {
         self.cells.register_driver(pid, 0, nonce)
     }
 
-    fn now_ns(&self) -> u64 {
-        self.clock.now_ns()
+    fn clock(&self) -> &dyn Clock {
+        &self.clock
     }
 
     fn peek(&self) -> Snapshot {

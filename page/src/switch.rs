@@ -27,14 +27,20 @@ pub trait Switch: Send + Sync {
     fn beat(&self, beat: &Beat);
     /// Registers the runtime's process (pid; start time looked up by the impl).
     fn register(&self, pid: u32);
-    /// The switch's clock (monotonic ns): its trips are stamped with it.
-    /// Provided: the real clock ([`MonotonicClock`]), the only clock of
-    /// the page file (every process judges its times with
-    /// `CLOCK_MONOTONIC`); [`crate::MemorySwitch`] has the clock it was
-    /// made with. The step stamps its heartbeat with its input's time,
-    /// not with this.
+    /// The switch's clock: its trips and repairs are stamped on it, and
+    /// the runtime that cycles it keeps time on it (its ticker, so the
+    /// heartbeat's time, its UDP listener's timers): the times in a
+    /// switch are one clock's. Provided: the real clock
+    /// ([`MonotonicClock`]), the only clock of the page file (every
+    /// process judges its times with `CLOCK_MONOTONIC`);
+    /// [`crate::MemorySwitch`] has the clock it was made with. A
+    /// `dyn Switch` is a [`Clock`] (this one).
+    fn clock(&self) -> &dyn Clock {
+        &MonotonicClock
+    }
+    /// Now on [`Switch::clock`], monotonic ns. Provided.
     fn now_ns(&self) -> u64 {
-        MonotonicClock.now_ns()
+        self.clock().now_ns()
     }
     /// The page file's path, if the switch is one. Provided: None.
     fn path(&self) -> Option<&std::path::Path> {
@@ -46,6 +52,21 @@ pub trait Switch: Send + Sync {
     /// it. Provided: [`Switch::read`].
     fn peek(&self) -> Snapshot {
         self.read()
+    }
+}
+
+/// A switch's clock ([`Switch::clock`]) as a clock: `Arc<dyn Switch>`
+/// is a [`Clock`] too (the kit's `Arc` impl), so a runtime keeps time on
+/// the clock of the switch it cycles.
+impl Clock for dyn Switch {
+    fn now_ns(&self) -> u64 {
+        self.clock().now_ns()
+    }
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        self.clock().sleep_until_ns(deadline_ns)
+    }
+    fn wait_readable_until_ns(&self, deadline_ns: u64, fd: std::os::fd::BorrowedFd<'_>) -> bool {
+        self.clock().wait_readable_until_ns(deadline_ns, fd)
     }
 }
 

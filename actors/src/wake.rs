@@ -228,7 +228,7 @@ impl BoundWake {
                     Err(why) => {
                         refused += 1;
                         let now = MonotonicClock.now_ns();
-                        if logged_at.map_or(true, |t| now.saturating_sub(t) >= REFUSAL_LOG_NS) {
+                        if logged_at.is_none_or(|t| now.saturating_sub(t) >= REFUSAL_LOG_NS) {
                             slog::warn!(log, "wake socket: {}", why;
                                     "refused_so_far" => refused);
                             logged_at = Some(now);

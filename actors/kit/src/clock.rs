@@ -311,7 +311,8 @@ mod tests {
         let d: Arc<dyn Clock> = Arc::new(v.clone());
         v.advance_ns(3);
         assert_eq!(d.now_ns(), 10);
-        assert_eq!((&v).now_ns(), 10);
+        let by_ref: &dyn Clock = &&v;
+        assert_eq!(by_ref.now_ns(), 10);
     }
 
     #[test]

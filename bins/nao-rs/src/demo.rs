@@ -103,11 +103,17 @@ fn status_text(path: &Path) -> Option<String> {
     ))
 }
 
-/// Waits (up to 10 s) for the runtime's wake socket, then wakes in the
-/// page's generation; returns it.
+/// Waits (up to 10 s) for the runtime's wake socket and its registration
+/// in the page (the socket is bound before the runtime registers: a page
+/// read in between has no generation yet), then wakes in the page's
+/// generation; returns it.
 fn wake_once(page: &deathswitch::Page, socket: &Path, runtime: &mut Proc) -> Result<u64, String> {
     let t0 = Instant::now();
-    while !socket.exists() {
+    let unregistered = || {
+        let s = page.snapshot();
+        s.armed && s.wake_generation().is_none()
+    };
+    while !socket.exists() || unregistered() {
         if runtime.exited() || t0.elapsed() > Duration::from_secs(10) {
             return Err(format!("no wake socket at {}", socket.display()));
         }

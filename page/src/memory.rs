@@ -22,8 +22,15 @@ pub struct MemorySwitch {
     /// The runtime registered through [`Switch::register`] (0: none) and
     /// its nonce: stored again after a repair, as the page does.
     driver: AtomicU32,
+    driver_start: AtomicU64,
     driver_nonce: AtomicU64,
+    /// The world's virtual time (monotonic ns), or [`REAL_CLOCK`]: the
+    /// clock heartbeats, trips and repairs are stamped with.
+    virtual_ns: AtomicU64,
 }
+
+/// [`MemorySwitch`]'s clock is the real one (`crate::monotonic_ns`).
+const REAL_CLOCK: u64 = u64::MAX;
 
 impl MemorySwitch {
     /// A new switch as a new page starts: tripped `boot`, `trip_count` 1.
@@ -34,7 +41,9 @@ impl MemorySwitch {
             cells,
             damaged: AtomicBool::new(false),
             driver: AtomicU32::new(0),
+            driver_start: AtomicU64::new(0),
             driver_nonce: AtomicU64::new(0),
+            virtual_ns: AtomicU64::new(REAL_CLOCK),
         }
     }
 
@@ -50,6 +59,73 @@ impl MemorySwitch {
     /// `trip_count`.
     pub fn rearm(&self) {
         self.cells.rearm(crate::unix_ns(), fresh_nonce())
+    }
+
+    /// Runs this switch on a virtual clock (the world, `nao-rs-world`):
+    /// from now on heartbeats, trips and repairs are stamped `now_ns`
+    /// (monotonic ns; the Unix time is the same number) until the next
+    /// call. The world calls it before every event it runs.
+    pub fn set_now(&self, now_ns: u64) {
+        // Relaxed: one thread (the world) sets and reads it.
+        self.virtual_ns.store(now_ns.min(REAL_CLOCK - 1), Ordering::Relaxed);
+    }
+
+    /// (monotonic, unix) ns now: the virtual clock when set, else the real.
+    fn clocks(&self) -> (u64, u64) {
+        // Relaxed: as in `set_now`.
+        match self.virtual_ns.load(Ordering::Relaxed) {
+            REAL_CLOCK => (crate::monotonic_ns(), crate::unix_ns()),
+            t => (t, t),
+        }
+    }
+
+    /// Re-arms with the given `arm_nonce` (the world's seeded one; never
+    /// 0 in a page, so 0 is stored as 1).
+    pub fn rearm_with(&self, nonce: u64) {
+        self.cells.rearm(self.clocks().1, nonce.max(1))
+    }
+
+    /// Registers the runtime `pid` with its process start time `start`
+    /// (clock ticks since boot) and its `driver_nonce` (the world's
+    /// seeded one), as the page's registration does; stored again after
+    /// a repair.
+    pub fn register_with(&self, pid: u32, start: u64, nonce: u64) {
+        let nonce = if pid == 0 { 0 } else { nonce.max(1) };
+        self.driver_nonce.store(nonce, Ordering::Release);
+        self.driver_start.store(start, Ordering::Release);
+        self.driver.store(pid, Ordering::Release);
+        self.cells.register_driver(pid, start, nonce)
+    }
+
+    /// The guard's heartbeat while it holds the board ([`crate::Page`]'s
+    /// `write_heartbeat`).
+    pub fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+        self.cells.write_heartbeat(cycle, t_ns, all_off)
+    }
+
+    /// The guard's hand-over: clears the heartbeat, keeps `driver_pid`.
+    pub fn clear_heartbeat(&self) {
+        self.cells.clear_heartbeat()
+    }
+
+    /// The guard's release: clears `driver_pid` only while it still is
+    /// `pid` ([`crate::Page`]'s `clear_driver_if`).
+    pub fn clear_driver_if(&self, pid: u32) -> bool {
+        let _ = self
+            .driver
+            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
+        self.cells.clear_driver_if(pid)
+    }
+
+    /// The guard publishes itself and whether it holds the board.
+    pub fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
+        self.cells.set_guard(pid, start, holding_board)
+    }
+
+    /// The integrity check a holder beside the cycle makes (the guard's
+    /// poll): true when the page was damaged and is now repaired.
+    pub fn check_page(&self) -> bool {
+        self.check()
     }
 
     /// Damages the page: the next [`Switch::read`] finds it lost, makes it
@@ -75,12 +151,27 @@ impl MemorySwitch {
         if !self.damaged.swap(false, Ordering::AcqRel) {
             return false;
         }
-        trip_lost(&self.cells);
-        make_whole_lost(&self.cells, self.cells.trip_count());
+        // Relaxed: as in `set_now`.
+        match self.virtual_ns.load(Ordering::Relaxed) {
+            REAL_CLOCK => {
+                trip_lost(&self.cells);
+                make_whole_lost(&self.cells, self.cells.trip_count());
+            }
+            t => {
+                // The same repair on the virtual clock: its count one
+                // beyond every count read (no clock floor), its nonce
+                // derived from the count (deterministic).
+                self.cells.force_trip(Reason::PageLost, t, t);
+                let seen = self.cells.trip_count();
+                self.cells
+                    .initialize_after(Reason::PageLost, t, t, seen, seen.wrapping_mul(0x9e37_79b9));
+            }
+        }
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
             let nonce = self.driver_nonce.load(Ordering::Acquire);
-            self.cells.register_driver(driver, 0, nonce);
+            let start = self.driver_start.load(Ordering::Acquire);
+            self.cells.register_driver(driver, start, nonce);
         }
         true
     }
@@ -99,7 +190,15 @@ impl Switch for MemorySwitch {
     }
 
     fn trip(&self, reason: Reason) -> bool {
-        trip_now(&self.cells, reason)
+        // Relaxed: as in `set_now`.
+        if self.virtual_ns.load(Ordering::Relaxed) == REAL_CLOCK {
+            return trip_now(&self.cells, reason);
+        }
+        if self.cells.reason_code() != 0 {
+            return false;
+        }
+        let (mono, unix) = self.clocks();
+        self.cells.trip(reason, mono, unix)
     }
 
     fn beat(&self, beat: &Beat) {
@@ -112,8 +211,13 @@ impl Switch for MemorySwitch {
     fn register(&self, pid: u32) {
         let nonce = if pid == 0 { 0 } else { fresh_nonce() };
         self.driver_nonce.store(nonce, Ordering::Release);
+        self.driver_start.store(0, Ordering::Release);
         self.driver.store(pid, Ordering::Release);
         self.cells.register_driver(pid, 0, nonce)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.clocks().0
     }
 
     fn peek(&self) -> Snapshot {

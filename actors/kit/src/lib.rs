@@ -20,6 +20,8 @@
 //!   ([`facts::StartupFacts`]: kernel, pidfd, static or not, SCHED_FIFO,
 //!   locked memory).
 //! - [`ring`]: a preallocated `rtrb` SPSC ring.
+//! - `mutation` (feature `mutations`, never in a robot build): the
+//!   world's deliberate holes (`docs/world.md`).
 //! - [`alloc`]: a counting allocator ([`alloc::CountingAlloc`]), so a
 //!   running process shows that its real-time loops allocate nothing.
 //!
@@ -32,6 +34,8 @@ pub mod alloc;
 pub mod clock;
 pub mod facts;
 pub mod log;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 pub mod notify;
 pub mod ticker;
 

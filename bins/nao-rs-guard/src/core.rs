@@ -248,6 +248,37 @@ pub struct GuardCore {
     awaiting: Option<Awaiting>,
 }
 
+/// How the guard's SIGKILL reaches `pid` ([`kill_route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillRoute {
+    /// Through the held runtime's pidfd, which names `pid`.
+    Pidfd,
+    /// By pid (no pidfd: a kernel older than 5.3), and only while the
+    /// held runtime's verified start time still holds, read right before.
+    ByPidIfSame,
+    /// By pid with no check (the world's mutation only).
+    #[cfg(feature = "mutations")]
+    ByPidUnchecked,
+    /// Not at all: `pid` is not the runtime the guard holds.
+    Refuse,
+}
+
+/// The kill rule (pure): the guard signals only the runtime it holds by
+/// its verified identity: `pidfd` is the pid the held pidfd names (None:
+/// no pidfd), `held` the held runtime's verified pid (None: none).
+pub fn kill_route(pid: u32, pidfd: Option<u32>, held: Option<u32>) -> KillRoute {
+    // Mutation (the world's, `docs/world.md`): any pid, unchecked.
+    #[cfg(feature = "mutations")]
+    if nao_kit::mutation::on(nao_kit::mutation::Mutation::UnverifiedKill) && pidfd != Some(pid) {
+        return KillRoute::ByPidUnchecked;
+    }
+    match (pidfd, held) {
+        (Some(p), _) if p == pid => KillRoute::Pidfd,
+        (None, Some(h)) if h == pid => KillRoute::ByPidIfSame,
+        _ => KillRoute::Refuse,
+    }
+}
+
 /// Whether `pid` may be sent SIGKILL by the guard `own_pid`: never 0 (the
 /// process group), 1 (init) or the guard itself. `kill(-1, ..)` cannot be
 /// asked for: pids are unsigned here and `u32` values above `i32::MAX`
@@ -357,6 +388,11 @@ impl GuardCore {
             let (target, adopt) = match (obs.runtime, obs.candidate) {
                 (ExitState::Alive(pid), _) => (Some(pid), None),
                 (ExitState::Unknown, Candidate::Verified { pid, .. }) => (Some(pid), Some(pid)),
+                // Mutation (the world's, `docs/world.md`): the page's pid.
+                #[cfg(feature = "mutations")]
+                _ if nao_kit::mutation::on(nao_kit::mutation::Mutation::UnverifiedKill) => {
+                    (obs.driver_pid, None)
+                }
                 _ => (None, None),
             };
             let (mut a, t) = self.take_over(reason, target, target);

@@ -123,9 +123,20 @@ impl MemorySwitch {
     }
 
     /// The integrity check a holder beside the cycle makes (the guard's
-    /// poll): true when the page was damaged and is now repaired.
+    /// poll): true when the page was damaged and is now repaired. The
+    /// runtime's registration is not this holder's: a changed
+    /// `driver_pid` is no damage to it.
     pub fn check_page(&self) -> bool {
-        self.check()
+        self.check_as(false)
+    }
+
+    /// Another local process (a member of group `hal`) writes a runtime's
+    /// identity into the page (`driver_pid`, `driver_start`), as any
+    /// writer of the page file can. The registered runtime's next read
+    /// finds another pid where it registered its own: damage, repaired.
+    pub fn forge_driver(&self, pid: u32, start: u64) {
+        let nonce = self.cells.driver_nonce();
+        self.cells.register_driver(pid, start, nonce)
     }
 
     /// Damages the page: the next [`Switch::read`] finds it lost, makes it
@@ -147,8 +158,17 @@ impl MemorySwitch {
     /// repairing it as [`crate::Page::check`] does (trip `page-lost`, make
     /// whole beyond the count it held).
     fn check(&self) -> bool {
+        self.check_as(true)
+    }
+
+    /// The check of the runtime's read (`driver`: another pid where the
+    /// registered runtime stored its own is damage too, as
+    /// [`crate::Page::check`] finds it) or of another holder's.
+    fn check_as(&self, driver: bool) -> bool {
+        let registered = self.driver.load(Ordering::Acquire);
+        let forged = driver && registered != 0 && self.cells.driver_pid() != registered;
         // AcqRel: one read repairs each damage.
-        if !self.damaged.swap(false, Ordering::AcqRel) {
+        if !self.damaged.swap(false, Ordering::AcqRel) && !forged {
             return false;
         }
         // Relaxed: as in `set_now`.

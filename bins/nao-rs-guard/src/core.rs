@@ -388,12 +388,15 @@ impl GuardCore {
             let (target, adopt) = match (obs.runtime, obs.candidate) {
                 (ExitState::Alive(pid), _) => (Some(pid), None),
                 (ExitState::Unknown, Candidate::Verified { pid, .. }) => (Some(pid), Some(pid)),
-                // Mutation (the world's, `docs/world.md`): the page's pid.
-                #[cfg(feature = "mutations")]
-                _ if nao_kit::mutation::on(nao_kit::mutation::Mutation::UnverifiedKill) => {
-                    (obs.driver_pid, None)
-                }
                 _ => (None, None),
+            };
+            // Mutation (the world's, `docs/world.md`): the pid the page
+            // names is signalled, verified or not.
+            #[cfg(feature = "mutations")]
+            let target = if nao_kit::mutation::on(nao_kit::mutation::Mutation::UnverifiedKill) {
+                obs.driver_pid.or(target)
+            } else {
+                target
             };
             let (mut a, t) = self.take_over(reason, target, target);
             a.clear_driver = refused;

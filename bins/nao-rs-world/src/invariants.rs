@@ -101,6 +101,8 @@ pub struct Owed {
     pub due_ns: u64,
     /// What it is owed for.
     pub why: &'static str,
+    /// The runtime (the world's index) whose fault it is.
+    pub runtime: usize,
 }
 
 /// I3: `owed` still open at `now_ns` (none discharged by a take-over, a

@@ -296,6 +296,9 @@ pub struct World {
     last_rearm_ns: u64,
     seen_trip_count: u64,
     seen_armed: bool,
+    guard_saw_beat: bool,
+    /// When the guard found the page's heartbeat lost (until it sees one).
+    guard_lost_at: Option<u64>,
     hash: u64,
     events: u64,
     story: Option<Vec<String>>,
@@ -356,6 +359,8 @@ impl World {
             last_rearm_ns: 0,
             seen_trip_count: armed.trip_count,
             seen_armed: armed.armed,
+            guard_saw_beat: false,
+            guard_lost_at: None,
             hash: 0xcbf2_9ce4_8422_2325,
             events: 0,
             story: None,
@@ -568,12 +573,11 @@ impl World {
                     runtime: None,
                 });
                 self.page.forge_driver(pid, start);
-                self.heartbeat_lost();
             }
             Action::Damage(kind) => {
-                self.page.damage();
+                // Each kind reads lost and is repaired by the next check.
                 let _ = kind == DamageKind::Replace;
-                self.heartbeat_lost();
+                self.page.damage();
             }
             Action::Button { len_ns } => {
                 self.robot(CtlCommand::Button(Some(len_ns / MS)));
@@ -591,11 +595,11 @@ impl World {
         }
     }
 
-    /// The page lost its heartbeat (damage, a forged pid): the guard counts
-    /// the beat timeout from when it finds the loss (`rules::Judge`), so an
-    /// owed take-over for a silent runtime may come that much later.
+    /// The guard found the page's heartbeat lost (damage, a forged pid):
+    /// it counts the beat timeout from then (`rules::Judge`), so an owed
+    /// take-over for a silent runtime may come that much later.
     fn heartbeat_lost(&mut self) {
-        let due = self.now + POLL_NS + SETTINGS.beat_timeout_ns + GUARD_SLACK_NS;
+        let due = self.now + SETTINGS.beat_timeout_ns + GUARD_SLACK_NS;
         for o in &mut self.owed {
             if o.why != "the runtime exited" {
                 o.due_ns = o.due_ns.max(due);
@@ -610,16 +614,17 @@ impl World {
         if rt.phase != Phase::Running || !rt.beaten || self.guard.core.holding() {
             return;
         }
-        let since = rt.last_beat_ns;
-        self.owe(since, since + SETTINGS.beat_timeout_ns + GUARD_SLACK_NS, why);
+        let since = rt.last_beat_ns.max(self.guard_lost_at.unwrap_or(0));
+        self.owe(r, since, since + SETTINGS.beat_timeout_ns + GUARD_SLACK_NS, why);
     }
 
-    fn owe(&mut self, since_ns: u64, due_ns: u64, why: &'static str) {
+    fn owe(&mut self, runtime: usize, since_ns: u64, due_ns: u64, why: &'static str) {
         let due_ns = due_ns.max(self.guard.stalled_until + GUARD_SLACK_NS);
         self.owed.push(Owed {
             since_ns,
             due_ns,
             why,
+            runtime,
         });
     }
 
@@ -704,6 +709,10 @@ impl World {
                 let pid = rt.pid;
                 self.note(5, u64::from(pid));
                 self.tell(|| format!("the runtime {pid} has the chest board"));
+                // The board is this runtime's now: its start is limp (I1,
+                // I2 judge its frames); what an exited one was owed is void.
+                let runtimes = &self.runtimes;
+                self.owed.retain(|o| runtimes[o.runtime].phase != Phase::Dead);
                 let first = self.now + STARTUP_NS;
                 self.runtimes[r].next_cycle_ns = first;
                 self.at(first, Ev::Cycle(r));
@@ -748,7 +757,7 @@ impl World {
         self.note(6, u64::from(pid));
         self.tell(|| format!("the runtime {pid} is gone ({how}); systemd restarts it in 1 s"));
         if beaten && !self.guard.core.holding() {
-            self.owe(self.now, self.now + GUARD_SLACK_NS, "the runtime exited");
+            self.owe(r, self.now, self.now + GUARD_SLACK_NS, "the runtime exited");
         }
         // Its pidfd turns readable: the guard polls at once.
         self.at(self.now, Ev::GuardPoll);
@@ -816,6 +825,8 @@ impl World {
             _ => {}
         }
         let _ = start;
+        // A trip this very step read (or raised): owed from now.
+        self.detect_trips();
         // A frame all-off since the trip confirms it: nothing owed.
         if out.cycle.all_off {
             self.owed.retain(|o| o.why != "a trip not confirmed" || now < o.since_ns);
@@ -903,6 +914,14 @@ impl World {
         let now = self.now;
         self.page.check_page();
         let snap = self.page.snapshot();
+        if self.guard_saw_beat && snap.last_cycle.is_none() {
+            self.heartbeat_lost();
+            self.guard_lost_at = Some(now);
+        }
+        self.guard_saw_beat = snap.last_cycle.is_some();
+        if self.guard_saw_beat {
+            self.guard_lost_at = None;
+        }
         let held_alive = self.guard.held.map(|(pid, start)| {
             self.procs
                 .iter()
@@ -1060,30 +1079,7 @@ impl World {
                 self.udp_unread_since = None;
             }
         }
-        // Trips, from the page itself.
-        let s = self.page.snapshot();
-        let tripped_now = (self.seen_armed && !s.armed) || s.trip_count != self.seen_trip_count;
-        if tripped_now && !s.armed {
-            let reason = s.reason;
-            self.note(16, u64::from(s.reason_code));
-            self.tell(|| format!("the switch trips ({})", reason.map_or("?", Reason::name)));
-            let running = self.current.map(|r| &self.runtimes[r]).is_some_and(|r| {
-                r.phase == Phase::Running && r.beaten && !r.hung && r.live(now)
-            });
-            let stalled_or_hung = self.current.map(|r| &self.runtimes[r]).is_some_and(|r| {
-                r.phase == Phase::Running && r.beaten && (r.hung || !r.live(now))
-            });
-            if (running || stalled_or_hung) && !self.guard.core.holding() {
-                let due = now + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS;
-                self.owe(now, due, "a trip not confirmed");
-            }
-        }
-        if s.armed && !self.seen_armed {
-            // A re-arm: a trip no longer needs confirming.
-            self.owed.retain(|o| o.why != "a trip not confirmed");
-        }
-        self.seen_armed = s.armed;
-        self.seen_trip_count = s.trip_count;
+        self.detect_trips();
         let r = inv::i3_guard_all_off_in_bound(&self.owed, now);
         self.fail(Inv::I3, r);
         let r = inv::i4_delivered_stop_trips_in_bound(self.udp_unread_since, now);
@@ -1095,6 +1091,36 @@ impl World {
                 .filter(|r| r.phase == Phase::Running)
                 .count();
         self.fail(Inv::I6, inv::i6_one_writer(writers));
+    }
+
+    /// Trips and re-arms, from the page itself: a trip while a runtime
+    /// beats is owed a confirmation (its all-off frame since) or the
+    /// guard's take-over.
+    fn detect_trips(&mut self) {
+        let now = self.now;
+        let s = self.page.snapshot();
+        let tripped_now = (self.seen_armed && !s.armed) || s.trip_count != self.seen_trip_count;
+        if tripped_now && !s.armed {
+            let reason = s.reason;
+            self.note(16, u64::from(s.reason_code));
+            self.tell(|| format!("the switch trips ({})", reason.map_or("?", Reason::name)));
+            let beating = self
+                .current
+                .filter(|&r| self.runtimes[r].phase == Phase::Running && self.runtimes[r].beaten);
+            if let (Some(r), false) = (beating, self.guard.core.holding()) {
+                // Rule 3's window counts from the trip time the page shows:
+                // a repair's trip while tripped starts it again.
+                let due = now + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS;
+                self.owed.retain(|o| o.why != "a trip not confirmed");
+                self.owe(r, now, due, "a trip not confirmed");
+            }
+        }
+        if s.armed && !self.seen_armed {
+            // A re-arm: a trip no longer needs confirming.
+            self.owed.retain(|o| o.why != "a trip not confirmed");
+        }
+        self.seen_armed = s.armed;
+        self.seen_trip_count = s.trip_count;
     }
 }
 

@@ -122,7 +122,7 @@ pub enum FirstBeat {
 
 impl FirstBeat {
     /// The bound, ns.
-    pub(crate) fn bound_ns(self) -> u64 {
+    pub fn bound_ns(self) -> u64 {
         match self {
             FirstBeat::StartUp => START_UP_BOUND_NS,
             FirstBeat::HandOver => HAND_OVER_BOUND_NS,

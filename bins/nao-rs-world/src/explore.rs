@@ -3,6 +3,7 @@
 //! invariant, then told as a story (one line per event, virtual time
 //! first).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::invariants::Inv;
@@ -48,15 +49,22 @@ pub struct Report {
     pub simulated_ns: u64,
     /// Events run, all schedules.
     pub events: u64,
+    /// Stiff frames runtimes sent, all schedules.
+    pub stiff_frames: u64,
+    /// All-off frames the guard sent, all schedules.
+    pub guard_frames: u64,
     /// Wall time.
     pub wall: Duration,
     /// The first failure found, shrunk.
     pub failure: Option<Failure>,
 }
 
-/// When to stop.
+/// When to stop, and which schedules.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
+    /// The longest guard stall a schedule holds
+    /// ([`crate::schedule::GUARD_STALL_MAX_NS`] by default).
+    pub guard_stall_max_ns: u64,
     /// At most this many schedules.
     pub schedules: u64,
     /// At most this many simulated ns.
@@ -103,11 +111,25 @@ pub fn shrink(schedule: &Schedule, inv: Inv, mutation: Option<Mutation>) -> Sche
 /// Runs seeds `first..` (each seed one schedule) on this thread until the
 /// budget is spent or a schedule breaks an invariant (then shrunk).
 pub fn explore(first: u64, budget: Budget, mutation: Option<Mutation>) -> Report {
+    explore_until(first, budget, mutation, &AtomicBool::new(false))
+}
+
+/// [`explore`], stopping also when `stop` is set (another thread found a
+/// failure); sets it on a failure.
+fn explore_until(
+    first: u64,
+    budget: Budget,
+    mutation: Option<Mutation>,
+    stop: &AtomicBool,
+) -> Report {
+    let pick = |seed| Schedule::from_seed_with(seed, budget.guard_stall_max_ns);
     let start = Instant::now();
     let mut rep = Report {
         schedules: 0,
         simulated_ns: 0,
         events: 0,
+        stiff_frames: 0,
+        guard_frames: 0,
         wall: Duration::ZERO,
         failure: None,
     };
@@ -115,13 +137,19 @@ pub fn explore(first: u64, budget: Budget, mutation: Option<Mutation>) -> Report
     while rep.schedules < budget.schedules
         && rep.simulated_ns < budget.simulated_ns
         && start.elapsed() < budget.wall
+        // Relaxed: a flag, read again next schedule.
+        && !stop.load(Ordering::Relaxed)
     {
-        let out: Outcome = run_schedule(Schedule::from_seed(seed), mutation, false);
+        let out: Outcome = run_schedule(pick(seed), mutation, false);
         rep.schedules += 1;
         rep.simulated_ns += out.simulated_ns;
         rep.events += out.events;
+        rep.stiff_frames += out.stiff_frames;
+        rep.guard_frames += out.guard_frames;
         if let Some(v) = out.violation {
-            let shrunk = shrink(&Schedule::from_seed(seed), v.inv, mutation);
+            // Relaxed: as above.
+            stop.store(true, Ordering::Relaxed);
+            let shrunk = shrink(&pick(seed), v.inv, mutation);
             let story = story(&shrunk, mutation);
             rep.failure = Some(Failure {
                 seed,
@@ -163,14 +191,19 @@ pub fn explore_parallel(
 ) -> Report {
     let threads = threads.max(1);
     let each = Budget {
+        guard_stall_max_ns: budget.guard_stall_max_ns,
         schedules: budget.schedules.div_ceil(threads),
         simulated_ns: budget.simulated_ns.div_ceil(threads),
         wall: budget.wall,
     };
     let start = Instant::now();
+    let stop = AtomicBool::new(false);
     let reports: Vec<Report> = std::thread::scope(|s| {
+        let stop = &stop;
         let hs: Vec<_> = (0..threads)
-            .map(|k| s.spawn(move || explore(first.wrapping_add(k << 40), each, mutation)))
+            .map(|k| {
+                s.spawn(move || explore_until(first.wrapping_add(k << 40), each, mutation, stop))
+            })
             .collect();
         hs.into_iter()
             .map(|h| h.join().unwrap_or_else(|_| panic!("an explorer thread panicked")))
@@ -180,6 +213,8 @@ pub fn explore_parallel(
         schedules: 0,
         simulated_ns: 0,
         events: 0,
+        stiff_frames: 0,
+        guard_frames: 0,
         wall: start.elapsed(),
         failure: None,
     };
@@ -187,6 +222,8 @@ pub fn explore_parallel(
         rep.schedules += r.schedules;
         rep.simulated_ns += r.simulated_ns;
         rep.events += r.events;
+        rep.stiff_frames += r.stiff_frames;
+        rep.guard_frames += r.guard_frames;
         if rep.failure.is_none() {
             rep.failure = r.failure;
         }

@@ -52,9 +52,10 @@ impl fmt::Display for Inv {
     }
 }
 
-/// How long after its bound's start the guard's all-off may come (I3):
-/// one poll (2 ms) and one more ms for the poll's own offset.
-pub const GUARD_SLACK_NS: u64 = 3 * MS;
+/// How long past its bound the guard's all-off may come (I3): two polls
+/// (2 ms each: one to see the trip or the loss, which starts the guard's
+/// count, one to pass the bound) and one ms more.
+pub const GUARD_SLACK_NS: u64 = 5 * MS;
 /// How long a stop may sit unread in the port's queue while a process
 /// that holds the port runs (I4): the listener wakes on the datagram; 5 ms
 /// is its bound in the world.

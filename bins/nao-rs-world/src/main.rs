@@ -17,7 +17,7 @@ use std::time::Duration;
 use clap::Parser;
 use nao_rs_world::explore::{explore_parallel, story, Budget};
 use nao_rs_world::schedule::Schedule;
-use nao_rs_world::world::{run_seed, Mutation};
+use nao_rs_world::world::{run_schedule, Mutation};
 
 #[derive(Parser, Debug)]
 #[command(name = "nao-rs-world", about = "The whole robot in virtual time: a seeded explorer of fault schedules")]
@@ -48,6 +48,10 @@ struct Args {
     /// Print the speed table (5 s of exploring).
     #[arg(long)]
     bench: bool,
+    /// The longest guard stall a schedule holds, ms (default 990: under
+    /// the runtime's restart delay; longer ones find a known hole).
+    #[arg(long, default_value_t = 990)]
+    guard_stall_max_ms: u64,
 }
 
 #[cfg(feature = "mutations")]
@@ -75,11 +79,11 @@ fn main() -> ExitCode {
         }
     };
     if let Some(seed) = args.seed {
-        let s = Schedule::from_seed(seed);
+        let s = Schedule::from_seed_with(seed, args.guard_stall_max_ms.saturating_mul(1_000_000));
         for l in story(&s, m) {
             println!("{l}");
         }
-        let out = run_seed(seed, m, false);
+        let out = run_schedule(s, m, false);
         println!("log hash {:016x}, {} events", out.log_hash, out.events);
         return match out.violation {
             Some(v) => {
@@ -95,24 +99,28 @@ fn main() -> ExitCode {
     let forever = Duration::from_secs(u64::MAX / 4);
     let budget = if args.bench {
         Budget {
+            guard_stall_max_ns: args.guard_stall_max_ms.saturating_mul(1_000_000),
             schedules: u64::MAX,
             simulated_ns: u64::MAX,
             wall: Duration::from_secs(5),
         }
     } else if let Some(n) = args.schedules {
         Budget {
+            guard_stall_max_ns: args.guard_stall_max_ms.saturating_mul(1_000_000),
             schedules: n,
             simulated_ns: u64::MAX,
             wall: forever,
         }
     } else if let Some(t) = args.seconds {
         Budget {
+            guard_stall_max_ns: args.guard_stall_max_ms.saturating_mul(1_000_000),
             schedules: u64::MAX,
             simulated_ns: t.saturating_mul(1_000_000_000),
             wall: forever,
         }
     } else if args.forever {
         Budget {
+            guard_stall_max_ns: args.guard_stall_max_ms.saturating_mul(1_000_000),
             schedules: u64::MAX,
             simulated_ns: u64::MAX,
             wall: forever,
@@ -134,10 +142,12 @@ fn main() -> ExitCode {
         println!("| events per second | {:.0} |", rep.events as f64 / wall);
     }
     println!(
-        "{} schedules, {:.0} simulated s, {} events in {:.1} s",
+        "{} schedules, {:.0} simulated s, {} events, {} stiff frames, {} guard frames in {:.1} s",
         rep.schedules,
         rep.simulated_ns as f64 / 1e9,
         rep.events,
+        rep.stiff_frames,
+        rep.guard_frames,
         wall
     );
     match rep.failure {

@@ -28,6 +28,7 @@ use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::{Call, Link, LinkError};
 use nao_wire::protocol::bringup::{BringUp, BringUpLimits, Jog, Limit};
 use nao_wire::protocol::gate::{Change, WakeLatch};
+use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::{Identity, Startup};
 use nao_wire::step::{Step, StepInput};
 use nao_wire::{Command, Joint, JOINTS};
@@ -135,6 +136,8 @@ struct Runtime {
     wakes_taken: Vec<u64>,
     jog: Option<Jog>,
     beaten: bool,
+    /// The guard has seen a beat of this runtime in the page.
+    guard_saw_beat: bool,
     last_beat_ns: u64,
     next_cycle_ns: u64,
 }
@@ -270,6 +273,11 @@ pub struct Outcome {
     pub simulated_ns: u64,
     /// The story (with [`World::with_story`]): one line per notable event.
     pub story: Vec<String>,
+    /// Stiff frames the chest board received from a runtime (the explorer
+    /// reaches what it is for: a robot that moves).
+    pub stiff_frames: u64,
+    /// Frames the guard sent (it took over).
+    pub guard_frames: u64,
 }
 
 /// The whole robot in virtual time.
@@ -301,6 +309,8 @@ pub struct World {
     guard_lost_at: Option<u64>,
     hash: u64,
     events: u64,
+    stiff_frames: u64,
+    guard_frames: u64,
     story: Option<Vec<String>>,
     violation: Option<Violation>,
 }
@@ -363,6 +373,8 @@ impl World {
             guard_lost_at: None,
             hash: 0xcbf2_9ce4_8422_2325,
             events: 0,
+            stiff_frames: 0,
+            guard_frames: 0,
             story: None,
             violation: None,
             schedule,
@@ -434,6 +446,8 @@ impl World {
             events: self.events,
             simulated_ns: self.now,
             story: self.story.unwrap_or_default(),
+            stiff_frames: self.stiff_frames,
+            guard_frames: self.guard_frames,
         }
     }
 
@@ -615,7 +629,28 @@ impl World {
             return;
         }
         let since = rt.last_beat_ns.max(self.guard_lost_at.unwrap_or(0));
-        self.owe(r, since, since + SETTINGS.beat_timeout_ns + GUARD_SLACK_NS, why);
+        let due = self.unseen(r, since + SETTINGS.beat_timeout_ns + GUARD_SLACK_NS);
+        self.owe(r, since, due, why);
+    }
+
+    /// `due`, or later when the guard has not seen runtime `r` beat (it
+    /// was stalled through its beats, and the page lost them since): to
+    /// the guard it is still starting, under its first-beat bound (start-up
+    /// or hand-over) from when it saw the registration or handed the board
+    /// over (or will, at its next poll).
+    fn unseen(&self, r: usize, due: u64) -> u64 {
+        let rt = &self.runtimes[r];
+        if rt.guard_saw_beat {
+            return due;
+        }
+        let (since, bound) = match self.guard.core.awaiting() {
+            Some((pid, kind, since)) if pid == rt.pid => (since, kind.bound_ns()),
+            _ => (
+                self.now.max(self.guard.stalled_until) + POLL_NS,
+                deathswitch::rules::START_UP_BOUND_NS,
+            ),
+        };
+        due.max(since + bound + GUARD_SLACK_NS)
     }
 
     fn owe(&mut self, runtime: usize, since_ns: u64, due_ns: u64, why: &'static str) {
@@ -649,6 +684,7 @@ impl World {
             wakes_taken: Vec::new(),
             jog: None,
             beaten: false,
+            guard_saw_beat: false,
             last_beat_ns: 0,
             next_cycle_ns: 0,
         });
@@ -733,7 +769,12 @@ impl World {
     }
 
     fn runtime_step(&self, id: &Identity, r: usize) -> Step {
-        let step = Step::new(id, &[], &self.runtimes[r].start_read, WakeLatch::On);
+        let step = Step::new(
+            id,
+            &DEFAULT_ACCEPTED,
+            &self.runtimes[r].start_read,
+            WakeLatch::On,
+        );
         match self.bringup {
             Some(j) => step.with_bringup(BringUp::new(Joint::ALL[j], BringUpLimits::default())),
             None => step,
@@ -840,6 +881,7 @@ impl World {
         );
         let device_all_off = frame.map_or(true, |f| f.stiffness.all_off());
         let all_off = out.cycle.all_off && device_all_off;
+        self.stiff_frames += u64::from(!all_off);
         let wakes = &self.runtimes[r].wakes_taken;
         let r2 = inv::i2_stiff_frame_needs_a_wake_read_after_the_rearm(
             all_off,
@@ -921,6 +963,10 @@ impl World {
         self.guard_saw_beat = snap.last_cycle.is_some();
         if self.guard_saw_beat {
             self.guard_lost_at = None;
+            if let Some(r) = self.current {
+                let rt = &mut self.runtimes[r];
+                rt.guard_saw_beat |= rt.beaten && snap.driver_pid == Some(rt.pid);
+            }
         }
         let held_alive = self.guard.held.map(|(pid, start)| {
             self.procs
@@ -1020,6 +1066,7 @@ impl World {
             if self.guard.board.is_open() && self.frame_due(now) {
                 let sent = self.guard.board.send_all_off(now).is_ok();
                 if sent {
+                    self.guard_frames += 1;
                     self.guard.guard_cycle += 1;
                     let c = self.guard.guard_cycle;
                     self.page.write_heartbeat(c, now, true);
@@ -1110,7 +1157,7 @@ impl World {
             if let (Some(r), false) = (beating, self.guard.core.holding()) {
                 // Rule 3's window counts from the trip time the page shows:
                 // a repair's trip while tripped starts it again.
-                let due = now + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS;
+                let due = self.unseen(r, now + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS);
                 self.owed.retain(|o| o.why != "a trip not confirmed");
                 self.owe(r, now, due, "a trip not confirmed");
             }

@@ -26,7 +26,7 @@ use nao_rs_sim::ctl::CtlCommand;
 use nao_rs_sim::device::{Conn, Device, FrameSeen};
 use nao_rs_sim::settings::BoardSettings;
 use nao_wire::link::{Call, Link, LinkError};
-use nao_wire::protocol::bringup::{BringUp, BringUpLimits, Jog, Limit};
+use nao_wire::protocol::bringup::{BringUp, BringUpLimits, Jog, Limit, Missing};
 use nao_wire::protocol::gate::{Change, WakeLatch};
 use nao_wire::protocol::handshake::DEFAULT_ACCEPTED;
 use nao_wire::protocol::startup::{Identity, Startup};
@@ -135,6 +135,8 @@ struct Runtime {
     /// When the senders of the wakes this runtime took read the page.
     wakes_taken: Vec<u64>,
     jog: Option<Jog>,
+    /// Bring-up's last missing precondition (for the story).
+    bringup_missing: Option<Option<Missing>>,
     beaten: bool,
     /// The guard has seen a beat of this runtime in the page.
     guard_saw_beat: bool,
@@ -683,6 +685,7 @@ impl World {
             wake: None,
             wakes_taken: Vec::new(),
             jog: None,
+            bringup_missing: None,
             beaten: false,
             guard_saw_beat: false,
             last_beat_ns: 0,
@@ -866,6 +869,16 @@ impl World {
             _ => {}
         }
         let _ = start;
+        if let Some(b) = out.verdict.bringup {
+            if Some(b.missing) != self.runtimes[r].bringup_missing {
+                let m = b.missing;
+                self.runtimes[r].bringup_missing = Some(m);
+                self.tell(|| match m {
+                    Some(m) => format!("bring-up waits: {}", m.name()),
+                    None => "bring-up: the joint may move".into(),
+                });
+            }
+        }
         // A trip this very step read (or raised): owed from now.
         self.detect_trips();
         // A frame all-off since the trip confirms it: nothing owed.

@@ -755,6 +755,16 @@ mod tests {
     }
 
     #[test]
+    fn the_kill_goes_only_to_the_held_runtime_by_its_pidfd_or_its_checked_identity() {
+        assert_eq!(kill_route(RT, Some(RT), Some(RT)), KillRoute::Pidfd);
+        assert_eq!(kill_route(RT, None, Some(RT)), KillRoute::ByPidIfSame);
+        // A pid the guard does not hold: never, whatever the page says.
+        assert_eq!(kill_route(NEW_RT, Some(RT), Some(RT)), KillRoute::Refuse);
+        assert_eq!(kill_route(NEW_RT, None, Some(RT)), KillRoute::Refuse);
+        assert_eq!(kill_route(RT, None, None), KillRoute::Refuse);
+    }
+
+    #[test]
     fn never_kills_pid_0_1_or_itself() {
         for pid in [0, 1, GUARD, u32::MAX, i32::MAX as u32 + 1] {
             assert!(!kill_target_ok(pid, GUARD), "{pid}");

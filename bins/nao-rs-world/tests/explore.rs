@@ -1,18 +1,15 @@
 //! The explorer as part of the test command: a fixed budget of seeded
-//! schedules breaks no invariant; the same seed gives the same event log;
-//! each deliberate mutation is found within its budget (`docs/world.md`).
+//! schedules breaks no invariant, and the same seed gives the same event
+//! log (`docs/world.md`). The mutations: `tests/mutations.rs`.
 
 use std::time::Duration;
 
 use nao_rs_world::explore::{explore_parallel, Budget, Report};
-use nao_rs_world::invariants::Inv;
 use nao_rs_world::schedule::GUARD_STALL_MAX_NS;
-use nao_rs_world::world::{run_seed, Mutation};
+use nao_rs_world::world::run_seed;
 
 /// The test command's budget: 100,000 schedules on two threads.
 const SCHEDULES: u64 = 100_000;
-/// A mutation must be found within this many schedules.
-const MUTATION_SCHEDULES: u64 = 20_000;
 
 fn budget(schedules: u64) -> Budget {
     Budget {
@@ -62,48 +59,3 @@ fn the_same_seed_gives_the_same_event_log() {
     );
 }
 
-fn finds(m: Mutation, want: Inv) {
-    let r = explore_parallel(0, budget(MUTATION_SCHEDULES), Some(m), 2);
-    eprintln!("{m:?}: {}", summary(&r));
-    let f = r
-        .failure
-        .unwrap_or_else(|| panic!("{m:?}: not found in {} schedules", r.schedules));
-    eprintln!("{f}");
-    assert_eq!(f.inv, want, "{f}");
-    assert!(f.shrunk.actions.len() <= 8, "{f}");
-}
-
-#[test]
-fn the_explorer_finds_a_start_that_counts_an_armed_page_as_awake() {
-    finds(Mutation::StartAwake, Inv::I2);
-}
-
-#[test]
-fn the_explorer_finds_a_wake_generation_read_while_tripped_counting_after_the_rearm() {
-    finds(Mutation::GenerationWhileTripped, Inv::I2);
-}
-
-#[test]
-fn the_explorer_finds_a_trip_confirmation_from_before_the_trip() {
-    finds(Mutation::StaleConfirmation, Inv::I3);
-}
-
-#[test]
-fn the_explorer_finds_the_guard_signalling_an_unverified_pid() {
-    finds(Mutation::UnverifiedKill, Inv::I5);
-}
-
-#[test]
-fn the_explorer_finds_the_udp_queue_read_only_after_the_board_start_up() {
-    finds(Mutation::UdpAfterStartUp, Inv::I4);
-}
-
-/// The heartbeat's store order cannot matter in a world of one thread:
-/// every beat is whole before anyone reads it (`docs/world.md`, the gap).
-/// When the world models a beat torn by a kill, this test fails and the
-/// table's row changes.
-#[test]
-fn the_heartbeat_written_in_the_wrong_order_is_a_gap_of_the_world_model() {
-    let r = explore_parallel(0, budget(4_000), Some(Mutation::BeatOrder), 2);
-    assert!(r.failure.is_none(), "found now: update docs/world.md");
-}

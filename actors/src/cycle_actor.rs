@@ -98,7 +98,9 @@ impl CycleActor {
         hook: &mut H,
         period_ns: u64,
     ) -> RunSummary {
-        let mut ticker = Ticker::new(period_ns);
+        // The switch's clock: the step's time, so the heartbeat's, is the
+        // clock the switch's readers judge it with.
+        let mut ticker = Ticker::with_clock(self.switch.clone(), period_ns);
         self.start_ns = ticker.schedule().next_deadline_ns();
         let mut panicked = false;
         // The stop seen: this many all-off frames are still to go.
@@ -183,12 +185,13 @@ impl CycleActor {
             // During bring-up only the bring-up terminal commands the joint.
             command = None;
         }
-        let t_ms = tick.start_ns.saturating_sub(self.start_ns) / 1_000_000;
+        // The step's one time: the tick's start, the one clock read of
+        // this cycle (the ticker's, after its sleep).
         let input = StepInput {
             command: command.as_ref(),
             wake,
             jog,
-            now_ns: t_ms.saturating_mul(1_000_000),
+            now_ns: tick.start_ns,
             safety_flags: self.safety_flags,
         };
         let out = self.step.run(&*self.switch, link, &input, |l, seen| {

@@ -157,8 +157,8 @@ impl Switch for FaultySwitch {
     fn register(&self, pid: u32) {
         self.inner.register(pid)
     }
-    fn now_ns(&self) -> u64 {
-        self.inner.now_ns()
+    fn clock(&self) -> &dyn nao_kit::clock::Clock {
+        self.inner.clock()
     }
     fn path(&self) -> Option<&std::path::Path> {
         self.inner.path()

@@ -10,7 +10,7 @@ use deathswitch::stop::udp::{
 };
 use deathswitch::{Reason, Switch};
 use nao_kit::log::{EventSink, LogActor, Logbook};
-use nao_kit::{actor::ActorSpec, clock::monotonic_ns};
+use nao_kit::{actor::ActorSpec, clock::Clock};
 use nao_wire::link::{Link, LinkError};
 use nao_wire::protocol::bringup::BringUp;
 use nao_wire::protocol::chest_button::ChestButtonMode;
@@ -186,7 +186,10 @@ impl<L: Link + 'static> Runtime<L> {
                 let l = UdpListener::start(
                     // Handed over to the runtime and guard the page
                     // registers only.
-                    ListenConfig::new(port, handover).with_holders(Holders::of(switch.clone())),
+                    // Its timers on the switch's clock.
+                    ListenConfig::new(port, handover)
+                        .with_holders(Holders::of(switch.clone()))
+                        .with_clock(Arc::new(switch.clone())),
                     handle.stop.clone(),
                     move |r| {
                         b2.trip(r);
@@ -215,7 +218,7 @@ impl<L: Link + 'static> Runtime<L> {
         slog::info!(logger, "every start is limp: waiting for a person's wake (`nao-rs wake`)";
             "tripped" => !start.armed);
         hook.before_startup(&mut link, &config.accepted, start.armed);
-        let identity = open_with_retry(&mut link, &config)?;
+        let identity = open_with_retry(&mut link, &config, switch.clock())?;
         slog::info!(logger, "chest board up"; "body_id" => identity.body_id(),
             "chest_version" => format!("{}.{}.{}", identity.chest_version.major,
                 identity.chest_version.minor, identity.chest_version.patch));
@@ -388,9 +391,13 @@ fn log_udp_event(sink: &mut EventSink, e: UdpEvent, port: u16) {
 }
 
 /// Runs the start-up, retrying a busy board every `open_retry_ns` for up to
-/// `open_timeout_ns`.
-fn open_with_retry<L: Link>(link: &mut L, config: &Config) -> Result<Identity, StartError> {
-    let t0 = monotonic_ns();
+/// `open_timeout_ns` on `clock` (the switch's).
+fn open_with_retry<L: Link>(
+    link: &mut L,
+    config: &Config,
+    clock: &dyn Clock,
+) -> Result<Identity, StartError> {
+    let t0 = clock.now_ns();
     loop {
         match Startup::run(link) {
             Ok(id) => return Ok(id),
@@ -401,14 +408,15 @@ fn open_with_retry<L: Link>(link: &mut L, config: &Config) -> Result<Identity, S
                 },
             ) => {
                 link.close();
-                let waited = monotonic_ns() - t0;
+                let now = clock.now_ns();
+                let waited = now.saturating_sub(t0);
                 if waited >= config.open_timeout_ns {
                     return Err(StartError::Busy {
                         waited_ms: waited / 1_000_000,
                         error: e,
                     });
                 }
-                std::thread::sleep(std::time::Duration::from_nanos(config.open_retry_ns));
+                clock.sleep_until_ns(now.saturating_add(config.open_retry_ns));
             }
             Err(e) => {
                 link.close();

@@ -40,6 +40,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use nao_kit::clock::{Clock, MonotonicClock};
 use nix::errno::Errno;
 
 use crate::socket_file::{bind_private, directory_group, Replace};
@@ -321,7 +322,7 @@ impl Conn {
                 return true;
             }
             if crate::monotonic_ns() >= deadline
-                || !nao_kit::ticker::sleep_until_readable(deadline, Some(self.fd()))
+                || !MonotonicClock.wait_readable_until_ns(deadline, self.fd())
             {
                 return self.closed();
             }
@@ -342,7 +343,7 @@ pub fn keep_connected(page: &Path, stop: &AtomicBool) {
         if let Ok(s) = UnixStream::connect(&path) {
             serve(&s, stop);
         }
-        nao_kit::ticker::sleep_until_readable(crate::monotonic_ns() + RECONNECT_NS, None);
+        MonotonicClock.sleep_until_ns(crate::monotonic_ns() + RECONNECT_NS);
     }
 }
 
@@ -354,7 +355,7 @@ fn serve(s: &UnixStream, stop: &AtomicBool) {
     // Acquire: as in keep_connected.
     while !stop.load(Ordering::Acquire) {
         let deadline = crate::monotonic_ns() + 100_000_000;
-        if !nao_kit::ticker::sleep_until_readable(deadline, Some(s.as_fd())) {
+        if !MonotonicClock.wait_readable_until_ns(deadline, s.as_fd()) {
             continue;
         }
         match reader.read(&mut buf) {

@@ -1,8 +1,12 @@
 //! [`MemorySwitch`]: the page's own `Cells` on the heap, no file, for
-//! tests and replay. Every rule is the page's (the `Cells` methods and the
-//! repair of [`crate::Page::check`]); only the file is missing.
+//! tests, replay and the virtual-time world. Every rule is the page's (the
+//! `Cells` methods and the repair of [`crate::Page::check`]); only the
+//! file is missing, and the clock is the one it was made with (the real
+//! clock unless [`MemorySwitch::with_clock`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use nao_kit::clock::{Clock, MonotonicClock};
 
 use crate::cells::Cells;
 use crate::page::{fresh_nonce, make_whole_lost, trip_lost};
@@ -14,8 +18,10 @@ use crate::{Beat, Reason, Snapshot, Switch};
 /// with the page's rules: the first reason wins, `trip_count` counts armed
 /// -> tripped transitions (a re-arm does not), the heartbeat's order, and
 /// a damaged page reads tripped `page-lost` with its count raised, as a
-/// repaired page does. `Send + Sync`; share it with an `Arc`.
-pub struct MemorySwitch {
+/// repaired page does. Its trips and repairs are stamped on its clock `C`
+/// ([`Switch::clock`]). `Send + Sync`; share it with an `Arc`.
+pub struct MemorySwitch<C: Clock = MonotonicClock> {
+    clock: C,
     cells: Box<Cells>,
     /// [`MemorySwitch::damage`] was called: the next read repairs.
     damaged: AtomicBool,
@@ -24,34 +30,39 @@ pub struct MemorySwitch {
     driver: AtomicU32,
     driver_start: AtomicU64,
     driver_nonce: AtomicU64,
-    /// The world's virtual time (monotonic ns), or [`REAL_CLOCK`]: the
-    /// clock heartbeats, trips and repairs are stamped with.
-    virtual_ns: AtomicU64,
 }
 
-/// [`MemorySwitch`]'s clock is the real one (`crate::monotonic_ns`).
-const REAL_CLOCK: u64 = u64::MAX;
-
 impl MemorySwitch {
-    /// A new switch as a new page starts: tripped `boot`, `trip_count` 1.
+    /// A new switch on the real clock as a new page starts: tripped
+    /// `boot`, `trip_count` 1.
     pub(crate) fn new() -> MemorySwitch {
+        MemorySwitch::with_clock(MonotonicClock)
+    }
+
+    /// A new switch on the real clock, re-armed (`trip_count` 1, the boot
+    /// trip).
+    pub fn armed() -> MemorySwitch {
+        let s = MemorySwitch::new();
+        s.rearm();
+        s
+    }
+}
+
+impl<C: Clock> MemorySwitch<C> {
+    /// A new switch on `clock` (a [`nao_kit::clock::VirtualClock`] in a
+    /// virtual-time world) as a new page starts: tripped `boot` at the
+    /// clock's now, `trip_count` 1.
+    pub fn with_clock(clock: C) -> MemorySwitch<C> {
         let cells = Box::new(Cells::zeroed());
-        cells.initialize(Reason::Boot, crate::monotonic_ns(), crate::unix_ns(), 1);
+        cells.initialize(Reason::Boot, clock.now_ns(), crate::unix_ns(), 1);
         MemorySwitch {
+            clock,
             cells,
             damaged: AtomicBool::new(false),
             driver: AtomicU32::new(0),
             driver_start: AtomicU64::new(0),
             driver_nonce: AtomicU64::new(0),
-            virtual_ns: AtomicU64::new(REAL_CLOCK),
         }
-    }
-
-    /// A new switch, re-armed (`trip_count` 1, the boot trip).
-    pub fn armed() -> MemorySwitch {
-        let s = MemorySwitch::new();
-        s.rearm();
-        s
     }
 
     /// Re-arms (on a real page only `naoctl rearm` does, a person's act),
@@ -61,28 +72,10 @@ impl MemorySwitch {
         self.cells.rearm(crate::unix_ns(), fresh_nonce())
     }
 
-    /// Runs this switch on a virtual clock (the world, `nao-rs-world`):
-    /// from now on heartbeats, trips and repairs are stamped `now_ns`
-    /// (monotonic ns; the Unix time is the same number) until the next
-    /// call. The world calls it before every event it runs.
-    pub fn set_now(&self, now_ns: u64) {
-        // Relaxed: one thread (the world) sets and reads it.
-        self.virtual_ns.store(now_ns.min(REAL_CLOCK - 1), Ordering::Relaxed);
-    }
-
-    /// (monotonic, unix) ns now: the virtual clock when set, else the real.
-    fn clocks(&self) -> (u64, u64) {
-        // Relaxed: as in `set_now`.
-        match self.virtual_ns.load(Ordering::Relaxed) {
-            REAL_CLOCK => (crate::monotonic_ns(), crate::unix_ns()),
-            t => (t, t),
-        }
-    }
-
     /// Re-arms with the given `arm_nonce` (the world's seeded one; never
     /// 0 in a page, so 0 is stored as 1).
     pub fn rearm_with(&self, nonce: u64) {
-        self.cells.rearm(self.clocks().1, nonce.max(1))
+        self.cells.rearm(crate::unix_ns(), nonce.max(1))
     }
 
     /// Registers the runtime `pid` with its process start time `start`
@@ -171,22 +164,9 @@ impl MemorySwitch {
         if !self.damaged.swap(false, Ordering::AcqRel) && !forged {
             return false;
         }
-        // Relaxed: as in `set_now`.
-        match self.virtual_ns.load(Ordering::Relaxed) {
-            REAL_CLOCK => {
-                trip_lost(&self.cells);
-                make_whole_lost(&self.cells, self.cells.trip_count());
-            }
-            t => {
-                // The same repair on the virtual clock: its count one
-                // beyond every count read (no clock floor), its nonce
-                // derived from the count (deterministic).
-                self.cells.force_trip(Reason::PageLost, t, t);
-                let seen = self.cells.trip_count();
-                self.cells
-                    .initialize_after(Reason::PageLost, t, t, seen, seen.wrapping_mul(0x9e37_79b9));
-            }
-        }
+        let now = self.clock.now_ns();
+        trip_lost(&self.cells, now);
+        make_whole_lost(&self.cells, self.cells.trip_count(), now);
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
             let nonce = self.driver_nonce.load(Ordering::Acquire);
@@ -203,22 +183,14 @@ impl Default for MemorySwitch {
     }
 }
 
-impl Switch for MemorySwitch {
+impl<C: Clock> Switch for MemorySwitch<C> {
     fn read(&self) -> Snapshot {
         let lost = self.check();
         checked(lost, self.cells.snapshot())
     }
 
     fn trip(&self, reason: Reason) -> bool {
-        // Relaxed: as in `set_now`.
-        if self.virtual_ns.load(Ordering::Relaxed) == REAL_CLOCK {
-            return trip_now(&self.cells, reason);
-        }
-        if self.cells.reason_code() != 0 {
-            return false;
-        }
-        let (mono, unix) = self.clocks();
-        self.cells.trip(reason, mono, unix)
+        trip_now(&self.cells, reason, &self.clock)
     }
 
     fn beat(&self, beat: &Beat) {
@@ -236,8 +208,8 @@ impl Switch for MemorySwitch {
         self.cells.register_driver(pid, 0, nonce)
     }
 
-    fn now_ns(&self) -> u64 {
-        self.clocks().0
+    fn clock(&self) -> &dyn Clock {
+        &self.clock
     }
 
     fn peek(&self) -> Snapshot {
@@ -245,7 +217,7 @@ impl Switch for MemorySwitch {
     }
 }
 
-impl std::fmt::Debug for MemorySwitch {
+impl<C: Clock> std::fmt::Debug for MemorySwitch<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemorySwitch")
             .field("snapshot", &self.snapshot())
@@ -294,6 +266,26 @@ mod tests {
         assert!(!r.armed, "the cycle's read finds the damage");
         assert_eq!(r.reason, Some(Reason::PageLost));
         assert!(!s.peek().armed, "and every reader sees the repair");
+    }
+
+    #[test]
+    fn memory_switch_on_a_virtual_clock_stamps_trips_and_repairs_on_it() {
+        let clock = nao_kit::clock::VirtualClock::new(5_000_000);
+        let s = MemorySwitch::with_clock(clock.clone());
+        assert_eq!(s.read().tripped_at_ns, 5_000_000, "the boot trip");
+        s.rearm();
+        clock.advance_ns(7);
+        assert_eq!(s.now_ns(), 5_000_007);
+        assert!(s.trip(Reason::Udp));
+        assert_eq!(s.read().tripped_at_ns, 5_000_007);
+        clock.advance_ns(1_000);
+        s.damage();
+        let r = s.read();
+        assert_eq!(
+            (r.reason, r.tripped_at_ns),
+            (Some(Reason::PageLost), 5_001_007)
+        );
+        assert!(r.trip_count > 2, "beyond every count read: {r:?}");
     }
 
     #[test]

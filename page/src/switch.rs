@@ -11,6 +11,7 @@
 #[cfg(not(loom))]
 use crate::cells::Cells;
 use crate::{Motion, Reason, Snapshot};
+use nao_kit::clock::{Clock, MonotonicClock};
 
 /// What one cycle needs of the death switch.
 pub trait Switch: Send + Sync {
@@ -26,10 +27,20 @@ pub trait Switch: Send + Sync {
     fn beat(&self, beat: &Beat);
     /// Registers the runtime's process (pid; start time looked up by the impl).
     fn register(&self, pid: u32);
-    /// The clock heartbeats are stamped with (monotonic ns). Provided:
-    /// [`crate::monotonic_ns`].
+    /// The switch's clock: its trips and repairs are stamped on it, and
+    /// the runtime that cycles it keeps time on it (its ticker, so the
+    /// heartbeat's time, its UDP listener's timers): the times in a
+    /// switch are one clock's. Provided: the real clock
+    /// ([`MonotonicClock`]), the only clock of the page file (every
+    /// process judges its times with `CLOCK_MONOTONIC`);
+    /// [`crate::MemorySwitch`] has the clock it was made with. A
+    /// `dyn Switch` is a [`Clock`] (this one).
+    fn clock(&self) -> &dyn Clock {
+        &MonotonicClock
+    }
+    /// Now on [`Switch::clock`], monotonic ns. Provided.
     fn now_ns(&self) -> u64 {
-        crate::monotonic_ns()
+        self.clock().now_ns()
     }
     /// The page file's path, if the switch is one. Provided: None.
     fn path(&self) -> Option<&std::path::Path> {
@@ -44,12 +55,28 @@ pub trait Switch: Send + Sync {
     }
 }
 
+/// A switch's clock ([`Switch::clock`]) as a clock: `Arc<dyn Switch>`
+/// is a [`Clock`] too (the kit's `Arc` impl), so a runtime keeps time on
+/// the clock of the switch it cycles.
+impl Clock for dyn Switch {
+    fn now_ns(&self) -> u64 {
+        self.clock().now_ns()
+    }
+    fn sleep_until_ns(&self, deadline_ns: u64) {
+        self.clock().sleep_until_ns(deadline_ns)
+    }
+    fn wait_readable_until_ns(&self, deadline_ns: u64, fd: std::os::fd::BorrowedFd<'_>) -> bool {
+        self.clock().wait_readable_until_ns(deadline_ns, fd)
+    }
+}
+
 /// What one cycle's [`Switch::beat`] stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Beat {
     /// The cycle whose frame was sent.
     pub cycle: u64,
-    /// When (monotonic ns, [`Switch::now_ns`]).
+    /// When (monotonic ns: the step's cycle start, as the cycle actor
+    /// read it from its clock, `StepInput::now_ns`).
     pub t_ns: u64,
     /// The frame was all-off (no joint stiff): the guard's confirmation.
     pub all_off: bool,
@@ -75,13 +102,13 @@ pub(crate) fn checked(lost: bool, mut snapshot: Snapshot) -> Snapshot {
 
 /// The trip of every switch: a tripped page is left alone without a clock
 /// read (the compare-and-swap would fail anyway); else [`Cells::trip`]
-/// stamped now.
+/// stamped now on `clock` (the switch's).
 #[cfg(not(loom))]
-pub(crate) fn trip_now(cells: &Cells, reason: Reason) -> bool {
+pub(crate) fn trip_now<C: Clock + ?Sized>(cells: &Cells, reason: Reason, clock: &C) -> bool {
     if cells.reason_code() != 0 {
         return false;
     }
-    cells.trip(reason, crate::monotonic_ns(), crate::unix_ns())
+    cells.trip(reason, clock.now_ns(), crate::unix_ns())
 }
 
 #[cfg(all(test, not(loom)))]

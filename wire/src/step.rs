@@ -10,8 +10,10 @@
 //! ([`Switch::beat`]) and trips the switch on a trip the answer raised
 //! (the chest button through its rule, [`crate::protocol::chest_button`]).
 //!
-//! Pure but for the link and the switch it is handed: time comes in
-//! ([`StepInput::now_ns`]), nothing allocates, nothing is logged. The
+//! Pure but for the link and the switch it is handed: time comes in, and
+//! only in ([`StepInput::now_ns`]: the rules judge it in whole ms, the
+//! heartbeat is stamped with it; the step reads no clock), nothing
+//! allocates, nothing is logged. The
 //! runtime's cycle actor (`nao-runtime`) and the replay ([`crate::replay`])
 //! drive this same code; only their switch (the page, or
 //! `deathswitch::MemorySwitch`) and their link differ.
@@ -28,6 +30,14 @@ use crate::protocol::prefs::PressureCalibration;
 use crate::protocol::startup::Identity;
 use crate::protocol::tables::joint_board;
 
+/// The time the step's rules judge: `now_ns` rounded down to whole ms, as
+/// a recording's `cycle` line holds it, so a replay judges the times the
+/// run judged (differences of whole ms are the same whether counted from
+/// boot or from the session's start).
+fn rule_time_ns(now_ns: u64) -> u64 {
+    now_ns - now_ns % 1_000_000
+}
+
 /// What one step is given besides the switch and the link.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StepInput<'a> {
@@ -38,8 +48,12 @@ pub struct StepInput<'a> {
     pub wake: Option<u64>,
     /// A person's jog step (bring-up only).
     pub jog: Option<Jog>,
-    /// The cycle's start, monotonic ns (the runtime gives it in whole ms,
-    /// as a recording's `cycle` lines hold it).
+    /// The cycle's start, monotonic ns: the step's one time source, read
+    /// once a tick from the runtime's clock by its cycle actor (a replay
+    /// gives its `cycle` line's time). The rules (bring-up, the chest
+    /// button, the protocol core's cycle) see it in whole ms
+    /// (rounded down), as a recording's `cycle` lines hold it; the
+    /// heartbeat ([`Beat::t_ns`]) is stamped with it as given.
     pub now_ns: u64,
     /// The safety status bits published with this step's heartbeat.
     pub safety_flags: u32,
@@ -128,6 +142,7 @@ impl Step {
         L: Link,
         H: FnMut(&mut L, &Observed<'_>),
     {
+        let now_ns = rule_time_ns(input.now_ns);
         let read = switch.read();
         let bringup_input = self.gate.bringup().map(|b| {
             let joint = b.joint();
@@ -138,7 +153,7 @@ impl Step {
                     .cycle
                     .handshake()
                     .is_accepted(joint_board(joint.index())),
-                now_ns: input.now_ns,
+                now_ns,
                 jog: input.jog,
             }
         });
@@ -165,16 +180,18 @@ impl Step {
                 command: input.command,
                 verdict: &verdict,
             },
-            input.now_ns,
+            now_ns,
         );
         // Which press trips: the chest button rule, with the step's time
         // (in `trip` mode exactly the answer's own: every press).
-        out.trips.chest_button = self.chest_button.step(out.trips.chest_seen, input.now_ns);
+        out.trips.chest_button = self.chest_button.step(out.trips.chest_seen, now_ns);
         // The heartbeat after the frame: motion and flags, then
-        // confirmation, time, cycle.
+        // confirmation, time, cycle. Stamped with the cycle's start (read
+        // before the switch): a beat at or after a trip's time comes from
+        // a cycle that read the switch after the trip.
         switch.beat(&Beat {
             cycle: out.k,
-            t_ns: switch.now_ns(),
+            t_ns: input.now_ns,
             all_off: out.all_off,
             motion: verdict.motion,
             safety_flags: input.safety_flags,

@@ -1,8 +1,9 @@
-//! The ticker: absolute deadlines on `CLOCK_MONOTONIC`.
+//! The ticker: absolute deadlines on a [`Clock`] (`CLOCK_MONOTONIC` unless
+//! given another).
 //!
 //! [`Schedule`] is the rule, a pure state machine with time passed in;
-//! [`Ticker`] is the thin I/O around it (`clock_nanosleep` with
-//! `TIMER_ABSTIME`).
+//! [`Ticker`] is the thin I/O around it (the clock's absolute sleep:
+//! `clock_nanosleep` with `TIMER_ABSTIME` on the real clock).
 //!
 //! The rule: deadlines lie on a fixed grid `start + k * period`. A cycle that
 //! wakes late runs at once, late; the next deadline is still the previous one
@@ -11,9 +12,9 @@
 //! deadlines are skipped (counted as overruns) and the cycle runs for the
 //! latest grid point already passed.
 
-use nix::time::{clock_nanosleep, ClockId, ClockNanosleepFlags};
+use std::os::fd::BorrowedFd;
 
-use crate::clock::monotonic_ns;
+use crate::clock::{Clock, MonotonicClock};
 
 /// One cycle's timing, as the schedule saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,24 +118,32 @@ impl Schedule {
     }
 }
 
-/// The I/O around [`Schedule`]: sleeps with `clock_nanosleep(CLOCK_MONOTONIC,
-/// TIMER_ABSTIME)` to each deadline. Allocates nothing.
+/// The I/O around [`Schedule`]: sleeps to each deadline on its clock
+/// (the real one by default: `clock_nanosleep(CLOCK_MONOTONIC,
+/// TIMER_ABSTIME)`; a [`crate::clock::VirtualClock`] in tests and the
+/// virtual-time world). Allocates nothing.
 #[derive(Debug, Clone)]
-pub struct Ticker {
+pub struct Ticker<C: Clock = MonotonicClock> {
     schedule: Schedule,
+    clock: C,
 }
 
 impl Ticker {
-    /// A ticker whose first deadline is now, with a late threshold of a
-    /// tenth of the period.
+    /// A ticker on the real clock whose first deadline is now, with a late
+    /// threshold of a tenth of the period.
     pub fn new(period_ns: u64) -> Self {
-        Ticker::starting_at(monotonic_ns(), period_ns)
+        Ticker::with_clock(MonotonicClock, period_ns)
     }
+}
 
-    /// A ticker whose first deadline is `start_ns` (monotonic).
-    pub(crate) fn starting_at(start_ns: u64, period_ns: u64) -> Self {
+impl<C: Clock> Ticker<C> {
+    /// A ticker on `clock` whose first deadline is the clock's now, with a
+    /// late threshold of a tenth of the period.
+    pub fn with_clock(clock: C, period_ns: u64) -> Self {
+        let start_ns = clock.now_ns();
         Ticker {
             schedule: Schedule::new(start_ns, period_ns, period_ns / 10),
+            clock,
         }
     }
 
@@ -143,74 +152,37 @@ impl Ticker {
         &self.schedule
     }
 
-    /// Sleeps until the next deadline (at once if it has passed, skipping
-    /// missed deadlines) and starts that cycle.
-    pub fn wait(&mut self) -> Tick {
-        let deadline = self.schedule.plan(monotonic_ns());
-        sleep_until(deadline);
-        self.schedule.start(monotonic_ns())
+    /// The clock it sleeps on.
+    pub fn clock(&self) -> &C {
+        &self.clock
     }
-}
 
-impl Ticker {
+    /// Sleeps until the next deadline (at once if it has passed, skipping
+    /// missed deadlines) and starts that cycle: one clock read before the
+    /// sleep, one after it (the tick's `start_ns`).
+    pub fn wait(&mut self) -> Tick {
+        let deadline = self.schedule.plan(self.clock.now_ns());
+        self.clock.sleep_until_ns(deadline);
+        self.schedule.start(self.clock.now_ns())
+    }
+
     /// Like [`Ticker::wait`], but returns early when `fd` turns readable
     /// before the deadline: `None`, the schedule not advanced (the caller
     /// handles the event and calls again). With no fd it is `wait`.
     /// Allocates nothing. The guard waits so on the runtime's pidfd.
-    pub fn wait_or_readable(&mut self, fd: Option<std::os::fd::BorrowedFd<'_>>) -> Option<Tick> {
-        let deadline = self.schedule.plan(monotonic_ns());
-        if fd.is_some() && sleep_until_readable(deadline, fd) {
-            return None;
+    pub fn wait_or_readable(&mut self, fd: Option<BorrowedFd<'_>>) -> Option<Tick> {
+        let deadline = self.schedule.plan(self.clock.now_ns());
+        match fd {
+            // A wait ended early by a signal starts the cycle early; the
+            // schedule absorbs it (the next deadline stays on the grid).
+            Some(fd) => {
+                if self.clock.wait_readable_until_ns(deadline, fd) {
+                    return None;
+                }
+            }
+            None => self.clock.sleep_until_ns(deadline),
         }
-        if fd.is_none() {
-            sleep_until(deadline);
-        }
-        Some(self.schedule.start(monotonic_ns()))
-    }
-}
-
-/// Sleeps until `deadline_ns` (monotonic) or until `fd` turns readable,
-/// whichever comes first (`ppoll`); true when the fd is readable. A signal
-/// ends the wait early (returns false; the caller's schedule absorbs it).
-/// With no fd it sleeps to the deadline. Allocates nothing.
-pub fn sleep_until_readable(deadline_ns: u64, fd: Option<std::os::fd::BorrowedFd<'_>>) -> bool {
-    use std::os::fd::AsRawFd;
-    let Some(fd) = fd else {
-        sleep_until(deadline_ns);
-        return false;
-    };
-    let left = deadline_ns.saturating_sub(monotonic_ns());
-    let ts = libc::timespec {
-        tv_sec: (left / 1_000_000_000) as libc::time_t,
-        tv_nsec: (left % 1_000_000_000) as libc::c_long,
-    };
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd and a timespec, both live for the call; no
-    // signal mask is passed.
-    let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-    n == 1 && pfd.revents & libc::POLLIN != 0
-}
-
-/// Sleeps until `deadline_ns` on `CLOCK_MONOTONIC` (absolute), resuming after
-/// signals. Returns at once when the deadline has passed.
-pub(crate) fn sleep_until(deadline_ns: u64) {
-    let ts = nix::sys::time::TimeSpec::new(
-        (deadline_ns / 1_000_000_000) as libc::time_t,
-        (deadline_ns % 1_000_000_000) as libc::c_long,
-    );
-    loop {
-        match clock_nanosleep(
-            ClockId::CLOCK_MONOTONIC,
-            ClockNanosleepFlags::TIMER_ABSTIME,
-            &ts,
-        ) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            _ => return,
-        }
+        Some(self.schedule.start(self.clock.now_ns()))
     }
 }
 
@@ -282,6 +254,44 @@ mod tests {
         assert_eq!(s.stats().max_lateness_ns, 3_000_000);
         assert_eq!(s.stats().last_lateness_ns, 20);
         assert_eq!(s.stats().cycles, 3);
+    }
+
+    #[test]
+    fn ticker_on_a_virtual_clock_keeps_its_grid_and_skips_missed_deadlines() {
+        use crate::clock::VirtualClock;
+        let clock = VirtualClock::new(5_000);
+        let mut t = Ticker::with_clock(clock.clone(), P);
+        let first = t.wait();
+        assert_eq!(
+            (first.cycle, first.deadline_ns, first.lateness_ns),
+            (0, 5_000, 0)
+        );
+        // The cycle starts 100 ns late: late but on the grid.
+        clock.advance_to_ns(5_000 + P + 100);
+        let tick = t.wait();
+        assert_eq!(
+            (tick.deadline_ns, tick.lateness_ns, tick.skipped),
+            (5_000 + P, 100, 0)
+        );
+        // Its work took 2.5 periods: the deadline 2P is skipped, the cycle
+        // runs for 3P, and the next one is due at 4P, never early.
+        clock.advance_to_ns(5_000 + 3 * P + P / 2);
+        let tick = t.wait();
+        assert_eq!(
+            (tick.cycle, tick.deadline_ns, tick.skipped),
+            (2, 5_000 + 3 * P, 1)
+        );
+        assert_eq!(t.schedule().next_deadline_ns(), 5_000 + 4 * P);
+        assert_eq!(t.schedule().stats().overruns, 1);
+        // A sleep to a deadline ahead ends when the clock gets there.
+        let driver = clock.clone();
+        let h = std::thread::spawn(move || t.wait());
+        driver.advance_ns(P / 2);
+        let tick = h.join().unwrap();
+        assert_eq!(
+            (tick.cycle, tick.deadline_ns, tick.lateness_ns),
+            (3, 5_000 + 4 * P, 0)
+        );
     }
 
     #[test]

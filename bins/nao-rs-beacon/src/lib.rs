@@ -29,7 +29,9 @@ pub mod format;
 pub mod testing;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use nao_kit::clock::{Clock, MonotonicClock};
 
 pub use deathswitch::stop::{PORT as STOP_PORT, PREFIX as STOP_PREFIX};
 
@@ -209,13 +211,29 @@ pub struct StopReport {
 /// `rounds` times, a round every `interval` from the start (absolute, no
 /// drift). For broadcast targets `sock` must have `SO_BROADCAST` set. Never
 /// waits on anything but its own sleeps; a failed send does not end it.
+/// On the real clock ([`send_stop_on`]).
 pub fn send_stop(
     sock: &UdpSocket,
     targets: &[SocketAddr],
     rounds: u32,
     interval: Duration,
 ) -> StopReport {
-    let start = Instant::now();
+    send_stop_on(&MonotonicClock, sock, targets, rounds, interval)
+}
+
+/// [`send_stop`] with its rounds due on `clock`: round `k` at the start
+/// plus `k * interval`, sleeping on the clock (to a virtual clock's
+/// deadline, when a test moves it there).
+pub fn send_stop_on<C: Clock + ?Sized>(
+    clock: &C,
+    sock: &UdpSocket,
+    targets: &[SocketAddr],
+    rounds: u32,
+    interval: Duration,
+) -> StopReport {
+    let start = clock.now_ns();
+    let interval_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+    let since = |now: u64| Duration::from_nanos(now.saturating_sub(start));
     let mut r = StopReport {
         targets: targets.to_vec(),
         sent: 0,
@@ -226,11 +244,8 @@ pub fn send_stop(
     };
     for round in 0..rounds {
         if round > 0 {
-            let due = start + interval * round;
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
+            clock
+                .sleep_until_ns(start.saturating_add(interval_ns.saturating_mul(u64::from(round))));
         }
         for &t in targets {
             match sock.send_to(STOP_PREFIX, t) {
@@ -242,10 +257,10 @@ pub fn send_stop(
             }
         }
         if round == 0 {
-            r.first_round = start.elapsed();
+            r.first_round = since(clock.now_ns());
         }
     }
-    r.done = start.elapsed();
+    r.done = since(clock.now_ns());
     r
 }
 
@@ -344,6 +359,42 @@ mod tests {
         for rx in [&rx1, &rx2] {
             crate::testing::expect_stops(rx, 10);
         }
+    }
+
+    #[test]
+    fn send_stop_rounds_are_due_every_interval_on_its_clock() {
+        let clock = nao_kit::clock::VirtualClock::new(1_000_000_000);
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let target = rx.local_addr().unwrap();
+        let driver = clock.clone();
+        let sender = std::thread::spawn(move || {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            send_stop_on(&clock, &tx, &[target], 3, Duration::from_millis(5))
+        });
+        let mut b = [0u8; 32];
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(
+            rx.recv(&mut b).unwrap(),
+            STOP_PREFIX.len(),
+            "round 0 at once"
+        );
+        // Round 1 is due 5 ms after the start on the clock, however long
+        // the machine waits.
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        driver.advance_ns(4_999_999);
+        assert!(rx.recv(&mut b).is_err(), "not before 5 ms");
+        driver.advance_ns(1);
+        rx.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(rx.recv(&mut b).is_ok(), "round 1 at 5 ms");
+        driver.advance_ns(5_000_000);
+        assert!(rx.recv(&mut b).is_ok(), "round 2 at 10 ms");
+        let r = sender.join().unwrap();
+        assert_eq!((r.sent, r.failed), (3, 0));
+        // (The first round's time is read after its sends, when the test
+        // may have moved the clock towards 5 ms already.)
+        assert!(r.first_round < Duration::from_millis(5), "{r:?}");
+        assert_eq!(r.done, Duration::from_millis(10));
     }
 
     #[test]

@@ -15,15 +15,20 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
+use nao_kit::clock::{Clock, MonotonicClock};
+use nao_kit::ticker::Ticker;
 use nao_rs_beacon::auth::{self, TeamKey};
 use nao_rs_beacon::format;
 use nao_runtime::status_file::{self, StatusFile};
 use nao_runtime::wake;
 
 mod service;
+
+/// How often the broadcast mode lists the interfaces again, ns.
+const LIST_EVERY_NS: u64 = 5_000_000_000;
 use service::{BeaconSettings, Mode, PageView, WakeVerdict};
 
 /// The robot's status beacon and network wake. Settings come from the
@@ -112,33 +117,20 @@ fn targets(settings: &BeaconSettings, broadcasts: &[Ipv4Addr]) -> Vec<SocketAddr
     all
 }
 
-/// Logs refused wakes, at most [`RefusalLog::BURST`] lines a second; the
-/// rest are counted and the count told with the next line (a flood of
-/// bogus wakes cannot fill the journal).
-struct RefusalLog {
-    window: Option<Instant>,
-    lines: u32,
-    quiet: u64,
+/// Logs refused wakes, at most [`service::RefusalWindow::BURST`] lines a
+/// second of the beacon's clock; the rest are counted and the count told
+/// with the next line (a flood of bogus wakes cannot fill the journal).
+struct RefusalLog<C: Clock> {
+    clock: C,
+    window: service::RefusalWindow,
 }
 
-impl RefusalLog {
-    const BURST: u32 = 10;
-
+impl<C: Clock> RefusalLog<C> {
     fn refused(&mut self, from: SocketAddr, why: &dyn std::fmt::Display) {
-        let now = Instant::now();
-        if self
-            .window
-            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(1))
-        {
-            self.window = Some(now);
-            self.lines = 0;
-        }
-        if self.lines >= Self::BURST {
-            self.quiet += 1;
+        let Some(quiet) = self.window.refused(self.clock.now_ns()) else {
             return;
-        }
-        self.lines += 1;
-        let more = match std::mem::take(&mut self.quiet) {
+        };
+        let more = match quiet {
             0 => String::new(),
             n => format!(" ({n} more refused and not logged before this one)"),
         };
@@ -157,9 +149,8 @@ fn wake_loop(
 ) {
     let mut buf = [0u8; 2048];
     let mut refusals = RefusalLog {
-        window: None,
-        lines: 0,
-        quiet: 0,
+        clock: MonotonicClock,
+        window: service::RefusalWindow::default(),
     };
     // Acquire: pairs with the signal handler's store.
     while !stop.load(Ordering::Acquire) {
@@ -313,21 +304,30 @@ fn run(cli: Cli) -> Result<(), String> {
         }
     ));
 
-    let period = Duration::from_secs_f64(1.0 / settings.hz);
-    let mut next = Instant::now();
+    // The beat: the kit's absolute-deadline ticker on the beacon's clock
+    // (the real one; the page's times are judged against it), so the rate
+    // does not drift with the work; a late beat skips the beats it missed.
+    let period_ns = Duration::from_secs_f64(1.0 / settings.hz).as_nanos() as u64;
+    let mut ticker = Ticker::with_clock(MonotonicClock, period_ns);
     let mut broadcasts: Vec<Ipv4Addr> = Vec::new();
-    let mut listed_at: Option<Instant> = None;
+    let mut listed_at: Option<u64> = None;
     let mut failing = false;
     let mut seq = 0u64;
     // Acquire: pairs with the signal handler's store.
     while !stop.load(Ordering::Acquire) {
+        // The first beat at once, then every period.
+        let now = ticker.wait().start_ns;
+        // Acquire: as above (a stop during the sleep sends no more).
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
         if settings.mode != Mode::Off {
             // The interfaces again every 5 s: wifi comes and goes.
             if settings.mode == Mode::Broadcast
-                && listed_at.map_or(true, |t| t.elapsed() >= Duration::from_secs(5))
+                && listed_at.map_or(true, |t| now.saturating_sub(t) >= LIST_EVERY_NS)
             {
                 broadcasts = nao_rs_beacon::broadcast_addresses().unwrap_or_default();
-                listed_at = Some(Instant::now());
+                listed_at = Some(now);
             }
             let view = read_page(&page);
             let st = read_status(&status);
@@ -336,7 +336,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 seq,
                 &view,
                 st.as_ref(),
-                deathswitch::monotonic_ns(),
+                // Read after the page and the status file: a status is
+                // never judged from the future.
+                ticker.clock().now_ns(),
                 net_wake,
             );
             let bytes = match &seal {
@@ -371,14 +373,6 @@ fn run(cli: Cli) -> Result<(), String> {
                 _ => {}
             }
             seq += 1;
-        }
-        // An absolute deadline: the rate does not drift with the work.
-        next += period;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            next = now;
         }
     }
     if let Some(t) = wake_thread {

@@ -42,6 +42,42 @@ pub fn status_fresh(written_ns: u64, now_ns: u64) -> bool {
     written_ns <= now_ns && now_ns - written_ns <= STATUS_FRESH_NS
 }
 
+/// The rule of the refused network wakes' log: at most
+/// [`RefusalWindow::BURST`] lines in a window of 1 s (a window starts at
+/// the first refusal after the last one ended); the refusals beyond are
+/// counted and the count goes with the next line logged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefusalWindow {
+    start_ns: Option<u64>,
+    lines: u32,
+    quiet: u64,
+}
+
+impl RefusalWindow {
+    /// Lines a window may log.
+    pub const BURST: u32 = 10;
+    /// A window's length, ns.
+    pub const WINDOW_NS: u64 = 1_000_000_000;
+
+    /// A refusal at `now_ns`: `Some(n)` to log it, with the `n` refusals
+    /// not logged before it; `None` to count it only.
+    pub fn refused(&mut self, now_ns: u64) -> Option<u64> {
+        if self
+            .start_ns
+            .map_or(true, |t| now_ns.saturating_sub(t) >= Self::WINDOW_NS)
+        {
+            self.start_ns = Some(now_ns);
+            self.lines = 0;
+        }
+        if self.lines >= Self::BURST {
+            self.quiet += 1;
+            return None;
+        }
+        self.lines += 1;
+        Some(std::mem::take(&mut self.quiet))
+    }
+}
+
 /// Where the beacons go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
@@ -394,6 +430,21 @@ mod tests {
     use super::*;
     use deathswitch::{Beat, MemorySwitch, Reason, Switch};
     use nao_rs_beacon::auth::{sign, WakeRefusalKind};
+
+    #[test]
+    fn network_wake_refusals_are_logged_at_most_ten_a_second_and_the_rest_counted() {
+        const MS: u64 = 1_000_000;
+        let mut w = RefusalWindow::default();
+        let t0 = 7_000 * MS;
+        for k in 0..10 {
+            assert_eq!(w.refused(t0 + k * MS), Some(0), "line {k}");
+        }
+        assert_eq!(w.refused(t0 + 10 * MS), None, "the 11th in the window");
+        assert_eq!(w.refused(t0 + 999 * MS), None);
+        // A new window 1 s after the last began: logged, with the count.
+        assert_eq!(w.refused(t0 + 1_000 * MS), Some(2));
+        assert_eq!(w.refused(t0 + 1_001 * MS), Some(0));
+    }
 
     fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {

@@ -10,6 +10,7 @@ use clap::Parser;
 use deathswitch::rules::Settings;
 use deathswitch::{Page, Reason};
 use nao_kit as kit;
+use nao_kit::clock::Clock;
 use nao_rs_guard::board::WireBoard;
 use nao_rs_guard::log::{emit, stderr_logbook, GuardEvent, RING_CAPACITY};
 use nao_rs_guard::poller::{Poller, POLL_PERIOD_NS};
@@ -162,12 +163,14 @@ fn run(args: GuardArgs) -> Result<(), String> {
     let actor = kit::actor::spawn(
         kit::actor::ActorSpec::new("guard-poll").priority(GUARD_PRIORITY),
         move || {
+            // The guard's clock is the page's: the real one.
             let mut ticker = kit::ticker::Ticker::new(POLL_PERIOD_NS);
             // Acquire: pairs with the (SeqCst) store in the signal handler.
             while !signalled.load(Ordering::Acquire) {
                 // The 2 ms deadline, or at once when the runtime exits.
                 ticker.wait_or_readable(poller.runtime_fd());
-                poller.poll(&loop_page, deathswitch::monotonic_ns());
+                // The poll's one time: every rule and stamp of it.
+                poller.poll(&loop_page, ticker.clock().now_ns());
             }
             poller.log_event(GuardEvent::Stopping);
             poller.shutdown(&loop_page);

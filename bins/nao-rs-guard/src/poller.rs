@@ -299,7 +299,9 @@ impl<B: Board> Poller<B> {
         }
     }
 
-    /// One poll at `now_ns` (`deathswitch::monotonic_ns()`, CLOCK_MONOTONIC).
+    /// One poll at `now_ns` (the poll loop's clock, read once a poll after
+    /// the ticker's wait: the real clock, the page's): its rules judge it
+    /// and the guard's heartbeat is stamped with it.
     pub fn poll(&mut self, page: &Page, now_ns: u64) {
         match page.check() {
             Integrity::Intact => {}
@@ -426,7 +428,7 @@ impl<B: Board> Poller<B> {
                         self.guard_cycle += 1;
                         self.frames_sent += 1;
                         self.frame_failing = None;
-                        page.write_heartbeat(self.guard_cycle, deathswitch::monotonic_ns(), true);
+                        page.write_heartbeat(self.guard_cycle, now_ns, true);
                     }
                     Err(e) => {
                         let f = LinkFault::from(&e);

@@ -90,11 +90,19 @@ impl Pidfd {
     }
 }
 
-/// Waits up to `timeout_ns` for `fd` to turn readable (the kit's
-/// `sleep_until_readable`). True when it is.
+/// Waits up to `timeout_ns` (real time) for `fd` to turn readable (the
+/// real clock's `wait_readable_until_ns`); with no fd it sleeps. True when
+/// it is readable.
 pub fn wait_readable(fd: Option<BorrowedFd<'_>>, timeout_ns: u64) -> bool {
-    let deadline = nao_kit::clock::monotonic_ns().saturating_add(timeout_ns);
-    nao_kit::ticker::sleep_until_readable(deadline, fd)
+    use nao_kit::clock::{Clock, MonotonicClock};
+    let deadline = MonotonicClock.now_ns().saturating_add(timeout_ns);
+    match fd {
+        Some(fd) => MonotonicClock.wait_readable_until_ns(deadline, fd),
+        None => {
+            MonotonicClock.sleep_until_ns(deadline);
+            false
+        }
+    }
 }
 
 /// SIGKILL by pid: only for a runtime the guard could not open a pidfd of

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use deathswitch::rules::{decide, Settings};
 use deathswitch::{MemorySwitch, Reason, Snapshot, Switch};
+use nao_kit::clock::{Clock, VirtualClock};
 use nao_kit::ticker::Schedule as Frames;
 use nao_rs_guard::board::{Board, WireBoard};
 use nao_rs_guard::core::{
@@ -289,7 +290,9 @@ pub struct World {
     queue: BinaryHeap<Entry>,
     schedule: Schedule,
     rng: Rng,
-    page: MemorySwitch,
+    /// The world's clock: the page's, moved to each event's time.
+    clock: VirtualClock,
+    page: MemorySwitch<VirtualClock>,
     bus: Arc<Mutex<Bus>>,
     procs: Vec<Proc>,
     runtimes: Vec<Runtime>,
@@ -330,8 +333,8 @@ impl World {
         }
         let bus = Arc::new(Mutex::new(Bus { device, now_ns: 0 }));
         let mut rng = Rng::new(schedule.seed ^ 0x5eed);
-        let page = MemorySwitch::armed();
-        page.set_now(0);
+        let clock = VirtualClock::new(0);
+        let page = MemorySwitch::with_clock(clock.clone());
         page.rearm_with(rng.next_u64());
         let guard = Guard {
             core: GuardCore::new(GUARD_PID),
@@ -354,6 +357,7 @@ impl World {
             seq: 0,
             queue: BinaryHeap::with_capacity(64),
             rng,
+            clock,
             page,
             bus,
             procs: Vec::new(),
@@ -430,7 +434,9 @@ impl World {
     pub fn run(mut self) -> Outcome {
         while let Some(e) = self.queue.pop() {
             self.now = e.t;
-            self.page.set_now(self.now);
+            if self.clock.now_ns() != self.now {
+                self.clock.advance_to_ns(self.now);
+            }
             self.bus.lock().unwrap_or_else(|e| e.into_inner()).now_ns = self.now;
             self.events += 1;
             if e.ev == Ev::End {

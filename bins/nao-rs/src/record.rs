@@ -58,6 +58,8 @@ pub struct InputRecorder {
     tripped: bool,
     /// The page's trip count at the last cycle (`None` before the first).
     trip_count: Option<u64>,
+    /// The first cycle's time, whole ms on the runtime's clock.
+    first_ms: Option<u64>,
 }
 
 impl CycleHook<Rec> for InputRecorder {
@@ -68,7 +70,11 @@ impl CycleHook<Rec> for InputRecorder {
     }
 
     fn before_cycle(&mut self, link: &mut Rec, seen: &Observed<'_>) {
-        let t_ms = seen.input.now_ns / 1_000_000;
+        // ms since the session's first cycle (the step's time is the
+        // runtime's clock; its rules judge whole ms, so differences of
+        // these are the differences the run judged).
+        let now_ms = seen.input.now_ns / 1_000_000;
+        let t_ms = now_ms.saturating_sub(*self.first_ms.get_or_insert(now_ms));
         let _ = link.cycle(seen.k, t_ms);
         match (seen.input.command, &self.last_command) {
             (Some(c), Some(last)) if c == last => {}

@@ -162,10 +162,7 @@ fn exit_watch_answer_is_stamped_with_the_sender_and_a_stale_one_is_emptied_by_th
     // Other bytes are noise; they leave no readable connection behind.
     (&s).write_all_bytes(b"xyz");
     assert!(!conn.closed());
-    assert!(!nao_kit::ticker::sleep_until_readable(
-        crate::monotonic_ns() + 1_000_000,
-        Some(conn.fd())
-    ));
+    assert!(!MonotonicClock.wait_readable_until_ns(crate::monotonic_ns() + 1_000_000, conn.fd()));
     drop(s);
     assert!(conn.closed());
 }

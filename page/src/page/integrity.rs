@@ -164,7 +164,7 @@ impl Page {
         let detached = m.detached();
         if detached.is_none() {
             // Trip the mapped page at once, then make the file whole.
-            trip_lost(cells);
+            trip_lost(cells, monotonic_ns());
         }
         match sigbus::back(m.fd()) {
             Ok(()) => {
@@ -173,7 +173,7 @@ impl Page {
                         return Integrity::Repaired;
                     }
                 }
-                make_whole_lost(cells, self.seen.load(Ordering::Acquire));
+                make_whole_lost(cells, self.seen.load(Ordering::Acquire), monotonic_ns());
                 self.restore_identity(cells);
                 self.seen.store(cells.trip_count(), Ordering::Release);
             }
@@ -218,27 +218,28 @@ impl Page {
 
 /// The first half of a repair: trips the page `page-lost` whatever it
 /// stored (damage: the stored reason is not trusted), at once.
-pub(crate) fn trip_lost(cells: &Cells) {
-    cells.force_trip(Reason::PageLost, monotonic_ns(), unix_ns());
+pub(crate) fn trip_lost(cells: &Cells, now_ns: u64) {
+    cells.force_trip(Reason::PageLost, now_ns, unix_ns());
 }
 
 /// The second half of a repair (and the opening of a page found without
 /// its magic): makes the page whole, tripped `page-lost`, with a new nonce
 /// and a `trip_count` beyond both its own and [`repaired_count_floor`] of
-/// `seen` (the highest count the repairing holder read). One `getrandom`,
-/// two clock reads, no allocation.
-pub(crate) fn make_whole_lost(cells: &Cells, seen: u64) {
+/// `seen` (the highest count the repairing holder read), stamped `now_ns`
+/// (the switch's clock). One `getrandom`, one wall clock read, no
+/// allocation.
+pub(crate) fn make_whole_lost(cells: &Cells, seen: u64, now_ns: u64) {
     cells.initialize_after(
         Reason::PageLost,
-        monotonic_ns(),
+        now_ns,
         unix_ns(),
-        repaired_count_floor(seen),
+        repaired_count_floor(seen, now_ns),
         fresh_nonce(),
     );
 }
 
 /// The count a repaired page goes beyond: the highest count the repairer
-/// read, and the monotonic clock in microseconds. A page whose count was
+/// read, and the monotonic clock (`now_ns`) in microseconds. A page whose count was
 /// destroyed (zeroed, truncated) cannot say what any holder last read, and
 /// a repairer that read nothing (`naoctl`) would otherwise make it 1 again,
 /// the very count a running runtime may hold: repaired and re-armed within
@@ -246,8 +247,8 @@ pub(crate) fn make_whole_lost(cells: &Cells, seen: u64) {
 /// is one clock for every process and only a floor here (no two clocks are
 /// compared); it grows far faster than trips, so a repaired count is one
 /// no holder has read, and counts keep growing.
-fn repaired_count_floor(seen: u64) -> u64 {
-    seen.max(monotonic_ns() / 1_000)
+fn repaired_count_floor(seen: u64, now_ns: u64) -> u64 {
+    seen.max(now_ns / 1_000)
 }
 
 /// A new random value for the page (its `nonce` when made whole, a

@@ -175,7 +175,7 @@ pub(super) fn map_page(
     });
     let cells = m.cells();
     let lost = |seen: u64| {
-        make_whole_lost(cells, seen);
+        make_whole_lost(cells, seen, monotonic_ns());
         Opening::MadeWhole
     };
     let opening = match make {

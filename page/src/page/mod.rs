@@ -44,6 +44,7 @@ use crate::unix_ns;
 use crate::{sigbus, Beat, Reason, Snapshot, Switch};
 use error::c_path;
 use mapping::{map_page, Make, Mapping};
+use nao_kit::clock::MonotonicClock;
 
 pub use error::{fix, PageError};
 pub use inspect::{inspect, Inspection};
@@ -200,7 +201,7 @@ impl Page {
     /// this call tripped it; the first reason stays until re-arm. Safe from
     /// any thread, process and signal handler (atomics and `clock_gettime`).
     pub fn trip(&self, reason: Reason) -> bool {
-        crate::switch::trip_now(self.cells(), reason)
+        crate::switch::trip_now(self.cells(), reason, &MonotonicClock)
     }
 
     /// Re-arms the switch with a new random `arm_nonce` (so the wake

@@ -70,6 +70,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nao_kit::clock::{Clock, MonotonicClock};
 use nao_kit::log::Level;
 
 use crate::process::ProcessIdentity;
@@ -325,8 +326,8 @@ impl std::fmt::Debug for Holders {
     }
 }
 
-/// Where the listener finds its socket.
-#[derive(Debug, Clone)]
+/// Where the listener finds its socket, and the clock of its timers.
+#[derive(Clone)]
 pub struct ListenConfig {
     /// The stop port.
     pub port: u16,
@@ -338,19 +339,45 @@ pub struct ListenConfig {
     /// Who may be handed the socket besides this process (`None`: no other
     /// process).
     pub holders: Option<Holders>,
+    /// The clock its timers are judged on (the unread deadline, the
+    /// watch's 200 ms, the canary's period and 400 ms bound, the
+    /// back-offs): the real one ([`MonotonicClock`]) unless
+    /// [`ListenConfig::with_clock`]. Its waits stay real: `poll` on its
+    /// sockets, at most [`WAKE_MS`] at a time.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ListenConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenConfig")
+            .field("port", &self.port)
+            .field("handover", &self.handover)
+            .field("unread_deadline_ns", &self.unread_deadline_ns)
+            .field("holders", &self.holders)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ListenConfig {
     /// The stop on `port`, its hand-over file `handover` ([`handover_path`]
     /// of the page), the deadline `UNREAD_DEADLINE_NS`, handed over to no
-    /// other process ([`ListenConfig::with_holders`]).
+    /// other process ([`ListenConfig::with_holders`]), on the real clock
+    /// ([`ListenConfig::with_clock`]).
     pub fn new(port: u16, handover: PathBuf) -> ListenConfig {
         ListenConfig {
             port,
             handover,
             unread_deadline_ns: UNREAD_DEADLINE_NS,
             holders: None,
+            clock: Arc::new(MonotonicClock),
         }
+    }
+
+    /// Its timers judged on `clock` (a [`nao_kit::clock::VirtualClock`]
+    /// in tests and the virtual-time world).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> ListenConfig {
+        self.clock = clock;
+        self
     }
 
     /// Handed over to `holders` too.
@@ -538,7 +565,8 @@ fn listen(
     let mut last_bind_error: Option<i32> = None;
     let mut last_tamper: Option<SocketFault> = None;
     let mut last_peer: Option<PeerRefusal> = None;
-    let mut unread = UnreadRule::new(monotonic_ns(), cfg.unread_deadline_ns);
+    let clock = &*cfg.clock;
+    let mut unread = UnreadRule::new(clock.now_ns(), cfg.unread_deadline_ns);
     let mut read_backoff = Backoff::default();
     let mut accept_backoff = Backoff::default();
     let mut buf = [0u8; 64];
@@ -550,7 +578,7 @@ fn listen(
         if held.is_none() {
             match acquire(cfg, &mut refused, &mut on_event) {
                 Ok((s, source)) => {
-                    let now = monotonic_ns();
+                    let now = clock.now_ns();
                     // The port the socket holds: `cfg.port`, or with
                     // `cfg.port` 0 (tests) the one the kernel chose. The
                     // watch judges it and the probes go to it.
@@ -580,7 +608,7 @@ fn listen(
         // Relaxed: status flags, read by the cycle to build its safety status.
         shared.not_owned.store(held.is_none(), Ordering::Relaxed);
         shared.bound.store(held.is_some(), Ordering::Relaxed);
-        let now = monotonic_ns();
+        let now = clock.now_ns();
         if let Unread::Trip { first } = unread.step(now, held.is_some()) {
             trip(Reason::StopPortUnread);
             if first {
@@ -667,7 +695,7 @@ fn listen(
         // timeout: the other process may have been woken for a datagram
         // and stopped before it read it). Bounded, so that a flood still
         // lets the loop look at its stop flag and serve the other process.
-        if read_backoff.ready(monotonic_ns()) {
+        if read_backoff.ready(clock.now_ns()) {
             for _ in 0..DRAIN_MAX {
                 // SAFETY: zeroed storage for the sender's address.
                 let mut from: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -721,7 +749,7 @@ fn listen(
                     _ => {
                         // An ICMP error is reported once and the next read
                         // goes on; a lasting error backs off.
-                        if read_backoff.failed(monotonic_ns(), errno(&e)) {
+                        if read_backoff.failed(clock.now_ns(), errno(&e)) {
                             on_event(UdpEvent::Backoff(errno(&e)));
                         }
                         break;
@@ -749,7 +777,7 @@ fn listen(
         // The canary, judged after every echo that came was read (a
         // process stopped for a while finds its echo queued): a probe due
         // is sent, a probe missed trips.
-        let now = monotonic_ns();
+        let now = clock.now_ns();
         match h.canary.step(now) {
             Probe::Nothing => {}
             Probe::Send => {
@@ -771,7 +799,7 @@ fn listen(
                 }
             }
         }
-        if let (Some(l), true) = (&server, accept_backoff.ready(monotonic_ns())) {
+        if let (Some(l), true) = (&server, accept_backoff.ready(clock.now_ns())) {
             loop {
                 match l.listener.accept() {
                     Ok((conn, _)) => {
@@ -797,7 +825,7 @@ fn listen(
                     Err(e) => {
                         // EMFILE at a low fd limit: the connection stays
                         // queued and poll would wake at once, forever.
-                        if accept_backoff.failed(monotonic_ns(), errno(&e)) {
+                        if accept_backoff.failed(clock.now_ns(), errno(&e)) {
                             on_event(UdpEvent::Backoff(errno(&e)));
                         }
                         break;

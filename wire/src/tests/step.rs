@@ -9,6 +9,7 @@ use crate::protocol::startup::Startup;
 use crate::step::{Step, StepInput, StepOutput};
 use crate::{Command, Joint, JOINTS};
 use deathswitch::{MemorySwitch, Motion, Reason, Switch};
+use nao_kit::clock::Clock;
 
 const MS: u64 = 1_000_000;
 
@@ -530,4 +531,34 @@ fn outside_bringup_a_silent_controller_fades_by_the_controller_lost_ramp() {
         assert_eq!(out.cycle.stiffness[0], 1000 - 2 * n);
     }
     assert!(r.run(None, None).cycle.all_off);
+}
+
+#[test]
+fn the_step_takes_its_time_only_from_its_input() {
+    // The switch's clock is virtual and never moves: the step reads no
+    // clock, so the heartbeat carries the input's time, exactly.
+    let clock = nao_kit::clock::VirtualClock::new(1);
+    let mut board = FakeBoard::new();
+    let id = Startup::run(&mut *board).expect("start-up");
+    let switch = MemorySwitch::with_clock(clock.clone());
+    switch.rearm();
+    switch.register(std::process::id());
+    let mut step = Step::new(&id, &[10], &switch.read(), WakeLatch::On);
+    for (k, now_ns) in [5_000_123_456u64, 5_012_000_001, 5_024_999_999]
+        .into_iter()
+        .enumerate()
+    {
+        let input = StepInput {
+            now_ns,
+            ..StepInput::default()
+        };
+        let out = step.run(&switch, &mut *board, &input, |_, _| {});
+        let s = switch.snapshot();
+        assert_eq!(s.last_cycle, Some(out.cycle.k), "cycle {k}");
+        assert_eq!(s.last_beat_ns, Some(now_ns), "cycle {k}");
+    }
+    assert_eq!(clock.now_ns(), 1);
+    // A trip the answer or the gate raises is the switch's, on its clock.
+    switch.trip(Reason::Api);
+    assert_eq!(switch.snapshot().tripped_at_ns, 1);
 }

@@ -455,14 +455,26 @@ struct Counted {
 }
 
 fn counting(dir: &Path, port: u16) -> Counted {
+    counting_with(
+        ListenConfig::new(port, handover_path(&dir.join("deathswitch"), port)),
+        || {},
+    )
+}
+
+/// A listener with `cfg` as [`counting`]'s, calling `on_stop` on its own
+/// thread before it counts a stop.
+fn counting_with(cfg: ListenConfig, mut on_stop: impl FnMut() + Send + 'static) -> Counted {
     let stops = Arc::new(AtomicU32::new(0));
     let unread = Arc::new(AtomicU32::new(0));
     let events = Arc::new(Mutex::new(Vec::new()));
     let (s, u, e) = (stops.clone(), unread.clone(), events.clone());
     let l = UdpListener::start(
-        ListenConfig::new(port, handover_path(&dir.join("deathswitch"), port)),
+        cfg,
         Default::default(),
         move |r| {
+            if r == Reason::Udp {
+                on_stop();
+            }
             let c = if r == Reason::Udp { &s } else { &u };
             c.fetch_add(1, Ordering::SeqCst);
         },
@@ -799,4 +811,146 @@ fn stop_port_probe_missed_trips_and_only_its_own_nonce_counts() {
         Probe::Missed { first: true },
         "logged again after one came back"
     );
+}
+
+// ---- the listener's timers on its clock ------------------------------------
+
+const VMS: u64 = 1_000_000;
+
+/// A listener on `port` in `dir` whose timers run on `clock`; a stop's
+/// trip waits on the listener's thread while `gate` is set (`inside` says
+/// it waits): the test acts between the loop's watch and its canary.
+fn on_virtual_clock(
+    dir: &Path,
+    port: u16,
+    clock: &nao_kit::clock::VirtualClock,
+    gate: &Arc<AtomicBool>,
+    inside: &Arc<AtomicBool>,
+) -> Counted {
+    let (g, i) = (gate.clone(), inside.clone());
+    counting_with(
+        ListenConfig::new(port, handover_path(&dir.join("deathswitch"), port))
+            .with_clock(Arc::new(clock.clone())),
+        move || {
+            i.store(true, Ordering::SeqCst);
+            while g.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            i.store(false, Ordering::SeqCst);
+        },
+    )
+}
+
+/// The held socket as the test's own (a second fd of it, handed over by
+/// the listener: the same process may have it).
+fn held_socket(dir: &Path, port: u16) -> UdpSocket {
+    let path = handover_path(&dir.join("deathswitch"), port);
+    wait("the hand-over file", || path.exists());
+    UdpSocket::from(fetch(&path, Duration::from_secs(2)).expect("the held socket"))
+}
+
+/// The watch looks at the held socket every 200 ms of its clock, not of
+/// the machine's: a connect stays unfound while the virtual clock stands,
+/// however long the test waits, and is found and undone when the clock
+/// reaches 200 ms after the last look.
+#[test]
+fn udp_watch_judges_its_200_ms_on_the_listeners_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let clock = nao_kit::clock::VirtualClock::new(1_000_000 * VMS);
+    let (gate, inside) = Default::default();
+    let c = on_virtual_clock(dir.path(), port, &clock, &gate, &inside);
+    wait("bound", || c.l.shared().bound.load(Ordering::Relaxed));
+    let mine = held_socket(dir.path(), port);
+    mine.connect(("127.0.0.1", 9)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        c.unread.load(Ordering::SeqCst),
+        0,
+        "no look on a clock that stands"
+    );
+    clock.advance_ns(199 * VMS);
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(c.unread.load(Ordering::SeqCst), 0, "199 ms: no look yet");
+    clock.advance_ns(VMS);
+    wait("the watch's trip", || c.unread.load(Ordering::SeqCst) == 1);
+    assert!(
+        c.events
+            .lock()
+            .unwrap()
+            .contains(&UdpEvent::Tampered(SocketFault::Connected)),
+        "{:?}",
+        c.events.lock().unwrap()
+    );
+    assert!(mine.peer_addr().is_err(), "the connect is undone");
+    c.l.stop();
+}
+
+/// A probe not back within 400 ms of the listener's clock trips
+/// `stop-port-unread`: at 399 ms it does not, at 400 ms it does (once
+/// logged). The probe is lost for sure: it is sent while the held socket
+/// is connected elsewhere, the test acting while the listener's thread
+/// waits in a stop's trip, after its watch and before its canary.
+#[test]
+fn stop_port_probe_missed_judges_its_400_ms_on_the_listeners_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let clock = nao_kit::clock::VirtualClock::new(1_000_000 * VMS);
+    let gate = Arc::new(AtomicBool::new(true));
+    let inside = Arc::new(AtomicBool::new(false));
+    let c = on_virtual_clock(dir.path(), port, &clock, &gate, &inside);
+    wait("bound", || c.l.shared().bound.load(Ordering::Relaxed));
+    let mine = held_socket(dir.path(), port);
+    // The first probe (sent when the socket was held) is back by now.
+    std::thread::sleep(Duration::from_millis(100));
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender.send_to(b"NAO-RS STOP", ("127.0.0.1", port)).unwrap();
+    wait("the listener in the stop's trip", || {
+        inside.load(Ordering::SeqCst)
+    });
+    // The next probe is due at 200 ms: sent on this pass, after the watch
+    // looked (at 0 ms), into a socket that drops it.
+    mine.connect(("127.0.0.1", 9)).unwrap();
+    clock.advance_ns(200 * VMS);
+    gate.store(false, Ordering::SeqCst);
+    // The next pass: the watch finds the connect and undoes it (one trip).
+    wait("the watch's trip", || c.unread.load(Ordering::SeqCst) == 1);
+    clock.advance_ns(399 * VMS);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.unread.load(Ordering::SeqCst), 1, "399 ms: not missed yet");
+    clock.advance_ns(VMS);
+    wait("the canary's trip", || c.unread.load(Ordering::SeqCst) == 2);
+    let ev = c.events.lock().unwrap().clone();
+    assert_eq!(
+        ev.iter().filter(|e| **e == UdpEvent::ProbeMissed).count(),
+        1,
+        "{ev:?}"
+    );
+    assert_eq!(c.stops.load(Ordering::SeqCst), 1);
+    c.l.stop();
+}
+
+/// A listener that holds no socket trips `stop-port-unread` 1 s after its
+/// start on its clock, not before, however long the machine takes.
+#[test]
+fn udp_unread_port_trips_at_its_1_s_on_the_listeners_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let clock = nao_kit::clock::VirtualClock::new(1_000_000 * VMS);
+    let (gate, inside) = Default::default();
+    let c = on_virtual_clock(dir.path(), port, &clock, &gate, &inside);
+    wait("the bind failed", || {
+        c.events
+            .lock()
+            .unwrap()
+            .contains(&UdpEvent::BindFailed(libc::EADDRINUSE))
+    });
+    clock.advance_ns(999 * VMS);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(c.unread.load(Ordering::SeqCst), 0, "999 ms: not yet");
+    clock.advance_ns(VMS);
+    wait("the unread trip", || c.unread.load(Ordering::SeqCst) >= 1);
+    assert!(c.l.shared().not_owned.load(Ordering::Relaxed));
+    c.l.stop();
 }

@@ -202,7 +202,11 @@ impl<B: Board> Poller<B> {
     /// descriptor limit the `/proc` read needs one of its descriptors).
     fn kill_held(&mut self, pid: u32) -> KillOutcome {
         let pidfd = self.runtime.as_ref().map(Pidfd::pid);
-        match (kill_route(pid, pidfd, self.held.map(|id| id.pid)), &self.runtime, self.held) {
+        match (
+            kill_route(pid, pidfd, self.held.map(|id| id.pid)),
+            &self.runtime,
+            self.held,
+        ) {
             (KillRoute::Pidfd, Some(fd), _) => fd.kill(),
             (KillRoute::ByPidIfSame, _, Some(id)) => {
                 self.release_reserve();

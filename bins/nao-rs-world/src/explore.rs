@@ -206,7 +206,10 @@ pub fn explore_parallel(
             })
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| panic!("an explorer thread panicked")))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| panic!("an explorer thread panicked"))
+            })
             .collect()
     });
     let mut rep = Report {

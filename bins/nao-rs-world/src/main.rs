@@ -20,7 +20,10 @@ use nao_rs_world::schedule::Schedule;
 use nao_rs_world::world::{run_schedule, Mutation};
 
 #[derive(Parser, Debug)]
-#[command(name = "nao-rs-world", about = "The whole robot in virtual time: a seeded explorer of fault schedules")]
+#[command(
+    name = "nao-rs-world",
+    about = "The whole robot in virtual time: a seeded explorer of fault schedules"
+)]
 struct Args {
     /// Replay this one schedule and print its story.
     #[arg(long)]
@@ -58,7 +61,10 @@ struct Args {
 fn mutation(name: &str) -> Result<Mutation, String> {
     Mutation::parse(name).ok_or_else(|| {
         let names: Vec<_> = Mutation::ALL.iter().map(|m| m.name()).collect();
-        format!("--mutation {name}: no such mutation; one of {}", names.join(", "))
+        format!(
+            "--mutation {name}: no such mutation; one of {}",
+            names.join(", ")
+        )
     })
 }
 
@@ -134,7 +140,10 @@ fn main() -> ExitCode {
     if args.bench {
         println!("| nao-rs-world ({} threads) | value |", args.threads);
         println!("|---|---|");
-        println!("| schedules per second | {:.0} |", rep.schedules as f64 / wall);
+        println!(
+            "| schedules per second | {:.0} |",
+            rep.schedules as f64 / wall
+        );
         println!(
             "| simulated seconds per wall second | {:.0} |",
             rep.simulated_ns as f64 / 1e9 / wall

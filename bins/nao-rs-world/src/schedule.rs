@@ -224,7 +224,9 @@ impl Schedule {
     pub fn from_seed_with(seed: u64, guard_stall_max_ns: u64) -> Schedule {
         let mut r = Rng::new(seed);
         let run_ns = r.range(1_000, 6_000) * MS;
-        let bringup = r.chance(10).then(|| r.range(0, nao_wire::JOINTS as u64) as usize);
+        let bringup = r
+            .chance(10)
+            .then(|| r.range(0, nao_wire::JOINTS as u64) as usize);
         let mut actions = Vec::new();
         if r.chance(85) {
             actions.push(Timed {

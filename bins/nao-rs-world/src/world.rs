@@ -93,9 +93,7 @@ impl Link for WorldLink {
     fn call(&mut self, call: Call<'_>, answer: &mut [u8]) -> Result<usize, LinkError> {
         let mut bus = self.bus.lock().unwrap_or_else(|e| e.into_inner());
         let now = bus.now_ns;
-        let (reply, outcome) = bus
-            .device
-            .call(&mut self.conn, &call, now, &mut self.read);
+        let (reply, outcome) = bus.device.call(&mut self.conn, &call, now, &mut self.read);
         if outcome.frame.is_some() {
             self.last_frame = outcome.frame;
         }
@@ -518,7 +516,11 @@ impl World {
                     self.last_rearm_ns = self.now;
                 }
             }
-            Action::Wake { via, delay_ns, lost } => {
+            Action::Wake {
+                via,
+                delay_ns,
+                lost,
+            } => {
                 // `nao-rs wake` (or the app) reads the generation now.
                 match self.page.snapshot().wake_generation() {
                     None => self.tell(|| "  the wake is refused: no generation (tripped)".into()),
@@ -757,7 +759,8 @@ impl World {
                 // The board is this runtime's now: its start is limp (I1,
                 // I2 judge its frames); what an exited one was owed is void.
                 let runtimes = &self.runtimes;
-                self.owed.retain(|o| runtimes[o.runtime].phase != Phase::Dead);
+                self.owed
+                    .retain(|o| runtimes[o.runtime].phase != Phase::Dead);
                 let first = self.now + STARTUP_NS;
                 self.runtimes[r].next_cycle_ns = first;
                 self.at(first, Ev::Cycle(r));
@@ -820,7 +823,12 @@ impl World {
             return;
         }
         self.note(7, read);
-        self.tell(|| format!("a wake (read at {:.3} s) reaches the runtime", read as f64 / 1e9));
+        self.tell(|| {
+            format!(
+                "a wake (read at {:.3} s) reaches the runtime",
+                read as f64 / 1e9
+            )
+        });
         // Of several wakes before the cycle takes one, the newest is kept.
         self.runtimes[r].wake = Some((g, read));
     }
@@ -869,7 +877,9 @@ impl World {
             Change::Tripped => self.tell(|| {
                 format!(
                     "the runtime {pid} reads the trip ({}): all-off",
-                    out.verdict.reason.map_or("a trip between reads", Reason::name)
+                    out.verdict
+                        .reason
+                        .map_or("a trip between reads", Reason::name)
                 )
             }),
             _ => {}
@@ -889,7 +899,8 @@ impl World {
         self.detect_trips();
         // A frame all-off since the trip confirms it: nothing owed.
         if out.cycle.all_off {
-            self.owed.retain(|o| o.why != "a trip not confirmed" || now < o.since_ns);
+            self.owed
+                .retain(|o| o.why != "a trip not confirmed" || now < o.since_ns);
         }
         // A beat again: a stall's owed take-over is void.
         self.owed
@@ -898,7 +909,10 @@ impl World {
             Inv::I1,
             inv::i1_tripped_read_frame_all_off(out.switch.armed, out.cycle.all_off),
         );
-        let device_all_off = frame.map_or(true, |f| f.stiffness.all_off());
+        let device_all_off = match frame {
+            Some(f) => f.stiffness.all_off(),
+            None => true,
+        };
         let all_off = out.cycle.all_off && device_all_off;
         self.stiff_frames += u64::from(!all_off);
         let wakes = &self.runtimes[r].wakes_taken;
@@ -919,7 +933,11 @@ impl World {
     /// The process the kernel has at `pid` now (the one a SIGKILL by pid
     /// reaches).
     fn proc_at(&self, pid: u32) -> Option<Proc> {
-        self.procs.iter().rev().find(|p| p.alive && p.pid == pid).copied()
+        self.procs
+            .iter()
+            .rev()
+            .find(|p| p.alive && p.pid == pid)
+            .copied()
     }
 
     fn kill(&mut self, p: Proc) {
@@ -992,11 +1010,7 @@ impl World {
                 .iter()
                 .any(|p| p.alive && p.pid == pid && p.start == start)
         });
-        let runtime = exit_state(
-            self.guard.held.map(|h| h.0),
-            held_alive.map(|a| !a),
-            None,
-        );
+        let runtime = exit_state(self.guard.held.map(|h| h.0), held_alive.map(|a| !a), None);
         let judged = self.guard.core.judged(&snap, runtime, now);
         let verdict = decide(&judged, now, &SETTINGS);
         let candidate = self.candidate(&snap, runtime);
@@ -1192,8 +1206,9 @@ impl World {
 
 /// A number for a name (the event log's hash).
 fn name_hash(name: &str) -> u64 {
-    name.bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Runs the schedule `seed` picks (with `mutation` selected on this

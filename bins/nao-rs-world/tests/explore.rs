@@ -58,4 +58,3 @@ fn the_same_seed_gives_the_same_event_log() {
         run_seed(2, None, false).log_hash
     );
 }
-

@@ -54,7 +54,10 @@ fn i1_a_frame_built_while_the_page_read_tripped_is_all_off() {
             (400, Action::NaoctlStop),
             (600, Action::Rearm),
             (700, wake(1)),
-            (900, Action::Damage(nao_rs_world::schedule::DamageKind::Zero)),
+            (
+                900,
+                Action::Damage(nao_rs_world::schedule::DamageKind::Zero),
+            ),
             (1100, Action::Rearm),
             (1200, wake(1)),
             (1300, Action::Button { len_ns: 20 * MS }),
@@ -125,10 +128,13 @@ fn i4_every_stop_delivered_to_the_port_trips_within_its_bound() {
         &[
             (50, Action::Crash),
             (800, Action::GuardStall { len_ns: 900 * MS }),
-            (840, Action::UdpStop {
-                delay_ns: 0,
-                lost: false,
-            }),
+            (
+                840,
+                Action::UdpStop {
+                    delay_ns: 0,
+                    lost: false,
+                },
+            ),
         ],
     );
     breaks_only_under(&s, Mutation::UdpAfterStartUp, Inv::I4);
@@ -141,13 +147,7 @@ fn i5_the_guard_signals_only_a_process_it_verified() {
     assert!(inv::i5_signal_only_verified(Some((6, 1)), None).is_err());
     // A local process writes its pid into a tripped page: the guard takes
     // over and must signal the runtime it holds, not the page's pid.
-    let s = schedule(
-        900,
-        &[
-            (300, Action::NaoctlStop),
-            (700, Action::ForgePid),
-        ],
-    );
+    let s = schedule(900, &[(300, Action::NaoctlStop), (700, Action::ForgePid)]);
     breaks_only_under(&s, Mutation::UnverifiedKill, Inv::I5);
     // A reused pid is never signalled either.
     let s = schedule(
@@ -170,11 +170,7 @@ fn i6_at_most_one_writer_of_the_chest_board() {
     // Take-over, hand-over and release: one writer throughout.
     let s = schedule(
         2600,
-        &[
-            (200, wake(1)),
-            (400, Action::Hang),
-            (2000, Action::Rearm),
-        ],
+        &[(200, wake(1)), (400, Action::Hang), (2000, Action::Rearm)],
     );
     let out = run_schedule(s, None, true);
     assert_eq!(broken(&out), None, "{:#?}", out.story);

@@ -28,6 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nao_kit::clock::{Clock, MonotonicClock};
+
 use super::socket_file;
 
 /// The environment variable naming the wake socket.
@@ -36,6 +38,8 @@ pub(crate) const ENV_WAKE_SOCKET: &str = "NAO_RS_WAKE_SOCKET";
 pub(crate) const WAKE: &[u8] = b"wake";
 /// The longest wake datagram: `wake ` and 20 digits.
 pub(crate) const MAX_LEN: usize = 25;
+/// Refused wake datagrams are logged at most this often, ns.
+const REFUSAL_LOG_NS: u64 = 1_000_000_000;
 
 /// The newest wake's generation, from a person's tool to the cycle. Never
 /// blocks, never allocates.
@@ -208,7 +212,9 @@ impl BoundWake {
         let thread = nao_kit::actor::thread("nao-rs-wake").spawn(move || {
             let mut buf = [0u8; MAX_LEN + 2];
             let mut refused = 0u64;
-            let mut logged_at: Option<std::time::Instant> = None;
+            // Refusals are logged at most once a second of the real clock
+            // (the socket's peers are processes on this machine).
+            let mut logged_at: Option<u64> = None;
             // Acquire: pairs with the Release in Drop.
             while !s2.load(Ordering::Acquire) {
                 let Ok(n) = sock.recv(&mut buf) else {
@@ -221,13 +227,11 @@ impl BoundWake {
                     }
                     Err(why) => {
                         refused += 1;
-                        if match logged_at {
-                            None => true,
-                            Some(t) => t.elapsed() >= Duration::from_secs(1),
-                        } {
+                        let now = MonotonicClock.now_ns();
+                        if logged_at.map_or(true, |t| now.saturating_sub(t) >= REFUSAL_LOG_NS) {
                             slog::warn!(log, "wake socket: {}", why;
                                     "refused_so_far" => refused);
-                            logged_at = Some(std::time::Instant::now());
+                            logged_at = Some(now);
                         }
                     }
                 }

@@ -17,7 +17,8 @@
 //! - the layout's fixed points: [`LEN`], [`MAGIC`], [`VERSION`],
 //!   [`TRIP_TIME_PENDING`] (the layout itself, `Cells`, is the crate's own:
 //!   every switch reaches it through [`Switch`] and [`Snapshot`]);
-//! - the clocks: [`monotonic_ns`], [`unix_ns`] (the actor kit's, re-exported);
+//! - the clocks: [`monotonic_ns`], [`unix_ns`] (the actor kit's, re-exported;
+//!   a switch's clock is [`Switch::clock`]);
 //! - modules: [`flags`] (the runtime's safety flags), [`process`] (a
 //!   process's identity, whether a pid is alive), [`rules`] (the guard's
 //!   rules and the runtime's bounds they rely on), [`stop`] (the UDP stop

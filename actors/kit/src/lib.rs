@@ -7,11 +7,13 @@
 //!   ([`actor::ActorSpec`]), set from inside the thread and read back
 //!   ([`actor::Placement`]).
 //! - [`ticker`]: the absolute-deadline rule ([`ticker::Schedule`], pure) and
-//!   the [`ticker::Ticker`] that sleeps to it with
-//!   `clock_nanosleep(TIMER_ABSTIME)` ([`ticker::Tick`],
-//!   [`ticker::TickStats`]); [`ticker::sleep_until_readable`].
-//! - [`clock`]: the one clock reader of the house, [`clock::monotonic_ns`]
-//!   (async-signal-safe), and [`clock::unix_ns`] for display.
+//!   the [`ticker::Ticker`] that sleeps to it on its clock
+//!   (`clock_nanosleep(TIMER_ABSTIME)` on the real one; [`ticker::Tick`],
+//!   [`ticker::TickStats`]).
+//! - [`clock`]: the one clock of the house, the [`clock::Clock`] trait:
+//!   [`clock::MonotonicClock`] (the real one, async-signal-safe),
+//!   [`clock::VirtualClock`] (moved only when told), and
+//!   [`clock::unix_ns`] for display.
 //! - [`log`]: events through a ring per actor to a logging actor, repeats
 //!   counted ([`log::Logbook`], [`log::EventSink`], [`log::Level`]).
 //! - [`notify`]: wake a waiting thread without a lock ([`notify::Notify`],

@@ -9,7 +9,7 @@
 use std::os::fd::BorrowedFd;
 
 use deathswitch::rules::{decide, Settings};
-use deathswitch::{Integrity, Page};
+use deathswitch::{Integrity, Page, Switch};
 use nao_kit::ticker::Schedule;
 
 use crate::board::Board;
@@ -304,8 +304,9 @@ impl<B: Board> Poller<B> {
     }
 
     /// One poll at `now_ns` (the poll loop's clock, read once a poll after
-    /// the ticker's wait: the real clock, the page's): its rules judge it
-    /// and the guard's heartbeat is stamped with it.
+    /// the ticker's wait: the real clock, the page's): its rules judge it.
+    /// The guard's own heartbeat, while it holds the board, is stamped on
+    /// the page's clock when it is written, after the frame.
     pub fn poll(&mut self, page: &Page, now_ns: u64) {
         match page.check() {
             Integrity::Intact => {}
@@ -432,7 +433,9 @@ impl<B: Board> Poller<B> {
                         self.guard_cycle += 1;
                         self.frames_sent += 1;
                         self.frame_failing = None;
-                        page.write_heartbeat(self.guard_cycle, now_ns, true);
+                        // Stamped on the page's clock as it is written
+                        // (the frame went out after the poll's time).
+                        page.write_heartbeat(self.guard_cycle, Switch::now_ns(page), true);
                     }
                     Err(e) => {
                         let f = LinkFault::from(&e);

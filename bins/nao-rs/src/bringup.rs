@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::sys::termios::{self, LocalFlags, SetArg, Termios};
 
@@ -665,13 +665,10 @@ pub fn spawn_script(
     tx: Sender<Key>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     nao_kit::actor::thread("nao-rs-script").spawn(move || {
-        let t0 = Instant::now();
+        use nao_kit::clock::{Clock, MonotonicClock};
+        let t0 = MonotonicClock.now_ns();
         for s in steps {
-            let at = t0 + Duration::from_millis(s.t_ms);
-            let now = Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
-            }
+            MonotonicClock.sleep_until_ns(t0.saturating_add(s.t_ms.saturating_mul(1_000_000)));
             if tx.send(s.key).is_err() {
                 return;
             }

@@ -37,6 +37,8 @@ const KEYS: [&str; 32] = [
     "guard_rss",
     "allocations_per_cycle",
     "replay_speed",
+    "world_schedules",
+    "world_simulated_seconds",
     "stop_all_5_robots",
     "stop_all_first_round",
     "beacon_cpu",

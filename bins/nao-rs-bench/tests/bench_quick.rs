@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 32] = [
+const KEYS: [&str; 34] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",

@@ -182,6 +182,8 @@ struct Guard {
     guard_cycle: u64,
     published_holding: Option<bool>,
     stalled_until: u64,
+    /// Its last poll (virtual ns).
+    last_poll_ns: u64,
 }
 
 #[cfg(feature = "mutations")]
@@ -343,6 +345,7 @@ impl World {
             guard_cycle: 0,
             published_holding: None,
             stalled_until: 0,
+            last_poll_ns: 0,
         };
         let command = Command {
             stiffness: [0.5; JOINTS],
@@ -567,8 +570,16 @@ impl World {
             Action::GuardStall { len_ns } => {
                 let until = (self.now + len_ns).max(self.guard.stalled_until);
                 self.guard.stalled_until = until;
+                let seen = self.guard.last_poll_ns;
                 for o in &mut self.owed {
                     o.due_ns = o.due_ns.max(until + GUARD_SLACK_NS);
+                    // A trip the guard has not seen yet: rule 3's window
+                    // counts from when it first sees it (`Judge`).
+                    if o.why == "a trip not confirmed" && o.since_ns > seen {
+                        o.due_ns = o.due_ns.max(
+                            until + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS,
+                        );
+                    }
                 }
                 self.at(until, Ev::Wakeup);
             }
@@ -991,6 +1002,7 @@ impl World {
 
     fn guard_poll(&mut self) {
         let now = self.now;
+        self.guard.last_poll_ns = now;
         self.page.check_page();
         let snap = self.page.snapshot();
         if self.guard_saw_beat && snap.last_cycle.is_none() {
@@ -1190,7 +1202,10 @@ impl World {
             if let (Some(r), false) = (beating, self.guard.core.holding()) {
                 // Rule 3's window counts from the trip time the page shows:
                 // a repair's trip while tripped starts it again.
-                let due = self.unseen(r, now + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS);
+                // Rule 3's window counts from when the guard first sees
+                // the trip (`Judge`): at its next poll, after a stall.
+                let seen = now.max(self.guard.stalled_until);
+                let due = self.unseen(r, seen + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS);
                 self.owed.retain(|o| o.why != "a trip not confirmed");
                 self.owe(r, now, due, "a trip not confirmed");
             }

@@ -576,9 +576,9 @@ impl World {
                     // A trip the guard has not seen yet: rule 3's window
                     // counts from when it first sees it (`Judge`).
                     if o.why == "a trip not confirmed" && o.since_ns > seen {
-                        o.due_ns = o.due_ns.max(
-                            until + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS,
-                        );
+                        o.due_ns = o
+                            .due_ns
+                            .max(until + SETTINGS.confirmation_window_ns + GUARD_SLACK_NS);
                     }
                 }
                 self.at(until, Ev::Wakeup);

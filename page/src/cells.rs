@@ -297,6 +297,17 @@ impl Cells {
     /// reader that sees cycle N sees N's confirmation.
     pub(crate) fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
         let stored = cycle.saturating_add(1);
+        // Mutation (the world's, `docs/world.md`): cycle first,
+        // confirmation last.
+        #[cfg(all(feature = "mutations", not(loom)))]
+        if nao_kit::mutation::on(nao_kit::mutation::Mutation::BeatOrder) {
+            self.beat_cycle.store(stored, Ordering::Release);
+            self.beat_ns.store(t_ns, Ordering::Release);
+            if all_off {
+                self.all_off_cycle.store(stored, Ordering::Release);
+            }
+            return;
+        }
         if all_off {
             self.all_off_cycle.store(stored, Ordering::Release);
         }

@@ -149,6 +149,13 @@ impl Snapshot {
     /// carries the generation it saw and counts only while the page reads
     /// exactly that one (`docs/page.md`, "The wake generation").
     pub fn wake_generation(&self) -> Option<u64> {
+        // Mutation (the world's, `docs/world.md`): readable while tripped,
+        // without the re-arm's nonce.
+        #[cfg(all(feature = "mutations", not(loom)))]
+        if nao_kit::mutation::on(nao_kit::mutation::Mutation::GenerationWhileTripped) {
+            return (self.driver_pid.is_some() && self.driver_nonce != 0)
+                .then(|| cells::wake_generation_of(0, self.driver_nonce));
+        }
         let whole = self.armed && self.driver_pid.is_some();
         (whole && self.arm_nonce != 0 && self.driver_nonce != 0)
             .then(|| cells::wake_generation_of(self.arm_nonce, self.driver_nonce))

@@ -28,6 +28,7 @@ pub struct MemorySwitch<C: Clock = MonotonicClock> {
     /// The runtime registered through [`Switch::register`] (0: none) and
     /// its nonce: stored again after a repair, as the page does.
     driver: AtomicU32,
+    driver_start: AtomicU64,
     driver_nonce: AtomicU64,
 }
 
@@ -59,6 +60,7 @@ impl<C: Clock> MemorySwitch<C> {
             cells,
             damaged: AtomicBool::new(false),
             driver: AtomicU32::new(0),
+            driver_start: AtomicU64::new(0),
             driver_nonce: AtomicU64::new(0),
         }
     }
@@ -68,6 +70,66 @@ impl<C: Clock> MemorySwitch<C> {
     /// `trip_count`.
     pub fn rearm(&self) {
         self.cells.rearm(crate::unix_ns(), fresh_nonce())
+    }
+
+    /// Re-arms with the given `arm_nonce` (the world's seeded one; never
+    /// 0 in a page, so 0 is stored as 1).
+    pub fn rearm_with(&self, nonce: u64) {
+        self.cells.rearm(crate::unix_ns(), nonce.max(1))
+    }
+
+    /// Registers the runtime `pid` with its process start time `start`
+    /// (clock ticks since boot) and its `driver_nonce` (the world's
+    /// seeded one), as the page's registration does; stored again after
+    /// a repair.
+    pub fn register_with(&self, pid: u32, start: u64, nonce: u64) {
+        let nonce = if pid == 0 { 0 } else { nonce.max(1) };
+        self.driver_nonce.store(nonce, Ordering::Release);
+        self.driver_start.store(start, Ordering::Release);
+        self.driver.store(pid, Ordering::Release);
+        self.cells.register_driver(pid, start, nonce)
+    }
+
+    /// The guard's heartbeat while it holds the board ([`crate::Page`]'s
+    /// `write_heartbeat`).
+    pub fn write_heartbeat(&self, cycle: u64, t_ns: u64, all_off: bool) {
+        self.cells.write_heartbeat(cycle, t_ns, all_off)
+    }
+
+    /// The guard's hand-over: clears the heartbeat, keeps `driver_pid`.
+    pub fn clear_heartbeat(&self) {
+        self.cells.clear_heartbeat()
+    }
+
+    /// The guard's release: clears `driver_pid` only while it still is
+    /// `pid` ([`crate::Page`]'s `clear_driver_if`).
+    pub fn clear_driver_if(&self, pid: u32) -> bool {
+        let _ = self
+            .driver
+            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
+        self.cells.clear_driver_if(pid)
+    }
+
+    /// The guard publishes itself and whether it holds the board.
+    pub fn set_guard(&self, pid: u32, start: u64, holding_board: bool) {
+        self.cells.set_guard(pid, start, holding_board)
+    }
+
+    /// The integrity check a holder beside the cycle makes (the guard's
+    /// poll): true when the page was damaged and is now repaired. The
+    /// runtime's registration is not this holder's: a changed
+    /// `driver_pid` is no damage to it.
+    pub fn check_page(&self) -> bool {
+        self.check_as(false)
+    }
+
+    /// Another local process (a member of group `hal`) writes a runtime's
+    /// identity into the page (`driver_pid`, `driver_start`), as any
+    /// writer of the page file can. The registered runtime's next read
+    /// finds another pid where it registered its own: damage, repaired.
+    pub fn forge_driver(&self, pid: u32, start: u64) {
+        let nonce = self.cells.driver_nonce();
+        self.cells.register_driver(pid, start, nonce)
     }
 
     /// Damages the page: the next [`Switch::read`] finds it lost, makes it
@@ -89,8 +151,17 @@ impl<C: Clock> MemorySwitch<C> {
     /// repairing it as [`crate::Page::check`] does (trip `page-lost`, make
     /// whole beyond the count it held).
     fn check(&self) -> bool {
+        self.check_as(true)
+    }
+
+    /// The check of the runtime's read (`driver`: another pid where the
+    /// registered runtime stored its own is damage too, as
+    /// [`crate::Page::check`] finds it) or of another holder's.
+    fn check_as(&self, driver: bool) -> bool {
+        let registered = self.driver.load(Ordering::Acquire);
+        let forged = driver && registered != 0 && self.cells.driver_pid() != registered;
         // AcqRel: one read repairs each damage.
-        if !self.damaged.swap(false, Ordering::AcqRel) {
+        if !self.damaged.swap(false, Ordering::AcqRel) && !forged {
             return false;
         }
         let now = self.clock.now_ns();
@@ -99,7 +170,8 @@ impl<C: Clock> MemorySwitch<C> {
         let driver = self.driver.load(Ordering::Acquire);
         if driver != 0 {
             let nonce = self.driver_nonce.load(Ordering::Acquire);
-            self.cells.register_driver(driver, 0, nonce);
+            let start = self.driver_start.load(Ordering::Acquire);
+            self.cells.register_driver(driver, start, nonce);
         }
         true
     }
@@ -131,6 +203,7 @@ impl<C: Clock> Switch for MemorySwitch<C> {
     fn register(&self, pid: u32) {
         let nonce = if pid == 0 { 0 } else { fresh_nonce() };
         self.driver_nonce.store(nonce, Ordering::Release);
+        self.driver_start.store(0, Ordering::Release);
         self.driver.store(pid, Ordering::Release);
         self.cells.register_driver(pid, 0, nonce)
     }

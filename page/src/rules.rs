@@ -56,6 +56,11 @@ pub fn decide(s: &Snapshot, now_ns: u64, settings: &Settings) -> GuardVerdict {
     if !s.armed {
         let covers_latest = s.all_off_confirmed_cycle.is_some_and(|c| c >= cycle);
         let beat_after_trip = beat >= s.tripped_at_ns;
+        // Mutation (the world's, `docs/world.md`): a confirmation from
+        // before the trip counts.
+        #[cfg(all(feature = "mutations", not(loom)))]
+        let beat_after_trip = beat_after_trip
+            || nao_kit::mutation::on(nao_kit::mutation::Mutation::StaleConfirmation);
         let unconfirmed = !(covers_latest && beat_after_trip);
         if unconfirmed && now_ns.saturating_sub(s.tripped_at_ns) > settings.confirmation_window_ns {
             return GuardVerdict::TakeOver(Reason::GuardNoConfirmation);
@@ -117,7 +122,7 @@ pub enum FirstBeat {
 
 impl FirstBeat {
     /// The bound, ns.
-    pub(crate) fn bound_ns(self) -> u64 {
+    pub fn bound_ns(self) -> u64 {
         match self {
             FirstBeat::StartUp => START_UP_BOUND_NS,
             FirstBeat::HandOver => HAND_OVER_BOUND_NS,

@@ -16,7 +16,7 @@
 //! the benches, the virtual robot's process, display stamps).
 
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::notify::Notify;
@@ -151,6 +151,10 @@ pub struct VirtualClock {
 struct Shared {
     ns: AtomicU64,
     moved: Notify,
+    /// Threads in `sleep_until_ns` now: a move wakes them (a futex call)
+    /// only when there are any, so a one-thread world that moves the
+    /// clock at every event makes no system call for it.
+    sleepers: AtomicU32,
 }
 
 /// How long a virtual sleep waits in real time before it looks again.
@@ -171,19 +175,29 @@ impl VirtualClock {
         let now = self
             .shared
             .ns
-            .fetch_add(d_ns, Ordering::AcqRel)
+            .fetch_add(d_ns, Ordering::SeqCst)
             .saturating_add(d_ns);
-        self.shared.moved.notify();
+        self.wake_sleepers();
         now
     }
 
     /// Moves the clock to `ns` if that is later (a clock never goes back);
     /// returns the reading after.
     pub fn advance_to_ns(&self, ns: u64) -> u64 {
-        // AcqRel: as in `advance_ns`.
-        let now = self.shared.ns.fetch_max(ns, Ordering::AcqRel).max(ns);
-        self.shared.moved.notify();
+        // SeqCst: as in `advance_ns`.
+        let now = self.shared.ns.fetch_max(ns, Ordering::SeqCst).max(ns);
+        self.wake_sleepers();
         now
+    }
+
+    /// Wakes the sleepers, if any. SeqCst with the move above and with the
+    /// sleeper's count and its look at the time (`sleep_until_ns`): either
+    /// this load sees the sleeper, or the sleeper's look sees the new time
+    /// (and a missed wake would cost one `VIRTUAL_POLL_NS` anyway).
+    fn wake_sleepers(&self) {
+        if self.shared.sleepers.load(Ordering::SeqCst) > 0 {
+            self.shared.moved.notify();
+        }
     }
 }
 
@@ -194,13 +208,17 @@ impl Clock for VirtualClock {
     }
 
     fn sleep_until_ns(&self, deadline_ns: u64) {
+        // SeqCst: pairs with `wake_sleepers`.
+        self.shared.sleepers.fetch_add(1, Ordering::SeqCst);
         loop {
             let seen = self.shared.moved.current();
-            if self.now_ns() >= deadline_ns {
-                return;
+            if self.shared.ns.load(Ordering::SeqCst) >= deadline_ns {
+                break;
             }
             self.shared.moved.wait(seen, VIRTUAL_POLL_NS);
         }
+        // SeqCst: as above.
+        self.shared.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn wait_readable_until_ns(&self, deadline_ns: u64, fd: BorrowedFd<'_>) -> bool {

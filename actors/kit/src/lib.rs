@@ -22,6 +22,8 @@
 //!   ([`facts::StartupFacts`]: kernel, pidfd, static or not, SCHED_FIFO,
 //!   locked memory).
 //! - [`ring`]: a preallocated `rtrb` SPSC ring.
+//! - `mutation` (feature `mutations`, never in a robot build): the
+//!   world's deliberate holes (`docs/world.md`).
 //! - [`alloc`]: a counting allocator ([`alloc::CountingAlloc`]), so a
 //!   running process shows that its real-time loops allocate nothing.
 //! - [`verify_mark`]: the line `cargo nao-rs deploy` writes to
@@ -40,6 +42,8 @@ pub mod clock;
 pub mod elf;
 pub mod facts;
 pub mod log;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 pub mod notify;
 pub mod ticker;
 pub mod verify_mark;

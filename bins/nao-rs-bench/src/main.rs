@@ -170,6 +170,8 @@ struct Figures {
     guard_rss: Figure,
     allocs: Figure,
     replay: Figure,
+    world_schedules: Figure,
+    world_simulated: Figure,
     stop_all: Figure,
     stop_all_round: Figure,
     beacon_cpu: Figure,
@@ -226,6 +228,8 @@ impl Figures {
                 a
             },
             replay: f("replay_speed", "replay of recordings/ (start-up and cycles)", Unit::PerSecond, Bound::Reference("the robot runs 83 cycles/s".into())),
+            world_schedules: f("world_schedules", "nao-rs-world: schedules explored a wall second (one thread, 1 s windows)", Unit::Rate, Bound::Reference("100,000 in 3 min on 2 cores: 278 a thread".into())),
+            world_simulated: f("world_simulated_seconds", "nao-rs-world: simulated seconds a wall second (one thread, 1 s windows)", Unit::Rate, Bound::Reference("10^6 in 3 min on 2 cores: 2,778 a thread".into())),
             stop_all: f("stop_all_5_robots", "STOP ALL over 5 robots: click -> last robot's first all-off frame", Unit::Ms, Bound::Reference("no bound set; each robot: the next cycle's frame after its datagram".into())),
             stop_all_round: f("stop_all_first_round", "STOP ALL over 5 robots: click -> first round sent (the app's answer)", Unit::Ms, Bound::Reference("part of the line above".into())),
             beacon_cpu: f("beacon_cpu", "beacon CPU on the robot (nao-rs-beacon at 2 Hz, utime + stime)", Unit::Percent, Bound::MaxAtMost(999, "below 1 % of one core".into())),
@@ -263,6 +267,8 @@ impl Figures {
             &self.guard_rss,
             &self.allocs,
             &self.replay,
+            &self.world_schedules,
+            &self.world_simulated,
             &self.stop_all,
             &self.stop_all_round,
             &self.beacon_cpu,
@@ -599,6 +605,8 @@ fn run(a: &BenchArgs) -> Result<bool, String> {
 
     say(t_start, "replay speed");
     replay_speed(&recordings_dir(a), plan.replay_runs, &mut figs.replay);
+    say(t_start, "world speed");
+    world_speed(if a.quick { 1 } else { 5 }, &mut figs);
     drop(rig);
     app_figures(&fleet_bins, &plan, &mut figs, &mut notes, t_start);
 
@@ -772,6 +780,38 @@ fn replay_speed(dir: &Path, runs: u32, fig: &mut Figure) {
         names.join(", "),
         runs
     );
+}
+
+/// The world's speed (`docs/world.md`): `windows` windows of 1 s of
+/// exploring on this thread, each a sample of schedules a second and of
+/// simulated seconds a second. Every invariant must hold meanwhile.
+fn world_speed(windows: u32, figs: &mut Figures) {
+    use nao_rs_world::explore::{explore, Budget};
+    let mut from = 0;
+    for _ in 0..windows {
+        let r = explore(
+            from,
+            Budget {
+                guard_stall_max_ns: nao_rs_world::schedule::GUARD_STALL_MAX_NS,
+                schedules: u64::MAX,
+                simulated_ns: u64::MAX,
+                wall: Duration::from_secs(1),
+            },
+            None,
+        );
+        if let Some(f) = r.failure {
+            failed(&mut figs.world_schedules, &f.to_string());
+            return;
+        }
+        let wall = r.wall.as_secs_f64().max(1e-9);
+        figs.world_schedules
+            .samples
+            .push((r.schedules as f64 / wall) as u64);
+        figs.world_simulated
+            .samples
+            .push((r.simulated_ns as f64 / 1e9 / wall) as u64);
+        from += r.schedules;
+    }
 }
 
 /// The operator app's figures: STOP ALL over five robots through

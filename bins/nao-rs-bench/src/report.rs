@@ -19,6 +19,9 @@ pub enum Unit {
     /// Samples in thousandths of a percent (of one core), printed in %
     /// with 3 decimals.
     Percent,
+    /// Things a wall second (the world's schedules, simulated seconds),
+    /// printed as integers.
+    Rate,
 }
 
 impl Unit {
@@ -30,6 +33,7 @@ impl Unit {
             Unit::PerSecond => "cycles/s",
             Unit::Count => "count",
             Unit::Percent => "% of one core",
+            Unit::Rate => "per s",
         }
     }
 
@@ -41,6 +45,7 @@ impl Unit {
             Unit::PerSecond => "cycles/s",
             Unit::Count => "count",
             Unit::Percent => "0.001%",
+            Unit::Rate => "per s",
         }
     }
 
@@ -53,7 +58,7 @@ impl Unit {
             }
             Unit::MiB => format!("{:.1}", v as f64 / 1024.0),
             Unit::Percent => format!("{}.{:03}", v / 1000, v % 1000),
-            Unit::PerSecond | Unit::Count => format!("{v}"),
+            Unit::PerSecond | Unit::Count | Unit::Rate => format!("{v}"),
         }
     }
 }

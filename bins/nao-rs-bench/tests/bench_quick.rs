@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Every figure's CSV key; all but the allocation count must have samples.
-const KEYS: [&str; 32] = [
+const KEYS: [&str; 34] = [
     "stop_naoctl",
     "stop_naoctl_cmd",
     "stop_udp",
@@ -37,6 +37,8 @@ const KEYS: [&str; 32] = [
     "guard_rss",
     "allocations_per_cycle",
     "replay_speed",
+    "world_schedules",
+    "world_simulated_seconds",
     "stop_all_5_robots",
     "stop_all_first_round",
     "beacon_cpu",

@@ -248,6 +248,37 @@ pub struct GuardCore {
     awaiting: Option<Awaiting>,
 }
 
+/// How the guard's SIGKILL reaches `pid` ([`kill_route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillRoute {
+    /// Through the held runtime's pidfd, which names `pid`.
+    Pidfd,
+    /// By pid (no pidfd: a kernel older than 5.3), and only while the
+    /// held runtime's verified start time still holds, read right before.
+    ByPidIfSame,
+    /// By pid with no check (the world's mutation only).
+    #[cfg(feature = "mutations")]
+    ByPidUnchecked,
+    /// Not at all: `pid` is not the runtime the guard holds.
+    Refuse,
+}
+
+/// The kill rule (pure): the guard signals only the runtime it holds by
+/// its verified identity: `pidfd` is the pid the held pidfd names (None:
+/// no pidfd), `held` the held runtime's verified pid (None: none).
+pub fn kill_route(pid: u32, pidfd: Option<u32>, held: Option<u32>) -> KillRoute {
+    // Mutation (the world's, `docs/world.md`): any pid, unchecked.
+    #[cfg(feature = "mutations")]
+    if nao_kit::mutation::on(nao_kit::mutation::Mutation::UnverifiedKill) && pidfd != Some(pid) {
+        return KillRoute::ByPidUnchecked;
+    }
+    match (pidfd, held) {
+        (Some(p), _) if p == pid => KillRoute::Pidfd,
+        (None, Some(h)) if h == pid => KillRoute::ByPidIfSame,
+        _ => KillRoute::Refuse,
+    }
+}
+
 /// Whether `pid` may be sent SIGKILL by the guard `own_pid`: never 0 (the
 /// process group), 1 (init) or the guard itself. `kill(-1, ..)` cannot be
 /// asked for: pids are unsigned here and `u32` values above `i32::MAX`
@@ -358,6 +389,14 @@ impl GuardCore {
                 (ExitState::Alive(pid), _) => (Some(pid), None),
                 (ExitState::Unknown, Candidate::Verified { pid, .. }) => (Some(pid), Some(pid)),
                 _ => (None, None),
+            };
+            // Mutation (the world's, `docs/world.md`): the pid the page
+            // names is signalled, verified or not.
+            #[cfg(feature = "mutations")]
+            let target = if nao_kit::mutation::on(nao_kit::mutation::Mutation::UnverifiedKill) {
+                obs.driver_pid.or(target)
+            } else {
+                target
             };
             let (mut a, t) = self.take_over(reason, target, target);
             a.clear_driver = refused;
@@ -713,6 +752,16 @@ mod tests {
         let (a, _) = g.step(&beat_lost(None, false));
         assert_eq!(a.kill, None);
         assert!(a.hold_board);
+    }
+
+    #[test]
+    fn the_kill_goes_only_to_the_held_runtime_by_its_pidfd_or_its_checked_identity() {
+        assert_eq!(kill_route(RT, Some(RT), Some(RT)), KillRoute::Pidfd);
+        assert_eq!(kill_route(RT, None, Some(RT)), KillRoute::ByPidIfSame);
+        // A pid the guard does not hold: never, whatever the page says.
+        assert_eq!(kill_route(NEW_RT, Some(RT), Some(RT)), KillRoute::Refuse);
+        assert_eq!(kill_route(NEW_RT, None, Some(RT)), KillRoute::Refuse);
+        assert_eq!(kill_route(RT, None, None), KillRoute::Refuse);
     }
 
     #[test]

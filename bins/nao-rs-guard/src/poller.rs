@@ -14,8 +14,8 @@ use nao_kit::ticker::Schedule;
 
 use crate::board::Board;
 use crate::core::{
-    connection_binds, connection_kept, exit_state, kill_target_ok, started_after, Candidate,
-    ExitState, GuardCore, Observation, Transition,
+    connection_binds, connection_kept, exit_state, kill_route, kill_target_ok, started_after,
+    Candidate, ExitState, GuardCore, KillRoute, Observation, Transition,
 };
 use crate::fds::FdReserve;
 use deathswitch::exit_watch::{Conn, Heard, Listener};
@@ -201,9 +201,14 @@ impl<B: Board> Poller<B> {
     /// time (read right before, with the reserve let go: at the
     /// descriptor limit the `/proc` read needs one of its descriptors).
     fn kill_held(&mut self, pid: u32) -> KillOutcome {
-        match (&self.runtime, self.held) {
-            (Some(fd), _) if fd.pid() == pid => fd.kill(),
-            (None, Some(id)) if id.pid == pid => {
+        let pidfd = self.runtime.as_ref().map(Pidfd::pid);
+        match (
+            kill_route(pid, pidfd, self.held.map(|id| id.pid)),
+            &self.runtime,
+            self.held,
+        ) {
+            (KillRoute::Pidfd, Some(fd), _) => fd.kill(),
+            (KillRoute::ByPidIfSame, _, Some(id)) => {
                 self.release_reserve();
                 let same = id.is_alive();
                 self.refill_reserve();
@@ -213,6 +218,8 @@ impl<B: Board> Poller<B> {
                     KillOutcome::NotVerified
                 }
             }
+            #[cfg(feature = "mutations")]
+            (KillRoute::ByPidUnchecked, _, _) => process::kill9(pid),
             _ => KillOutcome::NotVerified,
         }
     }

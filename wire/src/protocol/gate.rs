@@ -193,6 +193,20 @@ impl Gate {
     /// between this read and the first frame make the first frame tripped.
     pub(crate) fn new(start: &Snapshot, wake_latch: WakeLatch) -> Gate {
         let tripped = !start.armed;
+        // Mutation (the world's, `docs/world.md`): an armed start is awake.
+        #[cfg(feature = "mutations")]
+        let wake_latch =
+            if !tripped && nao_kit::mutation::on(nao_kit::mutation::Mutation::StartAwake) {
+                return Gate {
+                    wake_latch,
+                    state: LatchState::Awake,
+                    seen_count: Some(start.trip_count),
+                    answer_trip: false,
+                    bringup: None,
+                };
+            } else {
+                wake_latch
+            };
         Gate {
             wake_latch,
             state: if tripped {

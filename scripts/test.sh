@@ -11,6 +11,8 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 # The guard's tests' fault injection (never in a robot build) is linted too.
 cargo clippy -p nao-rs --features fault-injection --all-targets -- -D warnings
+# The world's deliberate mutations (never in a robot build) are linted too.
+cargo clippy -p nao-rs-world --features mutations --all-targets -- -D warnings
 
 echo "== cargo machete (no dependency declared and unused)"
 # A fresh machine has no cargo-machete: install it from crates.io once.
@@ -75,6 +77,15 @@ else
         echo "RERUN PASSED: $target::$name (it failed in the first run: $log)"
     done 3<<<"$failed_tests"
 fi
+
+echo "== the world's mutations (docs/world.md)"
+# The workspace run above explores 100,000 schedules of the whole robot in
+# virtual time (bins/nao-rs-world/tests/explore.rs). Here each deliberate
+# mutation (a hole fixed before, re-opened by the `mutations` feature of
+# the crates it lives in) must be found by the explorer, and each invariant
+# broken by one: a build of the world alone, so the feature stays out of
+# every other build. Deterministic (seeded): no second run.
+cargo test --release -p nao-rs-world --features mutations --test invariants --test mutations -- --test-threads=2
 
 echo "== the Linux 4.4 floor (docs/robot-system.md)"
 # The process-level tests that make the calls newer than Linux 4.4 the

@@ -1519,7 +1519,8 @@ mod tests {
 
         /// Any sequence of beacons and ticks (few ids, names, nonces and
         /// addresses, so that they collide): no panic, every bound holds,
-        /// a flagged card has two claimants, the log is newest first.
+        /// a flagged card has two claimants or one whose sequence two
+        /// senders interleave (a copied nonce), the log is newest first.
         #[test]
         fn any_beacon_sequence_keeps_the_bounds(steps in proptest::collection::vec(
             (0u64..3_000, 0u8..5, 0u8..3, 0u64..3, 0u8..12, 0u64..40, proptest::bool::ANY, proptest::bool::ANY, 0u8..4),
@@ -1551,7 +1552,11 @@ mod tests {
                     proptest::prop_assert!(c.claimants.len() <= MAX_CLAIMANTS);
                     proptest::prop_assert!(c.claimants.iter().all(|cl| cl.addrs.len() <= MAX_ADDRS));
                     proptest::prop_assert!(c.events.len() <= MAX_EVENTS);
-                    proptest::prop_assert!(!c.duplicate || c.claimants.len() >= 2);
+                    proptest::prop_assert!(
+                        !c.duplicate
+                            || c.claimants.len() >= 2
+                            || c.claimants.iter().any(|cl| cl.interleaved.0 >= INTERLEAVED)
+                    );
                     proptest::prop_assert!(c.claimants.iter().filter(|c| c.trust == Trust::Unverified).count() <= 1);
                     // What is shown is verified whenever anything is.
                     proptest::prop_assert!(!c.verified() || c.primary().unwrap().trust == Trust::Verified);

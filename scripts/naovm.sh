@@ -191,7 +191,7 @@ build_image() { # IMAGE
         sed -e '1s|.*|#!/bin/sh|' -e 's|/vhead/out|/var/vhead|g' "$ROOT/vhead/systemd/$s.sh" >"$r/opt/vhead/$s.sh"
         chmod 0755 "$r/opt/vhead/$s.sh"
     done
-    install -m 0755 "$ROOT"/vhead/naovm/common/snapshot.sh "$r/opt/vhead/snapshot.sh"
+    install -m 0755 "$ROOT"/vhead/naovm/common/snapshot.sh "$ROOT"/vhead/naovm/common/probe.sh "$r/opt/vhead/"
     install -m 0644 "$ROOT"/vhead/naovm/common/vhead-board.service "$r/etc/systemd/system/vhead-board.service"
     enable_unit "$r" /etc/systemd/system vhead-board.service multi-user.target
     mkdir -p "$r/var/vhead"
@@ -359,10 +359,12 @@ case "$ACTION" in
         exit 0
         ;;
 esac
-# The checks come here (naovm_checks below).
+# The checks: vhead/naovm/checks.sh.
 . "$ROOT"/vhead/naovm/checks.sh
 PASS=0
 FAIL=0
+# A machine left running by a failure of this script is ended with it.
+trap '[ -s "$OUT/running.pid" ] && kill "$(cat "$OUT/running.pid")" 2>/dev/null; rm -f "$OUT/running.pid"' EXIT
 for i in $IMAGES; do
     run_checks "$i"
 done

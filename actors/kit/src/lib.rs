@@ -22,6 +22,11 @@
 //! - [`ring`]: a preallocated `rtrb` SPSC ring.
 //! - [`alloc`]: a counting allocator ([`alloc::CountingAlloc`]), so a
 //!   running process shows that its real-time loops allocate nothing.
+//! - [`verify_mark`]: the line `cargo nao-rs deploy` writes to
+//!   `/etc/nao-rs/verified` and `nao-rs doctor` reads
+//!   ([`verify_mark::VerifyMark`], [`verify_mark::parse`]).
+//! - [`elf`]: whether a program is static (no `PT_INTERP`, no
+//!   `DT_NEEDED`), read from its bytes ([`elf::read`], [`elf::Linking`]).
 //!
 //! Each item has one path, its module's (`nao_kit::ticker::Ticker`).
 
@@ -30,10 +35,12 @@
 pub mod actor;
 pub mod alloc;
 pub mod clock;
+pub mod elf;
 pub mod facts;
 pub mod log;
 pub mod notify;
 pub mod ticker;
+pub mod verify_mark;
 
 /// A preallocated single-producer single-consumer ring of `capacity` slots
 /// (`rtrb`): `push` and `pop` never block and never allocate.

@@ -8,6 +8,9 @@
 //! stopping every robot on those subnets at once; it works on a machine
 //! without a default route.
 //!
+//! `cargo nao-rs deploy ROBOT...` installs nao-rs on robots over ssh and
+//! `--uninstall` undoes it (module `deploy`, docs/deploy.md).
+//!
 //! Run as `cargo nao-rs stop ...`, cargo passes `nao-rs` as the first
 //! argument; run directly as `cargo-nao-rs stop ...` it is absent. Both work.
 
@@ -16,6 +19,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+
+mod deploy;
 use deathswitch::stop::PORT as DEFAULT_PORT;
 
 /// nao-rs tools for a developer's computer.
@@ -30,6 +35,8 @@ struct Cli {
 enum Cmd {
     /// Trip the death switch of the robot at ADDRESS over UDP.
     Stop(StopArgs),
+    /// Install nao-rs on robots over ssh (and --uninstall it): docs/deploy.md.
+    Deploy(deploy::DeployArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -139,6 +146,13 @@ fn stop(a: StopArgs) -> Result<u32, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse_from(strip_cargo_arg(std::env::args().collect()));
     match cli.command {
+        Cmd::Deploy(a) => {
+            if deploy::run(&a) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
         Cmd::Stop(a) => {
             let count = a.count;
             let port = a.port;

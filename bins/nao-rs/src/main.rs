@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod bringup;
 mod demo;
+mod doctor;
 mod record;
 mod replay;
 mod run;
@@ -37,6 +38,8 @@ enum Cmd {
     Wake(wake::WakeArgs),
     /// Bring up one joint with a person at the robot (docs/bringup.md).
     Bringup(bringup::BringupArgs),
+    /// Check the install on the robot, read only; exit 0 only when no check fails.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Cmd::Wake(a) => ("wake", wake::main(a)),
         Cmd::Bringup(a) => ("bringup", bringup::main(a)),
         Cmd::Replay(a) => return replay::main(a),
+        Cmd::Doctor(a) => return doctor::main(a),
     };
     if let Err(e) = result {
         eprintln!("nao-rs {name}: {e}");

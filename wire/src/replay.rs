@@ -152,9 +152,13 @@ impl Inputs {
     }
 }
 
-/// Replays parsed lines; `path` only names the file in the report. Fails
-/// as [`replay_file`] does, but for the parse.
-pub(crate) fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, ReplayFailure> {
+/// Replays parsed lines; `path` only names the file in the report (what
+/// `nao-rs-usbmon verify` replays an imported capture with).
+///
+/// # Errors
+///
+/// As [`replay_file`], but for the parse.
+pub fn replay_lines(lines: Vec<Line>, path: &Path) -> Result<ReplayReport, ReplayFailure> {
     let start = Instant::now();
     let wake_latch = if lines.iter().any(|l| matches!(l.item, Item::Wake)) {
         WakeLatch::On

@@ -39,7 +39,14 @@ use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{Endianness, PcapError};
 
 use nao_wire::link::{Call, LinkError, Setup};
+use nao_wire::protocol::frame::Frame;
+use nao_wire::protocol::prefs::Prefs;
+use nao_wire::protocol::safety::Safety;
+use nao_wire::protocol::tables::{decode_position, Bus, PREFS_LEN, SYNC_FRAME};
 use nao_wire::recording::{Recorded, RecordingWriter};
+use nao_wire::Command;
+
+pub mod verify;
 
 /// pcap link type `LINUX_USB` (48-byte usbmon header).
 pub const LINKTYPE_LINUX_USB: u32 = 189;
@@ -58,6 +65,9 @@ pub struct ImportOptions {
     pub accepted: Option<Vec<u8>>,
     /// Write a `switch` setting (`true`: armed).
     pub switch_armed: Option<bool>,
+    /// Read the controller's commands back from the frames and write them
+    /// as `command` lines (`docs/usbmon.md`); needs `cycles`.
+    pub commands: bool,
 }
 
 impl Default for ImportOptions {
@@ -67,6 +77,7 @@ impl Default for ImportOptions {
             cycles: true,
             accepted: None,
             switch_armed: None,
+            commands: false,
         }
     }
 }
@@ -99,16 +110,22 @@ fn err(offset: usize, reason: impl Into<String>) -> ImportError {
 /// The result of an import.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Import {
-    /// The recording text.
+    /// The recording text of the first session (`segments[0].text`).
     pub text: String,
-    /// The chest board's (bus, device number).
+    /// The chest board's first (bus, device number).
     pub device: (u16, u8),
-    /// Call lines written.
+    /// Every (bus, device number) the chest board had in the capture (more
+    /// than one when it re-enumerated).
+    pub devices: Vec<(u16, u8)>,
+    /// Call lines written, all sessions.
     pub calls: usize,
-    /// `cycle` lines written.
+    /// `cycle` lines written, all sessions.
     pub cycles: usize,
-    /// Things left out or odd, also written as comments into the text.
+    /// Things left out or odd, also written as comments into the texts.
     pub warnings: Vec<String>,
+    /// The sessions: a new one starts at each new program's start-up (HAL
+    /// restarted); each is a recording of its own.
+    pub segments: Vec<Segment>,
 }
 
 /// Imports a usbmon capture into recording text.
@@ -442,9 +459,15 @@ enum Op {
     Skipped(String),
 }
 
+/// A transfer's op, where it stands in the capture and, for a frame, its
+/// seq.
 struct Timed {
     op: Op,
     ts_us: i64,
+    /// The packet number of its submission.
+    number: usize,
+    /// The seq of a frame (bulk OUT, sync `a5`), written or failed.
+    seq: Option<u16>,
 }
 
 fn errno_name(status: i32) -> &'static str {
@@ -648,6 +671,65 @@ fn op_of(t: &Transfer<'_>, warnings: &mut Vec<String>) -> Result<Op, ImportError
     }
 }
 
+/// The chest board's product in its device descriptor.
+const CHEST_IDS: (u16, u16) = (0xffff, 0x0006);
+
+/// The devices of the chest board in the capture, in the order they were
+/// recognised: the one named, else every device number on the bus of the
+/// first that either sends the protocol's vendor requests or answers the
+/// kernel's GET_DESCRIPTOR (device) with `ffff:0006` at enumeration. A
+/// board that re-enumerates (USB reset, replug) gets a new device number;
+/// its enumeration names it again, so the import follows it.
+fn chest_devices(events: &[Event<'_>], opts: &ImportOptions) -> Vec<(u16, u8)> {
+    if let Some(d) = opts.device {
+        return vec![d];
+    }
+    let mut found: Vec<(u16, u8)> = Vec::new();
+    // GET_DESCRIPTOR (device) submissions waiting for their answer.
+    let mut asked: HashMap<(u16, u8, u64), ()> = HashMap::new();
+    for e in events {
+        // Device 0 is every device before SET_ADDRESS.
+        if e.dev == 0 || found.contains(&(e.bus, e.dev)) {
+            continue;
+        }
+        if found.first().is_some_and(|f| f.0 != e.bus) {
+            continue;
+        }
+        let key = (e.bus, e.dev, e.id);
+        let chest = match (e.kind, e.xfer) {
+            (b'S', XFER_CONTROL) => match e.setup {
+                Some(s) if is_spec_vendor_request(&s) => true,
+                Some([0x80, 0x06, _, 0x01, ..]) => {
+                    asked.insert(key, ());
+                    false
+                }
+                _ => false,
+            },
+            (b'C', XFER_CONTROL) if asked.remove(&key).is_some() => {
+                e.status == 0
+                    && e.data.len() >= 12
+                    && (
+                        u16::from_le_bytes([e.data[8], e.data[9]]),
+                        u16::from_le_bytes([e.data[10], e.data[11]]),
+                    ) == CHEST_IDS
+            }
+            _ => false,
+        };
+        if chest {
+            found.push((e.bus, e.dev));
+        }
+    }
+    found
+}
+
+/// The seq of a frame: `a5`, then seq u16 little endian.
+fn frame_seq(data: &[u8]) -> Option<u16> {
+    match data {
+        [0xa5, lo, hi, ..] => Some(u16::from_le_bytes([*lo, *hi])),
+        _ => None,
+    }
+}
+
 /// Imports a usbmon capture, with counts and warnings.
 pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError> {
     let mut warnings = Vec::new();
@@ -656,21 +738,19 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError>
     for p in &packets {
         events.push(event(p)?);
     }
-    let device = match opts.device {
-        Some(d) => d,
-        None => events
-            .iter()
-            .find(|e| e.kind == b'S' && e.xfer == XFER_CONTROL && e.setup.is_some_and(|s| is_spec_vendor_request(&s)))
-            .map(|e| (e.bus, e.dev))
-            .ok_or_else(|| {
-                err(
-                    bytes.len(),
-                    "no chest board traffic found: no device sent the protocol's vendor requests (40/c0, \
-                     bRequest 01..05); name the device with --device BUS:DEV (lsusb shows both)",
-                )
-            })?,
+    let devices = chest_devices(&events, opts);
+    let Some(&device) = devices.first() else {
+        return Err(err(
+            bytes.len(),
+            "no chest board traffic found: no device sent the protocol's vendor requests (40/c0, \
+             bRequest 01..05) or described itself as ffff:0006; name the device with --device \
+             BUS:DEV (lsusb shows both)",
+        ));
     };
-    let mine: Vec<&Event<'_>> = events.iter().filter(|e| (e.bus, e.dev) == device).collect();
+    let mine: Vec<&Event<'_>> = events
+        .iter()
+        .filter(|e| devices.contains(&(e.bus, e.dev)))
+        .collect();
     if mine.is_empty() {
         return Err(err(
             bytes.len(),
@@ -680,15 +760,23 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError>
             ),
         ));
     }
-    let t0 = mine[0].ts_us;
+    if devices.len() > 1 {
+        let list: Vec<String> = devices.iter().map(|d| d.1.to_string()).collect();
+        warnings.push(format!(
+            "the chest board re-enumerated: followed as device numbers {} of bus {}",
+            list.join(", "),
+            device.0
+        ));
+    }
 
-    // Pair submissions with completions by URB id, in submission order.
+    // Pair submissions with completions by device and URB id, in submission
+    // order.
     let mut transfers: Vec<Transfer<'_>> = Vec::new();
-    let mut pending: HashMap<u64, usize> = HashMap::new();
+    let mut pending: HashMap<(u8, u64), usize> = HashMap::new();
     for e in &mine {
         match e.kind {
             b'S' => {
-                if let Some(i) = pending.insert(e.id, transfers.len()) {
+                if let Some(i) = pending.insert((e.dev, e.id), transfers.len()) {
                     warnings.push(format!(
                         "packet {}: URB {:x} submitted again before the completion of packet {}",
                         e.number, e.id, transfers[i].submit.number
@@ -696,7 +784,7 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError>
                 }
                 transfers.push(Transfer { submit: **e, done: None });
             }
-            b'C' | b'E' => match pending.remove(&e.id) {
+            b'C' | b'E' => match pending.remove(&(e.dev, e.id)) {
                 Some(i) => transfers[i].done = Some(**e),
                 None => warnings.push(format!(
                     "packet {}: a completion without its submission (the capture started mid-transfer; left out)",
@@ -713,12 +801,40 @@ pub fn import(bytes: &[u8], opts: &ImportOptions) -> Result<Import, ImportError>
     }
     let mut ops = Vec::with_capacity(transfers.len());
     for t in &transfers {
+        let s = &t.submit;
         ops.push(Timed {
             op: op_of(t, &mut warnings)?,
-            ts_us: t.submit.ts_us,
+            ts_us: s.ts_us,
+            number: s.number,
+            seq: (s.xfer == XFER_BULK && s.ep & 0x80 == 0)
+                .then(|| frame_seq(s.data))
+                .flatten(),
         });
     }
-    render(ops, device, t0, opts, warnings)
+    let bounds = segment_starts(&ops);
+    let mut segments = Vec::with_capacity(bounds.len());
+    for (n, &start) in bounds.iter().enumerate() {
+        let end = bounds.get(n + 1).copied().unwrap_or(ops.len());
+        let global = if n == 0 { warnings.as_slice() } else { &[] };
+        segments.push(render(&ops[start..end], n, device, opts, global)?);
+    }
+    // No op at all (a device with only events the pairing dropped): one
+    // empty segment, as before segments.
+    if segments.is_empty() {
+        segments.push(render(&[], 0, device, opts, &warnings)?);
+    }
+    for s in &segments {
+        warnings.extend(s.notes.iter().cloned());
+    }
+    Ok(Import {
+        text: segments[0].text.clone(),
+        device,
+        devices,
+        calls: segments.iter().map(|s| s.calls).sum(),
+        cycles: segments.iter().map(|s| s.cycles).sum(),
+        warnings,
+        segments,
+    })
 }
 
 fn io_err(e: std::io::Error) -> ImportError {
@@ -727,21 +843,55 @@ fn io_err(e: std::io::Error) -> ImportError {
 
 const START: (u8, u8) = (0x40, 0x01);
 const CLIENT_STATE: (u8, u8) = (0x40, 0x05);
+const PREFS: (u8, u8) = (0xc0, 0x03);
 
-/// Where cycles start: for each op index, whether a `cycle` line goes before
-/// it.
-fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
-    let mut starts = vec![false; ops.len()];
+fn is_frame(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Call(Recorded::BulkOut { .. }) | Op::Failed { frame: true, .. }
+    )
+}
+
+fn is_bulk(op: &Op) -> bool {
+    is_frame(op) || matches!(op, Op::Call(Recorded::BulkIn { .. }))
+}
+
+/// Where sessions start: index 0, and every frame with seq 0 after a frame
+/// (a program's first start-up frame: `docs/protocol.md` section 5 never
+/// resets seq, not even at a reconnect, so seq 0 again is a new program: HAL
+/// restarted), moved back over the transfers of its start-up (everything
+/// after the last bulk transfer before it).
+fn segment_starts(ops: &[Timed]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    if !ops.is_empty() {
+        starts.push(0);
+    }
+    let mut seen_frame = false;
+    for (i, t) in ops.iter().enumerate() {
+        if !is_frame(&t.op) {
+            continue;
+        }
+        if seen_frame && t.seq == Some(0) {
+            let floor = starts.last().copied().unwrap_or(0);
+            let mut s = i;
+            while s > floor + 1 && !is_bulk(&ops[s - 1].op) {
+                s -= 1;
+            }
+            starts.push(s);
+        }
+        seen_frame = true;
+    }
+    starts
+}
+
+/// Where cycles start: for each op index, the index of the cycle's frame
+/// when a `cycle` line goes before it.
+fn cycle_starts(ops: &[Timed]) -> Vec<Option<usize>> {
+    let mut starts = vec![None; ops.len()];
     let mut startup_frames_left = 0u8;
     let mut seen_frame = false;
     let mut seen_set_config = false;
     let mut startup_answer = vec![false; ops.len()];
-    let is_frame = |op: &Op| {
-        matches!(
-            op,
-            Op::Call(Recorded::BulkOut { .. }) | Op::Failed { frame: true, .. }
-        )
-    };
     for i in 0..ops.len() {
         match &ops[i].op {
             Op::Call(Recorded::SetConfiguration(_)) if !seen_set_config && !seen_frame => {
@@ -774,7 +924,7 @@ fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
                         }
                     }
                 }
-                starts[j] = true;
+                starts[j] = Some(i);
             }
             _ => {}
         }
@@ -782,18 +932,283 @@ fn cycle_starts(ops: &[Timed]) -> Vec<bool> {
     starts
 }
 
+/// The joint zero positions of the preference block the segment's start-up
+/// read (PREFS answers by offset), when it read a whole valid block.
+fn zeros(ops: &[Timed]) -> Option<[u16; nao_wire::JOINTS]> {
+    let mut block = vec![0u8; PREFS_LEN];
+    let mut have = vec![false; PREFS_LEN];
+    for t in ops {
+        if let Op::Call(Recorded::ControlIn { setup, answer, .. }) = &t.op {
+            if (setup.request_type, setup.request) == PREFS {
+                let at = usize::from(setup.index);
+                let end = at.checked_add(answer.len())?.min(PREFS_LEN);
+                if at < end {
+                    block[at..end].copy_from_slice(&answer[..end - at]);
+                    have[at..end].iter_mut().for_each(|h| *h = true);
+                }
+            }
+        }
+    }
+    if !have.iter().all(|&h| h) {
+        return None;
+    }
+    Prefs::parse(&block).ok().map(|p| p.zero)
+}
+
+/// The command that makes the runtime build `frame`'s joint, LED and sonar
+/// bytes, read back from the frame (`docs/usbmon.md`): stiffness per mille
+/// / 1000, the position decoded with the joint's zero where the stiffness is
+/// not 0 (else the slot is the measured position, whatever the command
+/// says), the LEDs and sonar mode as sent (those a frame leaves out stay as
+/// `held`). `None` when the frame is not a valid frame with both buses'
+/// POSITIONS and STIFFNESS, or a stiffness above 1000 (which the runtime
+/// never sends).
+fn command_of_frame(
+    data: &[u8],
+    zero: &[u16; nao_wire::JOINTS],
+    held: &Command,
+) -> Option<Command> {
+    let frame = Frame::parse(data, SYNC_FRAME).ok()?;
+    let mut c = *held;
+    let mut buses = [[None::<&[u8]>; 2]; 2];
+    for m in frame.messages() {
+        let bus = match m.address {
+            0xf0 => Some(0),
+            0xf1 => Some(1),
+            _ => None,
+        };
+        match (bus, m.address, m.command, m.payload) {
+            (Some(b), _, 0x10, p) => buses[b][0] = Some(p),
+            (Some(b), _, 0x11, p) => buses[b][1] = Some(p),
+            (None, 0x04, 0x30, &[r, g, b]) => c.chest_led = [r, g, b],
+            (None, 0x1d, 0x31, &[r, g, b]) => c.left_foot_led = [r, g, b],
+            (None, 0x1e, 0x31, &[r, g, b]) => c.right_foot_led = [r, g, b],
+            (None, 0x03, 0x32, &[mode]) => c.sonar_mode = mode,
+            _ => {}
+        }
+    }
+    for (b, bus) in [Bus::A, Bus::B].into_iter().enumerate() {
+        let slots = bus.slots();
+        let (Some(pos), Some(stiff)) = (buses[b][0], buses[b][1]) else {
+            return None;
+        };
+        if pos.len() != slots.len() * 2 || stiff.len() != slots.len() * 2 {
+            return None;
+        }
+        for (n, &j) in slots.iter().enumerate() {
+            let s = u16::from_le_bytes([stiff[2 * n], stiff[2 * n + 1]]);
+            let count = u16::from_le_bytes([pos[2 * n], pos[2 * n + 1]]);
+            if s > 1000 {
+                return None;
+            }
+            c.stiffness[j] = f32::from(s) / 1000.0;
+            c.position[j] = if s > 0 {
+                decode_position(count, zero[j])
+            } else {
+                0.0
+            };
+        }
+    }
+    Some(c)
+}
+
+/// A session's time 0: its first transfer's submission.
+fn t0_of(ops: &[Timed]) -> i64 {
+    ops.first().map_or(0, |t| t.ts_us)
+}
+
+/// Whether a frame sends any stiffness above 0.
+fn frame_stiff(data: &[u8]) -> bool {
+    Frame::parse(data, SYNC_FRAME).is_ok_and(|f| {
+        f.messages().any(|m| {
+            matches!(m.address, 0xf0 | 0xf1)
+                && m.command == 0x11
+                && m.payload.chunks(2).any(|c| c.iter().any(|&b| b != 0))
+        })
+    })
+}
+
+/// The battery current in an answer, if it holds the battery's READ answer.
+fn battery_current(answer: &[u8]) -> Option<i16> {
+    let a = Frame::parse(answer, 0x5a).ok()?;
+    a.messages()
+        .find_map(|m| match (m.address, m.command, m.payload) {
+            (0x02, 0x81, [_, _, lo, hi, ..]) => Some(i16::from_le_bytes([*lo, *hi])),
+            _ => None,
+        })
+}
+
+/// Where a stiffness read back from HAL's frames stops being the stiffness
+/// nao-rs is to be commanded. HAL's frames carry the stiffness after its
+/// safety levels (`docs/protocol.md` section 9), and nao-rs applies its own
+/// again: neutral while every level is 1000 (the controller-lost level
+/// stays 1000: a command every cycle) or the frame sends no stiffness. So
+/// the compared part ends at the first cycle that sends a stiffness while
+/// nao-rs's stall level (from the `cycle` lines' times) or over-current
+/// level (from the battery currents of the answers read in the cycles
+/// before: an answer is handed over after the cycle's write) is below 1000,
+/// computed by nao-rs's own safety state machine. The cut: the op index of its cycle's
+/// start, and why.
+fn level_cut(ops: &[Timed], starts: &[Option<usize>], t0: i64) -> Option<(usize, String)> {
+    // nao-rs's own safety state machine, with a command every cycle.
+    let mut safety = Safety::new();
+    let mut last: Option<u64> = None;
+    let mut latest = 0i16;
+    let mut k = 0u64;
+    for (j, t) in ops.iter().enumerate() {
+        if let Some(frame) = starts[j] {
+            let t_ms = (t.ts_us.saturating_sub(t0).max(0) / 1000) as u64;
+            let t_ms = last.map_or(t_ms, |l| l.max(t_ms));
+            last = Some(t_ms);
+            let levels = safety.step(t_ms.saturating_mul(1_000_000), true, latest);
+            let stiff = matches!(&ops[frame].op, Op::Call(Recorded::BulkOut { data, .. }) if frame_stiff(data));
+            if stiff && levels.stall < 1000 {
+                return Some((
+                    j,
+                    format!(
+                        "cycle {k}: nao-rs's stall level is {} (after a cycle stall: more than \
+                         100 ms between two cycles): the stiffness in HAL's frames holds HAL's \
+                         stall level, which nao-rs would apply again",
+                        levels.stall
+                    ),
+                ));
+            }
+            if stiff && levels.overcurrent < 1000 {
+                return Some((
+                    j,
+                    format!(
+                        "cycle {k}: nao-rs's over-current level is {} (the battery reported \
+                         {latest} mA, above 4500): the stiffness in HAL's frames holds HAL's \
+                         over-current level, which nao-rs would apply again",
+                        levels.overcurrent
+                    ),
+                ));
+            }
+            k += 1;
+        }
+        if let Op::Call(Recorded::BulkIn { answer: Ok(a), .. }) = &t.op {
+            if let Some(ma) = battery_current(a) {
+                latest = ma;
+            }
+        }
+    }
+    None
+}
+
+/// One session of the capture: from its first transfer to the next
+/// program's start-up (a HAL restart) or the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// Its recording: the comparable part as call lines, the rest as
+    /// `# not compared:` comments.
+    pub text: String,
+    /// The packet number of its first transfer (1-based; 0 for an empty
+    /// capture).
+    pub first_packet: usize,
+    /// Whether it holds its start-up (a `set_configuration` before its first
+    /// frame): only then can a replay from its start match.
+    pub startup: bool,
+    /// Call lines written.
+    pub calls: usize,
+    /// `cycle` lines written.
+    pub cycles: usize,
+    /// `bulk_out` lines written (the frames a replay compares).
+    pub frames: usize,
+    /// `command` lines read back from the frames.
+    pub commands: usize,
+    /// Cycles whose command could not be read back (their frame is not a
+    /// valid frame, or the start-up's preference block is missing).
+    pub commands_unread: usize,
+    /// What of this segment is not compared, and why (also comments in
+    /// `text`).
+    pub notes: Vec<String>,
+}
+
+impl Segment {
+    /// Whether a replay of `text` from its start can compare frames.
+    pub fn comparable(&self) -> bool {
+        self.startup && self.frames > 0
+    }
+}
+
+/// Writes one segment's recording.
 fn render(
-    ops: Vec<Timed>,
+    ops: &[Timed],
+    n: usize,
     device: (u16, u8),
-    t0: i64,
     opts: &ImportOptions,
-    mut warnings: Vec<String>,
-) -> Result<Import, ImportError> {
+    warnings: &[String],
+) -> Result<Segment, ImportError> {
     let starts = if opts.cycles {
-        cycle_starts(&ops)
+        cycle_starts(ops)
     } else {
-        vec![false; ops.len()]
+        vec![None; ops.len()]
     };
+    let mut notes = Vec::new();
+    let first_frame = ops.iter().position(|t| is_frame(&t.op));
+    let startup = ops[..first_frame.unwrap_or(ops.len())]
+        .iter()
+        .any(|t| matches!(t.op, Op::Call(Recorded::SetConfiguration(_))));
+    let cycle_count = starts.iter().filter(|s| s.is_some()).count();
+    // Where the comparable part ends: after the last cycle's frame (what
+    // follows is the program stopping), and before the cycle holding the
+    // first transfer the format cannot hold.
+    let mut end = ops.len();
+    if opts.cycles {
+        if let Some(last) = starts.iter().filter_map(|s| *s).max() {
+            end = last + 1;
+        }
+    }
+    // The cycle start at or before op `i` (in the start-up: `i` itself).
+    let cycle_of = |i: usize| (0..=i).rev().find(|&j| starts[j].is_some()).unwrap_or(i);
+    let mut cuts: Vec<(usize, String)> = Vec::new();
+    let failed = ops[..end]
+        .iter()
+        .enumerate()
+        .find_map(|(i, t)| match &t.op {
+            Op::Failed { text, .. } => Some((i, text)),
+            _ => None,
+        });
+    if let Some((f, text)) = failed {
+        cuts.push((
+            cycle_of(f),
+            format!(
+                "{text}: the recording format cannot hold a failed transfer (docs/recording.md)"
+            ),
+        ));
+    }
+    if opts.commands {
+        cuts.extend(level_cut(&ops[..end], &starts, t0_of(ops)));
+    }
+    if let Some((cut, why)) = cuts.into_iter().min_by_key(|c| c.0) {
+        let lost = ops[cut..].iter().filter(|t| is_frame(&t.op)).count();
+        notes.push(format!(
+            "{why}, so this session's {lost} frames from there on are not compared"
+        ));
+        end = cut;
+    }
+    let trailing = ops[end..]
+        .iter()
+        .filter(|t| matches!(t.op, Op::Call(_)))
+        .count();
+    if trailing > 0 && notes.is_empty() {
+        notes.push(format!(
+            "{trailing} transfers after the last whole cycle (the program stopping) are not compared"
+        ));
+    }
+    let zero = if opts.commands {
+        zeros(&ops[..end])
+    } else {
+        None
+    };
+    if opts.commands && startup && zero.is_none() && cycle_count > 0 {
+        notes.push(
+            "no whole, valid preference block in this session's start-up: its commands cannot be \
+             read back from its frames"
+                .into(),
+        );
+    }
+
     let mut w = RecordingWriter::new(Vec::with_capacity(ops.len() * 600 + 256)).map_err(io_err)?;
     w.comment(&format!(
         "imported from a usbmon capture: bus {} device {}; open, claim_interface and close are not \
@@ -801,19 +1216,32 @@ fn render(
         device.0, device.1
     ))
     .map_err(io_err)?;
+    if n > 0 || ops.first().is_some_and(|t| t.number > 1) {
+        w.comment(&format!(
+            "session {} of the capture, from packet {}",
+            n + 1,
+            ops.first().map_or(0, |t| t.number)
+        ))
+        .map_err(io_err)?;
+    }
     if let Some(a) = &opts.accepted {
         w.accepted(a).map_err(io_err)?;
     }
     if let Some(armed) = opts.switch_armed {
         w.switch(armed).map_err(io_err)?;
     }
-    w.open(0xffff, 0x0006).map_err(io_err)?;
+    w.open(CHEST_IDS.0, CHEST_IDS.1).map_err(io_err)?;
     let mut calls = 1usize;
     let mut cycles = 0usize;
+    let mut frames = 0usize;
+    let mut commands = 0usize;
+    let mut commands_unread = 0usize;
+    let mut held = Command::default();
+    let t0 = t0_of(ops);
     let mut last_t = 0u64;
     let mut set_configs = 0usize;
     let mut claim_pending = false;
-    for (i, t) in ops.iter().enumerate() {
+    for (i, t) in ops[..end].iter().enumerate() {
         if claim_pending {
             let is_start = matches!(
                 &t.op,
@@ -827,29 +1255,48 @@ fn render(
                 claim_pending = false;
             }
         }
-        if starts[i] {
+        if let Some(frame) = starts[i] {
             let t_ms = (t.ts_us.saturating_sub(t0).max(0) / 1000) as u64;
             last_t = last_t.max(t_ms);
             w.cycle(cycles as u64, last_t).map_err(io_err)?;
             cycles += 1;
+            if let Some(zero) = &zero {
+                let read = match &ops[frame].op {
+                    Op::Call(Recorded::BulkOut { data, .. }) => command_of_frame(data, zero, &held),
+                    _ => None,
+                };
+                match read {
+                    Some(c) => {
+                        w.command(&c).map_err(io_err)?;
+                        held = c;
+                        commands += 1;
+                    }
+                    None => {
+                        commands_unread += 1;
+                        w.comment("the command of this cycle's frame cannot be read back")
+                            .map_err(io_err)?;
+                    }
+                }
+            }
         }
         match &t.op {
             Op::Call(call) => {
-                if let Recorded::SetConfiguration(_) = call {
-                    if set_configs > 0 {
-                        w.close().map_err(io_err)?;
-                        w.open(0xffff, 0x0006).map_err(io_err)?;
-                        calls += 2;
+                match call {
+                    Recorded::SetConfiguration(_) => {
+                        if set_configs > 0 {
+                            w.close().map_err(io_err)?;
+                            w.open(CHEST_IDS.0, CHEST_IDS.1).map_err(io_err)?;
+                            calls += 2;
+                        }
+                        set_configs += 1;
+                        claim_pending = true;
                     }
-                    set_configs += 1;
-                    claim_pending = true;
+                    Recorded::BulkOut { .. } => frames += 1,
+                    _ => {}
                 }
                 w.recorded(call).map_err(io_err)?;
             }
             Op::Failed { text, .. } => {
-                warnings.push(format!(
-                    "{text} (the format cannot hold it; written as a comment)"
-                ));
                 w.comment(&format!("failed: {text}")).map_err(io_err)?;
                 continue;
             }
@@ -864,22 +1311,39 @@ fn render(
         w.claim_interface(0).map_err(io_err)?;
         calls += 1;
     }
-    if set_configs == 0 {
-        warnings.push(
-            "no set_configuration in the capture: it started after the start-up, so a replay from \
-             the start cannot match"
-                .into(),
-        );
+    for t in &ops[end..] {
+        match &t.op {
+            Op::Call(call) => w.comment(&format!("not compared: {call}")),
+            Op::Failed { text, .. } => w.comment(&format!("not compared: failed: {text}")),
+            Op::Skipped(text) => w.comment(&format!("skipped: {text}")),
+        }
+        .map_err(io_err)?;
     }
-    for warning in &warnings {
-        w.comment(&format!("warning: {warning}")).map_err(io_err)?;
+    if !startup {
+        notes.push(if n == 0 {
+            "no set_configuration in the capture before its first frame: it started after the \
+             start-up, so a replay from the start cannot match"
+                .into()
+        } else {
+            format!(
+                "session {} holds no start-up: a replay from its start cannot match",
+                n + 1
+            )
+        });
+    }
+    for note in warnings.iter().chain(&notes) {
+        w.comment(&format!("warning: {note}")).map_err(io_err)?;
     }
     let text = String::from_utf8(w.into_inner()).map_err(|e| err(0, e.to_string()))?;
-    Ok(Import {
+    Ok(Segment {
         text,
-        device,
+        first_packet: ops.first().map_or(0, |t| t.number),
+        startup,
         calls,
         cycles,
-        warnings,
+        frames,
+        commands,
+        commands_unread,
+        notes,
     })
 }

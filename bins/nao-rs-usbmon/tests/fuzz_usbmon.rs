@@ -15,6 +15,20 @@ fn check(bytes: &[u8], opts: &ImportOptions) -> Result<(), TestCaseError> {
         Ok(i) => {
             let parsed = parse(&i.text);
             prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), i.text);
+            for s in &i.segments {
+                let parsed = parse(&s.text);
+                prop_assert!(parsed.is_ok(), "{:?}\n{}", parsed.err(), s.text);
+            }
+            // Verify reads what import reads, and never panics.
+            let verified = nao_rs_usbmon::verify::verify(
+                bytes,
+                std::path::Path::new("fuzz.pcap"),
+                &nao_rs_usbmon::verify::VerifyOptions {
+                    device: opts.device,
+                    accepted: None,
+                },
+            );
+            prop_assert!(verified.is_ok(), "{:?}", verified.err());
         }
         Err(e) => {
             prop_assert!(

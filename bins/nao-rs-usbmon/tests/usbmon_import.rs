@@ -126,6 +126,9 @@ fn usbmon_import_writes_settings_and_reconnects() {
     s.control(0x00, 0x09, 1, 0, &[], &[]);
     s.control(0x40, 0x01, 0, 0, &[], &[]);
     s.control(0xc0, 0x02, 0, 0, &[], &[2, 0x11, 7, 0]);
+    // The next cycle's frame (seq goes on: a reconnect, not a new program).
+    s.control(0x40, 0x05, 0x24, 0, &[], &[]);
+    s.bulk_out(&[0xa5, 5, 0, 1]);
     let bytes = Cap {
         little: true,
         mmapped: false,
@@ -141,7 +144,7 @@ fn usbmon_import_writes_settings_and_reconnects() {
         &got[..2],
         &[Item::Accepted(vec![10]), Item::SwitchArmed(true)]
     );
-    let tail: Vec<Item> = got[got.len() - 6..].to_vec();
+    let tail: Vec<Item> = got[got.len() - 9..got.len() - 3].to_vec();
     // The reconnect's calls, as at the start.
     let reconnect = "close\nopen ffff:0006\nset_configuration 1\ncontrol_out 40 01 0000 0000 -\n\
                      claim_interface 0\ncontrol_in c0 02 0000 0000 4 02110700\n";
@@ -193,4 +196,133 @@ fn usbmon_import_of_a_cut_capture_warns_and_keeps_the_whole_packets() {
         "{}",
         i.text
     );
+}
+
+/// HAL's start-up again (a new program: its frames count from seq 0).
+fn start_up_again(s: &mut Session) {
+    s.t_us += 2_000_000;
+    s.control(0x00, 0x09, 1, 0, &[], &[]);
+    s.control(0x40, 0x01, 0, 0, &[], &[]);
+    s.control(0xc0, 0x02, 0, 0, &[], &[2, 0x11, 7, 0]);
+    s.bulk_out(&[0xa5, 0, 0, 1]);
+    s.bulk_in(Ok(&[0x5a, 0, 0, 1]));
+    s.bulk_out(&[0xa5, 1, 0, 1]);
+    s.bulk_in(Ok(&[0x5a, 1, 0, 1]));
+    s.control(0x40, 0x05, 0x24, 0, &[], &[]);
+    s.bulk_out(&[0xa5, 2, 0, 1]);
+}
+
+#[test]
+fn usbmon_import_table_of_what_a_real_capture_holds() {
+    struct Case {
+        name: &'static str,
+        build: fn() -> Vec<u8>,
+        /// (holds a start-up, frames written as calls) per session.
+        sessions: &'static [(bool, usize)],
+        devices: &'static [(u16, u8)],
+        /// A text some warning or note holds ("": none asked).
+        says: &'static str,
+    }
+    let cases = [
+        Case {
+            name: "a failed write: the cycle holding it and the rest are not compared",
+            build: || {
+                let mut s = Session::hal();
+                s.bulk_in(Ok(&[0x5a, 4, 0, 1]));
+                s.bulk_out_status(&[0xa5, 5, 0, 1], -110);
+                s.bulk_out(&[0xa5, 6, 0, 1]);
+                Cap { little: true, mmapped: true }.pcap(&s.events)
+            },
+            sessions: &[(true, 5)],
+            devices: &[(1, 5)],
+            says: "failed with status -110 (ETIMEDOUT): the recording format cannot hold a failed transfer",
+        },
+        Case {
+            name: "a failed control transfer in the start-up: the recording ends before it",
+            build: || {
+                let mut s = Session::hal();
+                // VERSION (the 5th transfer) times out.
+                s.events[9].status = -110;
+                s.events[9].data.clear();
+                Cap { little: true, mmapped: true }.pcap(&s.events)
+            },
+            sessions: &[(true, 0)],
+            devices: &[(1, 5)],
+            says: "control_in c0 02 0000 0000 failed with status -110 (ETIMEDOUT)",
+        },
+        Case {
+            name: "HAL restarted: a second session from its start-up",
+            build: || {
+                let mut s = Session::hal();
+                start_up_again(&mut s);
+                Cap { little: true, mmapped: true }.pcap(&s.events)
+            },
+            sessions: &[(true, 5), (true, 3)],
+            devices: &[(1, 5)],
+            says: "",
+        },
+        Case {
+            name: "re-enumerated as device 7, then HAL's start-up on it",
+            build: || {
+                let mut s = Session::hal();
+                s.enumerate(7, (0xffff, 0x0006));
+                start_up_again(&mut s);
+                Cap { little: true, mmapped: false }.pcap(&s.events)
+            },
+            sessions: &[(true, 5), (true, 3)],
+            devices: &[(1, 5), (1, 7)],
+            says: "re-enumerated: followed as device numbers 5, 7",
+        },
+        Case {
+            name: "another device enumerated is not followed",
+            build: || {
+                let mut s = Session::hal();
+                s.enumerate(8, (0x046d, 0xc077));
+                s.dev = 5;
+                Cap { little: true, mmapped: true }.pcap(&s.events)
+            },
+            sessions: &[(true, 5)],
+            devices: &[(1, 5)],
+            says: "",
+        },
+        Case {
+            name: "the capture started after the start-up",
+            build: || {
+                let mut s = Session::hal();
+                s.events.drain(..16);
+                Cap { little: true, mmapped: true }.pcap(&s.events)
+            },
+            sessions: &[(false, 4)],
+            devices: &[(1, 5)],
+            says: "no set_configuration in the capture before its first frame",
+        },
+        Case {
+            name: "a truncated file: the whole packets are imported",
+            build: || {
+                let mut s = Session::hal();
+                start_up_again(&mut s);
+                let b = Cap { little: true, mmapped: true }.pcap(&s.events);
+                b[..b.len() - 7].to_vec()
+            },
+            sessions: &[(true, 5), (true, 2)],
+            devices: &[(1, 5)],
+            says: "the capture ends inside packet",
+        },
+    ];
+    for c in cases {
+        let i = import(&(c.build)(), &ImportOptions::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let got: Vec<(bool, usize)> = i.segments.iter().map(|s| (s.startup, s.frames)).collect();
+        assert_eq!(got, c.sessions, "{}: {:#?}", c.name, i.segments);
+        assert_eq!(i.devices, c.devices, "{}", c.name);
+        assert!(
+            c.says.is_empty() || i.warnings.iter().any(|w| w.contains(c.says)),
+            "{}: {:?}",
+            c.name,
+            i.warnings
+        );
+        for s in &i.segments {
+            parse(&s.text).unwrap_or_else(|e| panic!("{}: {e}\n{}", c.name, s.text));
+        }
+    }
 }

@@ -6,49 +6,16 @@
 mod usbmon_support;
 
 use nao_rs_usbmon::{import, ImportOptions};
-use nao_wire::recording::{parse, read_file, Item, Recorded};
+use nao_wire::recording::{parse, read_file, Item};
 use testkit::recordings;
 use usbmon_support::{Cap, Session};
 
-/// The capture of a recording's calls: transfers 10 us apart from the start
-/// of each cycle.
+/// The capture of a recording's calls: transfers 1 ms apart from the start
+/// of each cycle (the recordings' cycles are 12 ms apart with at most 3
+/// transfers each, so cycle times stay exact).
 fn capture(items: &[Item]) -> Vec<u8> {
     let mut s = Session::new();
-    s.t_us = 0;
-    for item in items {
-        match item {
-            Item::Cycle { t_ms, .. } => s.t_us = *t_ms as i64 * 1000,
-            // Each call as HAL's transfer.
-            Item::Call(c) => match c {
-                Recorded::SetConfiguration(n) => s.control(0x00, 0x09, u16::from(*n), 0, &[], &[]),
-                Recorded::ControlOut { setup: u, data } => {
-                    s.control(u.request_type, u.request, u.value, u.index, data, &[])
-                }
-                Recorded::ControlIn {
-                    setup: u,
-                    length,
-                    answer,
-                } => {
-                    assert_eq!(
-                        usize::from(*length),
-                        answer.len(),
-                        "the test writes wLength as the answer length"
-                    );
-                    s.control(u.request_type, u.request, u.value, u.index, &[], answer)
-                }
-                Recorded::BulkOut { data, .. } => s.bulk_out(data),
-                Recorded::BulkIn { answer, .. } => s.bulk_in(match answer {
-                    Ok(a) => Ok(a.as_slice()),
-                    Err(_) => Err(-110),
-                }),
-                // Open, claim and close leave no transfer.
-                Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
-            },
-            _ => {}
-        }
-    }
-    // `pair` advances 1 ms per transfer; the recordings' cycles are 12 ms
-    // apart with at most 3 transfers each, so cycle times stay exact.
+    s.calls_of(items, 0);
     Cap {
         little: true,
         mmapped: true,

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bringup;
+mod capture;
 mod demo;
 mod doctor;
 mod record;
@@ -40,6 +41,9 @@ enum Cmd {
     Bringup(bringup::BringupArgs),
     /// Check the install on the robot, read only; exit 0 only when no check fails.
     Doctor(doctor::DoctorArgs),
+    /// Capture the chest board's USB traffic while HAL runs and restarts
+    /// (usbmon, pcap), for `nao-rs-usbmon verify` (docs/usbmon.md).
+    Capture(capture::CaptureArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => ("record", record::main(a)),
         Cmd::Wake(a) => ("wake", wake::main(a)),
         Cmd::Bringup(a) => ("bringup", bringup::main(a)),
+        Cmd::Capture(a) => ("capture", capture::main(a)),
         Cmd::Replay(a) => return replay::main(a),
         Cmd::Doctor(a) => return doctor::main(a),
     };

@@ -58,7 +58,7 @@ impl Levels {
 
 /// The safety state machine. Time is monotonic nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Safety {
+pub struct Safety {
     levels: Levels,
     without_command: u32,
     stall_until_ns: u64,
@@ -73,7 +73,7 @@ impl Default for Safety {
 
 impl Safety {
     /// Every level at 1000.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Safety {
             levels: Levels::default(),
             without_command: 0,
@@ -91,7 +91,7 @@ impl Safety {
     /// One cycle's update: `start_ns` is the cycle's start, `new_command`
     /// whether the controller sent a command for this cycle,
     /// `battery_current_ma` the latest battery current (0 before any).
-    pub(crate) fn step(
+    pub fn step(
         &mut self,
         start_ns: u64,
         new_command: bool,

@@ -212,7 +212,12 @@ impl<W: Write> RecordingWriter<W> {
     /// `inf`, `-inf` for the non-finite; every NaN is written `nan`), the LEDs
     /// and the sonar mode.
     /// At most one `command` or `silence` a cycle.
-    pub(crate) fn command(&mut self, c: &Command) -> io::Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a second `command` or `silence` in a cycle; else
+    /// the sink's write error.
+    pub fn command(&mut self, c: &Command) -> io::Result<()> {
         self.once_a_cycle("command")?;
         self.push_str("command");
         for &v in c.stiffness.iter().chain(c.position.iter()) {

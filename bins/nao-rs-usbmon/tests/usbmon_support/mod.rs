@@ -149,6 +149,8 @@ pub struct Session {
     pub events: Vec<Ev>,
     pub next_id: u64,
     pub t_us: i64,
+    /// The chest board's device number for the transfers that follow.
+    pub dev: u8,
 }
 
 pub const BUS: u16 = 1;
@@ -160,6 +162,7 @@ impl Session {
             events: Vec::new(),
             next_id: 0xffff_8800_0000_0000,
             t_us: 1_700_000_000_000_000,
+            dev: DEV,
         }
     }
 
@@ -200,12 +203,12 @@ impl Session {
         let [i0, i1] = index.to_le_bytes();
         let [l0, l1] = wlength.to_le_bytes();
         let ep = rt & 0x80;
-        let mut s = Self::ev(b'S', 2, ep, DEV);
+        let mut s = Self::ev(b'S', 2, ep, self.dev);
         s.setup = Some([rt, rq, v0, v1, i0, i1, l0, l1]);
         s.status = -115;
         s.length = u32::from(wlength);
         s.data = out.to_vec();
-        let mut c = Self::ev(b'C', 2, ep, DEV);
+        let mut c = Self::ev(b'C', 2, ep, self.dev);
         c.length = if ep != 0 {
             answer.len() as u32
         } else {
@@ -216,20 +219,81 @@ impl Session {
     }
 
     pub fn bulk_out(&mut self, data: &[u8]) {
-        let mut s = Self::ev(b'S', 3, 0x02, DEV);
+        self.bulk_out_status(data, 0);
+    }
+
+    /// A frame whose write completes with `status` (0: written).
+    pub fn bulk_out_status(&mut self, data: &[u8], status: i32) {
+        let mut s = Self::ev(b'S', 3, 0x02, self.dev);
         s.status = -115;
         s.length = data.len() as u32;
         s.data = data.to_vec();
-        let mut c = Self::ev(b'C', 3, 0x02, DEV);
-        c.length = data.len() as u32;
+        let mut c = Self::ev(b'C', 3, 0x02, self.dev);
+        c.length = if status == 0 { data.len() as u32 } else { 0 };
+        c.status = status;
         self.pair(s, c);
     }
 
+    /// The kernel enumerating a device as `dev` (SET_ADDRESS to device 0,
+    /// then GET_DESCRIPTOR of the device descriptor with `ids`); the
+    /// transfers that follow go to `dev`.
+    pub fn enumerate(&mut self, dev: u8, ids: (u16, u16)) {
+        self.dev = 0;
+        self.control(0x00, 0x05, u16::from(dev), 0, &[], &[]);
+        self.dev = dev;
+        let mut descriptor = [0u8; 18];
+        descriptor[0] = 18;
+        descriptor[1] = 1;
+        descriptor[8..10].copy_from_slice(&ids.0.to_le_bytes());
+        descriptor[10..12].copy_from_slice(&ids.1.to_le_bytes());
+        self.control(0x80, 0x06, 0x0100, 0, &[], &descriptor);
+    }
+
+    /// Each call of a recording's items as the transfer HAL makes, at the
+    /// recording's cycle times (from `t0_us`), transfers 1 ms apart.
+    pub fn calls_of(&mut self, items: &[nao_wire::recording::Item], t0_us: i64) {
+        use nao_wire::recording::{Item, Recorded};
+        self.t_us = t0_us;
+        for item in items {
+            match item {
+                Item::Cycle { t_ms, .. } => self.t_us = t0_us + *t_ms as i64 * 1000,
+                Item::Call(c) => match c {
+                    Recorded::SetConfiguration(n) => {
+                        self.control(0x00, 0x09, u16::from(*n), 0, &[], &[])
+                    }
+                    Recorded::ControlOut { setup: u, data } => {
+                        self.control(u.request_type, u.request, u.value, u.index, data, &[])
+                    }
+                    Recorded::ControlIn {
+                        setup: u,
+                        length,
+                        answer,
+                    } => {
+                        assert_eq!(
+                            usize::from(*length),
+                            answer.len(),
+                            "the test writes wLength as the answer length"
+                        );
+                        self.control(u.request_type, u.request, u.value, u.index, &[], answer)
+                    }
+                    Recorded::BulkOut { data, .. } => self.bulk_out(data),
+                    Recorded::BulkIn { answer, .. } => self.bulk_in(match answer {
+                        Ok(a) => Ok(a.as_slice()),
+                        Err(_) => Err(-110),
+                    }),
+                    // Open, claim and close leave no transfer.
+                    Recorded::Open { .. } | Recorded::ClaimInterface(_) | Recorded::Close => {}
+                },
+                _ => {}
+            }
+        }
+    }
+
     pub fn bulk_in(&mut self, answer: Result<&[u8], i32>) {
-        let mut s = Self::ev(b'S', 3, 0x81, DEV);
+        let mut s = Self::ev(b'S', 3, 0x81, self.dev);
         s.status = -115;
         s.length = 512;
-        let mut c = Self::ev(b'C', 3, 0x81, DEV);
+        let mut c = Self::ev(b'C', 3, 0x81, self.dev);
         match answer {
             Ok(a) => {
                 c.length = a.len() as u32;

@@ -15,9 +15,10 @@ result() { # ok|FAIL ID TEXT
     echo "$1 $IMG $2 ${*:3}"
     if [ "$1" = ok ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
 }
-# cargo nao-rs, the laptop's side, with the machine's ssh config first on PATH.
-deploy() { # ARGS... (output in $EV/deploy-<step>.log via the caller)
-    PATH="$OUT/bin:$PATH" timeout 900 "$ROOT"/target/release/cargo-nao-rs deploy "$HOST" "$@"
+# cargo nao-rs deploy, the laptop's side, through the machine's ssh config
+# (target/naovm/bin/ssh: OpenSSH's client with -F target/naovm/ssh/config).
+deploy() { # ARGS...
+    timeout 900 "$ROOT"/target/release/cargo-nao-rs deploy --ssh "$OUT/bin/ssh" "$HOST" "$@"
 }
 verify_args() {
     if [ "$NAOVM_VERIFY" = verify ]; then echo --verify; else echo --skip-verify; fi
@@ -84,7 +85,9 @@ evidence_of_boot() { # NAME: the journal and the board's holders of this boot
 run_checks() { # IMAGE
     IMG=$1
     EV=$OUT/$IMG/evidence
-    local t0 t1 t out m s n pid new took before after
+    local t0 t1 t out m s n pid new took rc
+    # A check that fails says so on its line; nothing here ends the run.
+    set +e
     t0=$(date +%s)
     build_image "$IMG"
     t1=$(date +%s)
@@ -109,7 +112,9 @@ run_checks() { # IMAGE
 
     # 2 deploy --dry-run changes nothing.
     out=$EV/deploy-1-dry-run.log
-    if deploy --dry-run $(verify_args) >"$out" 2>&1; then
+    deploy --dry-run $(verify_args) >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
         snapshot "$EV/tree-1-after-dry-run.txt"
         if tree_diff "$EV/tree-0-before.txt" "$EV/tree-1-after-dry-run.txt" "$EV/diff-1-dry-run.txt"; then
             result ok 2 "deploy --dry-run: $(grep -c . "$out") lines printed, the tree unchanged ($(wc -l <"$EV/tree-0-before.txt") entries, hash $(tree_hash "$EV/tree-0-before.txt") before and after); the board still HAL's: $(hal_holds && echo yes || echo NO)"
@@ -117,16 +122,18 @@ run_checks() { # IMAGE
             result FAIL 2 "deploy --dry-run changed the tree: $(diff_summary "$EV/diff-1-dry-run.txt") (evidence: $EV/diff-1-dry-run.txt)"
         fi
     else
-        result FAIL 2 "deploy --dry-run exited $?: $(last_line "$out") (evidence: $out)"
+        result FAIL 2 "deploy --dry-run exited $rc: $(last_line "$out") (evidence: $out)"
     fi
 
     # 3 deploy.
     out=$EV/deploy-2-install.log
     t=$(date +%s)
-    if deploy $(verify_args) >"$out" 2>&1; then
+    deploy $(verify_args) >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
         result ok 3 "deploy $(verify_args) in $(($(date +%s) - t)) s: $(last_line "$out")$([ "$NAOVM_VERIFY" = verify ] || echo " (the capture and its replay NOT run: --skip-verify)")"
     else
-        result FAIL 3 "deploy $(verify_args) exited $? after $(($(date +%s) - t)) s: $(last_line "$out") (evidence: $out)"
+        result FAIL 3 "deploy $(verify_args) exited $rc after $(($(date +%s) - t)) s: $(last_line "$out") (evidence: $out)"
     fi
     snapshot "$EV/tree-2-after-deploy.txt" || true
     evidence_of_boot 2-deployed
@@ -218,7 +225,9 @@ run_checks() { # IMAGE
     # 10 a second deploy changes nothing.
     snapshot "$EV/tree-10-before.txt" || true
     out=$EV/deploy-3-again.log
-    if deploy $(verify_args) >"$out" 2>&1; then
+    deploy $(verify_args) >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
         snapshot "$EV/tree-10-after.txt"
         if tree_diff "$EV/tree-10-before.txt" "$EV/tree-10-after.txt" "$EV/diff-10-again.txt"; then
             result ok 10 "a second deploy changes nothing: the tree unchanged (hash $(tree_hash "$EV/tree-10-after.txt")); it said: $(last_line "$out")"
@@ -226,15 +235,17 @@ run_checks() { # IMAGE
             result FAIL 10 "a second deploy changed the tree: $(diff_summary "$EV/diff-10-again.txt") (evidence: $EV/diff-10-again.txt)"
         fi
     else
-        result FAIL 10 "the second deploy exited $?: $(last_line "$out") (evidence: $out)"
+        result FAIL 10 "the second deploy exited $rc: $(last_line "$out") (evidence: $out)"
     fi
 
     # 11 uninstall.
     out=$EV/deploy-4-uninstall.log
-    if deploy --uninstall >"$out" 2>&1; then
+    deploy --uninstall >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
         result ok 11 "deploy --uninstall: $(last_line "$out")"
     else
-        result FAIL 11 "deploy --uninstall exited $?: $(last_line "$out") (evidence: $out)"
+        result FAIL 11 "deploy --uninstall exited $rc: $(last_line "$out") (evidence: $out)"
     fi
 
     # 12 reboot.
@@ -261,4 +272,5 @@ run_checks() { # IMAGE
     fi
     stop_vm
     echo "  info $IMG: image built in $((t1 - t0)) s; boot, checks and power-off $(($(date +%s) - t1)) s"
+    set -e
 }

@@ -11,8 +11,9 @@
 NAOVM_VERIFY=${NAOVM_VERIFY:-skip}
 EV=""
 IMG=""
-result() { # ok|FAIL ID TEXT
-    echo "$1 $IMG $2 ${*:3}"
+T_IMG=$(date +%s)
+result() { # ok|FAIL ID TEXT (and the seconds since the image's build began)
+    echo "$1 $IMG $2 ${*:3} [+$(($(date +%s) - T_IMG)) s]"
     if [ "$1" = ok ]; then PASS=$((PASS + 1)); else FAIL=$((FAIL + 1)); fi
 }
 # cargo nao-rs deploy, the laptop's side, through the machine's ssh config
@@ -90,6 +91,7 @@ run_checks() { # IMAGE
     # A check that fails says so on its line; nothing here ends the run.
     set +e
     t0=$(date +%s)
+    T_IMG=$t0
     build_image "$IMG"
     t1=$(date +%s)
     start_vm "$IMG"
@@ -275,6 +277,11 @@ run_checks() { # IMAGE
     if tree_diff "$EV/tree-0-before.txt" "$EV/tree-13-after-uninstall.txt" "$EV/diff-13-uninstall.txt"; then
         result ok 14 "nothing of nao-rs is left: the tree equals the one before the first deploy ($(wc -l <"$EV/tree-0-before.txt") entries, hash $(tree_hash "$EV/tree-0-before.txt"))"
     else
+        # The files that differ, as they are now (the snapshots hold only their hashes).
+        grep '^[<>] ' "$EV/diff-13-uninstall.txt" | awk '$3 == "f" {print $2}' | sort -u | while read -r f; do
+            mkdir -p "$EV/after-uninstall$(dirname "$f")"
+            vssh "cat '$f'" >"$EV/after-uninstall$f" 2>&1 || true
+        done
         result FAIL 14 "the tree after uninstall differs from the one before deploy: $(diff_summary "$EV/diff-13-uninstall.txt") (evidence: $EV/diff-13-uninstall.txt)"
     fi
     stop_vm

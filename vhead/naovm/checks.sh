@@ -218,16 +218,18 @@ run_checks() { # IMAGE
         result FAIL 9 "take-over: no new TAKE-OVER in the guard's journal 30 s after kill -9 of the runtime (pid '$pid'); $(status_json | cut -c1-160)"
     fi
     if [ "$IMG" = team ]; then
-        # 9t the team's program started after nao-rs, its Requires=lola.service met.
-        s=$(vssh 'for u in nao-rs hulk lola; do echo "$u $(systemctl show -p ActiveState,ActiveEnterTimestampMonotonic,Id,Names --value $u | tr "\n" " ")"; done' 2>&1)
-        echo "$s" >"$EV/team-order.txt"
-        local tn th
-        tn=$(echo "$s" | awk '$1 == "nao-rs" {print $3}')
-        th=$(echo "$s" | awk '$1 == "hulk" {print $3}')
-        if echo "$s" | awk '$1 == "hulk"' | grep -q ' active ' && [ -n "$tn" ] && [ -n "$th" ] && [ "$th" -ge "$tn" ]; then
-            result ok 9t "the team's hulk.service (Requires=lola.service) is active and started after nao-rs ($((th / 1000)) ms vs $((tn / 1000)) ms after boot; lola.service: $(echo "$s" | awk '$1 == "lola"' | cut -c1-100))"
+        # 9t the team's program started after nao-rs, its Requires=lola.service met
+        # (the first "Started" of each in this boot's journal).
+        vssh 'journalctl -b -o short-monotonic --no-pager | grep -E "systemd\[1\]: (Starting|Started) "' >"$EV/team-order.txt" 2>&1
+        local tn th lola hulk
+        tn=$(grep -m1 'Started nao-rs.service' "$EV/team-order.txt" | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+        th=$(grep -m1 'Started hulk.service' "$EV/team-order.txt" | sed 's/^\[ *\([0-9.]*\)\].*/\1/')
+        lola=$(vssh 'echo "$(systemctl show -p Id --value lola.service) $(systemctl is-active lola.service)"' 2>&1)
+        hulk=$(vssh 'systemctl is-active hulk.service' 2>&1)
+        if [ "$hulk" = active ] && [ -n "$tn" ] && [ -n "$th" ] && awk -v a="$th" -v b="$tn" 'BEGIN {exit !(a >= b)}'; then
+            result ok 9t "the team's hulk.service (Requires=lola.service) is active, started at $th s, after nao-rs.service's first start at $tn s; lola.service is now $lola"
         else
-            result FAIL 9t "the team's hulk.service: $(echo "$s" | tr '\n' ';' | cut -c1-300)"
+            result FAIL 9t "the team's hulk.service: $hulk, started at ${th:-never} s, nao-rs.service first at ${tn:-never} s; lola.service: $lola (evidence: $EV/team-order.txt)"
         fi
     fi
 

@@ -4,11 +4,11 @@
 # evidence of each (the commands' output, the snapshots, the diffs, the
 # journals, the console) under target/naovm/IMAGE/evidence/.
 #
-# deploy's verification: NAOVM_VERIFY=verify runs `deploy --verify` (nao-rs
-# capture on the machine, nao-rs-usbmon verify here); the default is
-# --skip-verify, and the line says so.
+# deploy's verification: `deploy --verify` (nao-rs capture on the machine
+# while the stand-in HAL runs and restarts, nao-rs-usbmon verify here);
+# NAOVM_VERIFY=skip deploys with --skip-verify instead, and the line says so.
 
-NAOVM_VERIFY=${NAOVM_VERIFY:-skip}
+NAOVM_VERIFY=${NAOVM_VERIFY:-verify}
 EV=""
 IMG=""
 T_IMG=$(date +%s)
@@ -134,7 +134,12 @@ run_checks() { # IMAGE
     deploy $(verify_args) >"$out" 2>&1
     rc=$?
     if [ $rc = 0 ]; then
-        result ok 3 "deploy $(verify_args) in $(($(date +%s) - t)) s: $(last_line "$out")$([ "$NAOVM_VERIFY" = verify ] || echo " (the capture and its replay NOT run: --skip-verify)")"
+        if [ "$NAOVM_VERIFY" = verify ]; then
+            n="; the capture: $(grep -m1 -E '^ *\| *(PASS|FAIL) ' "$out" | sed 's/^ *| *//' | cut -c1-150)"
+        else
+            n=" (the capture and its replay NOT run: --skip-verify)"
+        fi
+        result ok 3 "deploy $(verify_args) in $(($(date +%s) - t)) s: $(last_line "$out")$n"
     else
         result FAIL 3 "deploy $(verify_args) exited $rc after $(($(date +%s) - t)) s: $(last_line "$out") (evidence: $out)"
     fi

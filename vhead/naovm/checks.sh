@@ -143,7 +143,6 @@ run_checks() { # IMAGE
     else
         result FAIL 3 "deploy $(verify_args) exited $rc after $(($(date +%s) - t)) s: $(last_line "$out") (evidence: $out)"
     fi
-    snapshot "$EV/tree-2-after-deploy.txt" || true
     evidence_of_boot 2-deployed
 
     # 4 reboot.

@@ -195,6 +195,10 @@ build_image() { # IMAGE
     install -m 0644 "$ROOT"/vhead/naovm/common/vhead-board.service "$r/etc/systemd/system/vhead-board.service"
     enable_unit "$r" /etc/systemd/system vhead-board.service multi-user.target
     mkdir -p "$r/var/vhead"
+    # The guard's limits under emulation (the drop-in says why).
+    install -D -m 0644 "$ROOT"/vhead/naovm/common/guard-emulation.conf "$r/etc/systemd/system/nao-rs-guard.service.d/naovm-emulation.conf"
+    mkdir -p "$r/etc/naovm"
+    printf 'NAO_RS_BEAT_TIMEOUT_MS=1000\nNAO_RS_CONFIRM_WINDOW_MS=1000\n' >"$r/etc/naovm/guard-emulation.env"
     # The stand-in HAL: nao-rs's static runtime under HAL's name.
     install -D -m 0755 "$ROOT"/target/robot-bin/nao-rs "$r/opt/aldebaran/bin/hal"
     if [ "$img" = naoos ]; then

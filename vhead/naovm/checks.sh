@@ -55,7 +55,8 @@ wait_until() { # SECONDS COMMAND...: polls every 2 s
 }
 hal_holds() { probe holder | grep -q '/opt/aldebaran/bin/hal'; }
 nao_rs_holds() { probe holder | grep -q '/usr/local/bin/nao-rs$'; }
-takeovers() { vssh "journalctl -b -u nao-rs-guard -o cat --no-pager | grep -c TAKE-OVER; true" 2>/dev/null; }
+# The guard's take-overs of runtime OLD_PID in this boot's journal.
+takeovers() { vssh "journalctl -b -u nao-rs-guard -o cat --no-pager | grep -c 'TAKE-OVER.*value: $OLD_PID,'; true" 2>/dev/null; }
 runtime_restarted() { p=$(vssh systemctl show -p MainPID --value nao-rs 2>/dev/null); [ -n "$p" ] && [ "$p" != 0 ] && [ "$p" != "$OLD_PID" ]; }
 more_takeovers() { [ "$(takeovers)" -gt "$TAKEOVERS" ]; }
 reason_is() { status_json | grep -q "\"reason\":\"$1\""; }
@@ -199,8 +200,8 @@ run_checks() { # IMAGE
     # 9 take-over: SIGKILL of the runtime; the guard takes the board and
     # sends all-off (the virtual robot's trace), systemd restarts the runtime.
     pid=$(vssh systemctl show -p MainPID --value nao-rs 2>/dev/null)
-    TAKEOVERS=$(takeovers)
     OLD_PID=$pid
+    TAKEOVERS=$(takeovers)
     # What the body got before: with deploy's default controller (LoLA, no
     # program connected) the robot is limp even when armed and awake.
     m=$(probe mark)
@@ -212,14 +213,14 @@ run_checks() { # IMAGE
         wait_until 30 runtime_restarted
         n=$(probe frames "$m")
         new=$(vssh systemctl show -p MainPID --value nao-rs 2>/dev/null)
-        took=$(vssh "journalctl -b -u nao-rs-guard -o cat --no-pager | grep TAKE-OVER | tail -n 1" 2>/dev/null | cut -c1-120)
+        took=$(vssh "journalctl -b -u nao-rs-guard -o cat --no-pager | grep 'TAKE-OVER.*value: $pid,' | tail -n 1" 2>/dev/null | cut -c1-120)
         if echo "$n" | grep -q ', 0 stiff' && ! echo "$n" | grep -q '^0 frames'; then
             result ok 9 "take-over: kill -9 of the runtime (pid $pid): the guard's journal \"$took\"; the trace since: $n (all-off); the switch: $(status_json | field state) $(status_json | field reason); systemd restarted the runtime (pid $new); before the kill: $STIFF_BEFORE in 2 s"
         else
             result FAIL 9 "take-over: after kill -9 of pid $pid the trace has $n; $(status_json | cut -c1-160)"
         fi
     else
-        result FAIL 9 "take-over: no new TAKE-OVER in the guard's journal 30 s after kill -9 of the runtime (pid '$pid'); $(status_json | cut -c1-160)"
+        result FAIL 9 "take-over: no TAKE-OVER of pid '$pid' in the guard's journal 30 s after kill -9 of it; $(status_json | cut -c1-160)"
     fi
     if [ "$IMG" = team ]; then
         # 9t the team's program started after nao-rs, its Requires=lola.service met

@@ -31,6 +31,19 @@ rm -f "$script"
 exit $rc
 "#;
 
+/// `id` stand-in: `id -u` says $FAKE_UID (the ssh user), the rest is `id`'s.
+const ID: &str = r#"#!/bin/sh
+if [ "$#" = 1 ] && [ "$1" = -u ] && [ -n "${FAKE_UID:-}" ]; then echo "$FAKE_UID"; exit 0; fi
+exec /usr/bin/id "$@"
+"#;
+
+/// `sudo` stand-in: logs, then runs the command (`-n` dropped).
+const SUDO: &str = r#"#!/bin/sh
+echo "sudo $*" >>"$FAKE_LOG"
+[ "$1" = -n ] && shift
+exec "$@"
+"#;
+
 /// `nao-rs-usbmon verify FILE` stand-in: exits $FAKE_VERIFY_EXIT, saying so.
 const USBMON: &str = r#"#!/bin/sh
 echo "nao-rs-usbmon $*" >>"$FAKE_LOG"
@@ -43,6 +56,7 @@ const SYSTEMCTL: &str = r#"#!/bin/sh
 echo "systemctl $*" >>"$FAKE_LOG"
 cmd=$1; shift
 [ "$cmd" = --user ] && exit 0
+if [ "$cmd" = "${FAKE_FAIL:-}" ]; then echo "Failed to $cmd: the stand-in was told to fail" >&2; exit 1; fi
 [ "${1:-}" = --now ] && shift
 case $cmd in
   is-enabled)
@@ -61,6 +75,7 @@ exit 0
 
 const LOGGER: &str = r#"#!/bin/sh
 echo "$(basename "$0") $*" >>"$FAKE_LOG"
+[ "$(basename "$0")" != "${FAKE_FAIL:-}" ]
 "#;
 
 const GROUPS: &str = r#"#!/bin/sh
@@ -153,6 +168,8 @@ struct Stand {
     robot_bin: PathBuf,
     state: PathBuf,
     log: PathBuf,
+    /// What `id -u` says on the robot (the ssh user).
+    uid: std::cell::Cell<u32>,
 }
 
 fn write(path: &Path, text: &[u8], mode: u32) {
@@ -172,6 +189,8 @@ impl Stand {
         write(&bin.join("ssh"), SSH.as_bytes(), 0o755);
         write(&bin.join("systemctl"), SYSTEMCTL.as_bytes(), 0o755);
         write(&bin.join("nao-rs-usbmon"), USBMON.as_bytes(), 0o755);
+        write(&bin.join("id"), ID.as_bytes(), 0o755);
+        write(&bin.join("sudo"), SUDO.as_bytes(), 0o755);
         write(&dir.path().join("capture.pcap"), b"a capture of HAL", 0o644);
         for t in ["udevadm", "mount", "systemd-tmpfiles", "chown", "su"] {
             write(&bin.join(t), LOGGER.as_bytes(), 0o755);
@@ -206,26 +225,38 @@ impl Stand {
             robot_bin,
             state,
             log,
+            uid: std::cell::Cell::new(0),
         }
     }
 
     fn deploy(&self, args: &[&str]) -> Output {
-        self.deploy_verify_exit(args, 1)
+        self.deploy_with(args, 1, "")
     }
 
     /// Deploy with the verify stand-in exiting `verify_exit`.
     fn deploy_verify_exit(&self, args: &[&str], verify_exit: i32) -> Output {
+        self.deploy_with(args, verify_exit, "")
+    }
+
+    /// Deploy with `systemctl fail` failing (`""`: none fails).
+    fn deploy_with(&self, args: &[&str], verify_exit: i32, fail: &str) -> Output {
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
         let path = format!(
             "{}:{}",
             self.bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        let become_ = if args.contains(&"--become") {
+            &[][..]
+        } else {
+            &["--become", "none"][..]
+        };
         let out = Command::new(env!("CARGO_BIN_EXE_cargo-nao-rs"))
             .arg("deploy")
             .arg("--ssh")
             .arg(self.bin.join("ssh"))
-            .args(["--become", "none", "--bin-dir"])
+            .args(become_)
+            .arg("--bin-dir")
             .arg(&self.robot_bin)
             .arg("--config-dir")
             .arg(config)
@@ -236,6 +267,8 @@ impl Stand {
             .env("FAKE_LOG", &self.log)
             .env("FAKE_CAPTURE", self._dir.path().join("capture.pcap"))
             .env("FAKE_VERIFY_EXIT", verify_exit.to_string())
+            .env("FAKE_FAIL", fail)
+            .env("FAKE_UID", self.uid.get().to_string())
             .env("NAO_RS_USBMON", self.bin.join("nao-rs-usbmon"))
             .current_dir(self._dir.path())
             .output()
@@ -525,6 +558,17 @@ fn deploy_several_robots_one_line_each_and_failures_named() {
     );
     assert_eq!(s.snapshot(), before);
 
+    // --become auto: as root directly; as another user through sudo -n.
+    let o = s.deploy(&["--dry-run", "--skip-verify", "--become", "auto", "r"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let sudo_runs = |s: &Stand| s.calls().lines().filter(|l| *l == "sudo -n sh -s").count();
+    assert_eq!(sudo_runs(&s), 0, "{}", s.calls());
+    s.uid.set(1000);
+    let o = s.deploy(&["--dry-run", "--skip-verify", "--become", "auto", "r"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(sudo_runs(&s), 1, "the probe through sudo: {}", s.calls());
+    s.uid.set(0);
+
     // A robot named twice would race with itself.
     let o = s.deploy(&["--dry-run", "--skip-verify", "a", "a"]);
     assert_eq!(o.status.code(), Some(1));
@@ -616,5 +660,66 @@ fn deploy_refuses_to_enable_after_a_failed_verify() {
         "{}",
         stdout(&o)
     );
+    assert_eq!(s.snapshot(), before);
+}
+
+#[test]
+fn deploy_cut_short_is_undone_by_uninstall() {
+    let s = Stand::new();
+    team_image(&s);
+    let before = s.snapshot();
+    // The last step (enabling nao-rs) fails: the robot's line names it, the
+    // manifest holds every step before it.
+    let o = s.deploy_with(&["--skip-verify", "nao9"], 1, "enable");
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(
+        out.contains("nao9: FAILED: the apply script on nao9 failed")
+            && out.contains("FAILED: enable and start nao-rs-stop.socket")
+            && out.contains("--uninstall` undoes it"),
+        "{out}"
+    );
+    let manifest = s.read("/var/lib/nao-rs/deploy/manifest");
+    assert!(
+        manifest.contains("disabled hal.service\n") && !manifest.contains("enabled nao-rs"),
+        "{manifest}"
+    );
+    assert_eq!(s.state("hal.service"), "disabled");
+    let o = s.deploy(&["--uninstall", "nao9"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(s.snapshot(), before, "uninstall restores what was there");
+    assert_eq!(s.state("hal.service"), "enabled");
+    assert_eq!(s.state("lola.service"), "enabled");
+
+    // A write that fails half-way (chown of the team key) leaves no
+    // half-written file behind.
+    let key = s._dir.path().join("team.key");
+    write(&key, &[7u8; 32], 0o600);
+    let o = s.deploy_with(
+        &["--skip-verify", "--team-key", key.to_str().unwrap(), "nao9"],
+        1,
+        "chown",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("FAILED: create /etc/nao-rs/team.key"),
+        "{}",
+        stdout(&o)
+    );
+    let cut = s.snapshot();
+    assert!(
+        cut.contains_key("etc/nao-rs/nao-rs.conf"),
+        "the steps before it are done"
+    );
+    assert!(
+        !cut.keys()
+            .any(|k| k.ends_with(".nao-rs-new") || k.ends_with("team.key")),
+        "{:#?}",
+        cut.keys()
+            .filter(|k| k.starts_with("etc/nao-rs"))
+            .collect::<Vec<_>>()
+    );
+    let o = s.deploy(&["--uninstall", "nao9"]);
+    assert!(o.status.success(), "{}", stdout(&o));
     assert_eq!(s.snapshot(), before);
 }

@@ -151,10 +151,10 @@ fn parse_device(v: &str) -> Result<(u16, u8), String> {
 /// to standard error; exit 0 on success, 1 on a capture that cannot be read
 /// or imported, 2 on bad arguments.
 fn main() -> ExitCode {
-    let mut argv = std::env::args_os();
     if std::env::args_os().nth(1).is_some_and(|a| a == "verify") {
-        let program = argv.next().unwrap_or_default();
-        return verify_main(std::iter::once(program).chain(argv.skip(1)));
+        // The usage line names the subcommand.
+        let program = std::ffi::OsString::from("nao-rs-usbmon verify");
+        return verify_main(std::iter::once(program).chain(std::env::args_os().skip(2)));
     }
     let args = Args::parse();
     if let Some(a) = &args.accepted {

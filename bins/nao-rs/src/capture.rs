@@ -53,7 +53,7 @@ pub struct CaptureArgs {
 // ---------------------------------------------------------------- pure part
 
 /// The chest board's vendor and product.
-pub const CHEST_IDS: (u16, u16) = (0xffff, 0x0006);
+pub const CHEST_IDS: (u16, u16) = (nao_wire::link::VENDOR_ID, nao_wire::link::PRODUCT_ID);
 
 /// The bytes of usbmon's binary event header as `MON_IOCX_GETX` returns
 /// it (`struct usbmon_packet`, Documentation/usb/usbmon.rst), and of link
@@ -261,20 +261,6 @@ impl ChestFilter {
     }
 }
 
-/// The chest board among sysfs USB devices: (idVendor, idProduct, busnum,
-/// devnum) as the files read (hex, hex, decimal, decimal); the first that
-/// is `ffff:0006`.
-pub fn chest_in<'a>(
-    devices: impl IntoIterator<Item = (&'a str, &'a str, &'a str, &'a str)>,
-) -> Option<(u16, u8)> {
-    devices.into_iter().find_map(|(v, p, bus, dev)| {
-        let v = u16::from_str_radix(v.trim(), 16).ok()?;
-        let p = u16::from_str_radix(p.trim(), 16).ok()?;
-        ((v, p) == CHEST_IDS).then_some(())?;
-        Some((bus.trim().parse().ok()?, dev.trim().parse().ok()?))
-    })
-}
-
 /// The HAL unit to restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HalUnit {
@@ -431,34 +417,22 @@ fn spawn(argv: &[String]) -> Result<Child, String> {
         .map_err(|e| format!("`{}`: cannot start: {e}", argv.join(" ")))
 }
 
-/// The chest board as sysfs shows it.
+/// The chest board as sysfs shows it: (bus, device number).
 fn find_chest_board(sysfs: &Path) -> Result<(u16, u8), String> {
     let no = |why: String| {
         format!(
-            "no chest board ({:04x}:{:04x}) in {}{why}: run this on the robot, with the board powered",
-            CHEST_IDS.0,
-            CHEST_IDS.1,
+            "no chest board ({}) in {}{why}: run this on the robot, with the board powered",
+            crate::chest_usb::ids(),
             sysfs.display()
         )
     };
-    let entries = std::fs::read_dir(sysfs).map_err(|e| no(format!(" ({e})")))?;
-    let mut devices = Vec::new();
-    for e in entries.flatten() {
-        let p = e.path();
-        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
-        devices.push([
-            read("idVendor"),
-            read("idProduct"),
-            read("busnum"),
-            read("devnum"),
-        ]);
-    }
-    chest_in(
-        devices
-            .iter()
-            .map(|[v, p, b, d]| (v.as_str(), p.as_str(), b.as_str(), d.as_str())),
-    )
-    .ok_or_else(|| no(String::new()))
+    crate::chest_usb::chest_boards(sysfs)
+        .map_err(|e| no(format!(" ({e})")))?
+        .iter()
+        .find_map(|b| {
+            Some((b.bus, u8::try_from(b.dev).ok()?)).filter(|&(bus, dev)| bus != 0 && dev != 0)
+        })
+        .ok_or_else(|| no(String::new()))
 }
 
 /// `/dev/usbmonBUS`, loading usbmon when it is missing.
@@ -1083,17 +1057,6 @@ mod tests {
             "{}",
             i.text
         );
-    }
-
-    #[test]
-    fn capture_finds_the_chest_board_in_sysfs_values() {
-        let devices = [
-            ("1d6b\n", "0002\n", "1\n", "1\n"),
-            ("ffff\n", "0006\n", "1\n", "4\n"),
-        ];
-        assert_eq!(chest_in(devices), Some((1, 4)));
-        assert_eq!(chest_in([("1d6b", "0002", "1", "1")]), None);
-        assert_eq!(chest_in([("ffff", "0006", "x", "4")]), None);
     }
 
     #[test]

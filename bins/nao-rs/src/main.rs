@@ -1,7 +1,9 @@
 //! `nao-rs`: hosts the runtime (`run`), the demo with the virtual robot and
 //! the guard (`demo`), byte-exact replay of recordings (`replay`), recording
-//! of live sessions (`record`), waking the robot after a re-arm (`wake`)
-//! and bringing up one joint with a person at the robot (`bringup`). The measurements (`nao-rs-bench`) and the import of usbmon
+//! of live sessions (`record`), waking the robot after a re-arm (`wake`),
+//! bringing up one joint with a person at the robot (`bringup`) and
+//! capturing HAL's USB traffic before nao-rs is enabled (`capture`). The
+//! measurements (`nao-rs-bench`) and the import and verification of usbmon
 //! captures (`nao-rs-usbmon`) are laptop programs of their own.
 
 use std::process::ExitCode;
@@ -10,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod bringup;
 mod capture;
+mod chest_usb;
 mod demo;
 mod doctor;
 mod record;
@@ -39,11 +42,11 @@ enum Cmd {
     Wake(wake::WakeArgs),
     /// Bring up one joint with a person at the robot (docs/bringup.md).
     Bringup(bringup::BringupArgs),
-    /// Check the install on the robot, read only; exit 0 only when no check fails.
-    Doctor(doctor::DoctorArgs),
     /// Capture the chest board's USB traffic while HAL runs and restarts
     /// (usbmon, pcap), for `nao-rs-usbmon verify` (docs/usbmon.md).
     Capture(capture::CaptureArgs),
+    /// Check the install on the robot, read only; exit 0 only when no check fails.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Counts allocations per thread, so the runtime's status shows that its

@@ -91,12 +91,7 @@ impl Safety {
     /// One cycle's update: `start_ns` is the cycle's start, `new_command`
     /// whether the controller sent a command for this cycle,
     /// `battery_current_ma` the latest battery current (0 before any).
-    pub fn step(
-        &mut self,
-        start_ns: u64,
-        new_command: bool,
-        battery_current_ma: i16,
-    ) -> Levels {
+    pub fn step(&mut self, start_ns: u64, new_command: bool, battery_current_ma: i16) -> Levels {
         // Controller lost.
         self.without_command = if new_command {
             0

@@ -296,8 +296,9 @@ fn run_remote(a: &DeployArgs, robot: &str, script: Vec<u8>) -> Result<Remote, St
 fn remote_failure(robot: &str, what: &str, r: &Remote) -> String {
     let hint = if r.code == Some(255) {
         format!(
-            "; ssh could not log in: check `ssh {robot}` works without a password prompt \
-             (the team's key, ~/.ssh/config)"
+            "; ssh could not connect or log in: check that `ssh {robot}` works without a \
+             prompt (the team's key and ~/.ssh/config; the robot's host key known: connect \
+             once by hand)"
         )
     } else if r.stderr.contains("sudo") {
         format!(
@@ -409,11 +410,14 @@ fn capture_and_verify(
     if !out.status.success() {
         return Err(format!(
             "the capture {} does not replay byte for byte against nao-rs's frames \
-             ({} verify exited {:?}; its report is above): nao-rs is not enabled on {robot}; \
+             ({} verify exited {}; its report is above): nao-rs is not enabled on {robot}; \
              --skip-verify overrides, knowingly",
             file.display(),
             usbmon.display(),
-            out.status.code()
+            out.status
+                .code()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "by a signal".into())
         ));
     }
     Ok(sha)
@@ -614,13 +618,21 @@ pub fn run(a: &DeployArgs) -> bool {
             }
         }
     };
+    // Each robot's log is printed as soon as its deploy ends (the others
+    // still run); the summary lines follow in the order the robots were named.
     let outcomes: Vec<Outcome> = std::thread::scope(|s| {
         let handles: Vec<_> = a
             .robots
             .iter()
             .map(|robot| {
                 let (root, bundle) = (&root, bundle.as_ref());
-                s.spawn(move || deploy_one(a, robot, root, bundle))
+                s.spawn(move || {
+                    let o = deploy_one(a, robot, root, bundle);
+                    let mut out = std::io::stdout().lock();
+                    let _ = write!(out, "== {robot}\n{}", o.log);
+                    let _ = out.flush();
+                    o
+                })
             })
             .collect();
         handles
@@ -637,10 +649,6 @@ pub fn run(a: &DeployArgs) -> bool {
             .collect()
     });
     let mut ok = true;
-    for (robot, o) in a.robots.iter().zip(&outcomes) {
-        println!("== {robot}");
-        print!("{}", o.log);
-    }
     for (robot, o) in a.robots.iter().zip(outcomes) {
         match o.result {
             Ok(s) => println!("{robot}: {s}"),

@@ -127,19 +127,24 @@ fn commands(c: &Change) -> String {
                     "mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q} || exit 1"
                 );
             }
+            // A step that fails leaves no half-written file behind.
+            let tmp = format!("\"$R\"{q}.nao-rs-new");
+            let undo = format!("{{ rm -f {tmp}; exit 1; }}");
             let _ = write!(
                 s,
-                "base64 -d >\"$R\"{q}.nao-rs-new <<'NAO_RS_DEPLOY_EOF' || exit 1\n{}NAO_RS_DEPLOY_EOF\n",
+                "base64 -d >{tmp} <<'NAO_RS_DEPLOY_EOF' || {undo}\n{}NAO_RS_DEPLOY_EOF\n",
                 base64_lines(&content.bytes)
             );
-            let _ = writeln!(s, "chmod {mode:o} \"$R\"{q}.nao-rs-new || exit 1");
+            let _ = writeln!(s, "chmod {mode:o} {tmp} || {undo}");
             if let Some(o) = owner {
-                let _ = writeln!(s, "chown {} \"$R\"{q}.nao-rs-new || exit 1", sq(o));
+                let _ = writeln!(s, "chown {} {tmp} || {undo}", sq(o));
             }
             let _ = write!(
                 s,
-                "[ \"$(sha256sum <\"$R\"{q}.nao-rs-new | cut -c1-64)\" = {sha} ] || exit 1\n\
-                 mv -f \"$R\"{q}.nao-rs-new \"$R\"{q}",
+                "[ \"$(sha256sum <{tmp} | cut -c1-64)\" = {sha} ] || {{ echo \"{path} arrived \
+                 with another sha256 than sent (the connection cut?): run deploy again\" >&2; \
+                 rm -f {tmp}; exit 1; }}\n\
+                 mv -f {tmp} \"$R\"{q}",
                 sha = content.sha256
             );
             s

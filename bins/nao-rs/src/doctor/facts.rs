@@ -14,11 +14,6 @@ use std::time::{Duration, Instant};
 
 use nao_kit::facts::{Pidfd, StartupFacts};
 
-/// The chest board's USB ids (config/udev/99-nao-rs.rules).
-pub const BOARD_VENDOR: &str = "ffff";
-/// The chest board's USB product id.
-pub const BOARD_PRODUCT: &str = "0006";
-
 /// Our units, in the order they start.
 pub const OUR_UNITS: [&str; 3] = [
     "nao-rs-stop.socket",
@@ -98,27 +93,7 @@ pub struct Facts {
     pub mark: Result<Option<String>, String>,
 }
 
-/// One enumerated USB device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsbDevice {
-    /// Its sysfs directory.
-    pub sysfs: String,
-    /// `idVendor`.
-    pub vendor: String,
-    /// `idProduct`.
-    pub product: String,
-    /// `busnum`.
-    pub bus: u16,
-    /// `devnum`.
-    pub dev: u16,
-}
-
-impl UsbDevice {
-    /// Its device node.
-    pub fn node(&self) -> String {
-        format!("/dev/bus/usb/{:03}/{:03}", self.bus, self.dev)
-    }
-}
+pub use crate::chest_usb::UsbDevice;
 
 /// A process, by pid and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,7 +269,7 @@ fn node(path: &Path) -> Result<Node, String> {
 
 /// Reads every fact under `root`; `page` is the page's path on the robot.
 pub fn gather(root: &Root, page: Option<&Path>) -> Facts {
-    let boards = usb_boards(root);
+    let boards = crate::chest_usb::chest_boards(&root.at(crate::chest_usb::SYSFS_DEVICES));
     let first = boards.as_ref().ok().and_then(|b| b.first().cloned());
     let (holders, hal_processes) = scan_proc(root, first.as_ref().map(UsbDevice::node));
     let board_node = first.as_ref().map(|b| node(&root.at(b.node())));
@@ -334,36 +309,6 @@ pub fn gather(root: &Root, page: Option<&Path>) -> Facts {
             Err(e) => Err(format!("{}: {e}", nao_kit::verify_mark::PATH)),
         },
     }
-}
-
-/// The chest boards in `/sys/bus/usb/devices`, by their ids.
-fn usb_boards(root: &Root) -> Result<Vec<UsbDevice>, String> {
-    let dir = root.at("/sys/bus/usb/devices");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut found = Vec::new();
-    for e in entries.flatten() {
-        let p = e.path();
-        let attr = |a: &str| {
-            std::fs::read_to_string(p.join(a))
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default()
-        };
-        let (vendor, product) = (attr("idVendor"), attr("idProduct"));
-        if !vendor.eq_ignore_ascii_case(BOARD_VENDOR)
-            || !product.eq_ignore_ascii_case(BOARD_PRODUCT)
-        {
-            continue;
-        }
-        found.push(UsbDevice {
-            sysfs: format!("/sys/bus/usb/devices/{}", e.file_name().to_string_lossy()),
-            vendor,
-            product,
-            bus: attr("busnum").parse().unwrap_or(0),
-            dev: attr("devnum").parse().unwrap_or(0),
-        });
-    }
-    found.sort_by(|a, b| a.sysfs.cmp(&b.sysfs));
-    Ok(found)
 }
 
 /// One pass over `/proc`: who holds `node` open, and which processes are

@@ -7,8 +7,8 @@ use nao_kit::facts::Pidfd;
 use nao_kit::verify_mark::{self, VerifyMark};
 
 use super::facts::{
-    Facts, PageFacts, PageRead, Unit, BOARD_PRODUCT, BOARD_VENDOR, CONF, DEFAULT_UDP_PORT,
-    HAL_UNITS, LIMITS_DIR, NAO_USER_UNITS, OUR_UNITS, RUN_DIR, TMPFILES, UDEV_RULE,
+    Facts, PageFacts, PageRead, Unit, CONF, DEFAULT_UDP_PORT, HAL_UNITS, LIMITS_DIR,
+    NAO_USER_UNITS, OUR_UNITS, RUN_DIR, TMPFILES, UDEV_RULE,
 };
 
 /// A check's verdict.
@@ -105,7 +105,11 @@ fn chest_board(f: &Facts) -> Check {
         ),
         Ok(b) if b.is_empty() => fail(
             N,
-            format!("no USB device {BOARD_VENDOR}:{BOARD_PRODUCT} in /sys/bus/usb/devices"),
+            format!(
+                "no USB device {} in {}",
+                crate::chest_usb::ids(),
+                crate::chest_usb::SYSFS_DEVICES
+            ),
             "the chest board is not enumerated: check the head's cable to the body and that the \
              body is powered (`lsusb -d ffff:0006`); a reboot re-enumerates it",
         ),

@@ -20,6 +20,7 @@
 #   bash scripts/naovm.sh --up naoos       # build, boot and leave it running:
 #                                          # ssh -F target/naovm/ssh/config naoos
 #   bash scripts/naovm.sh --down           # power off the machine --up left
+#   NAOVM_VERIFY=skip bash scripts/naovm.sh  # deploy --skip-verify, not --verify
 #
 # Needs root (mmdebstrap, chroot, apt-get) and Debian's archive; QEMU and the
 # kernel come from scripts/vhead.sh --fetch (its cache, target/vhead/). The
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
         --build) ACTION=build; shift ;;
         --up) ACTION=up; IMAGES=${2:?--up takes an image: naoos or team}; shift 2 ;;
         --down) ACTION=down; shift ;;
-        -h|--help) sed -n 2,28p "$0"; exit 0 ;;
+        -h|--help) sed -n 2,29p "$0"; exit 0 ;;
         *) echo "naovm: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
         --build) ACTION=build; shift ;;
         --up) ACTION=up; IMAGES=${2:?--up takes an image: naoos or team}; shift 2 ;;
         --down) ACTION=down; shift ;;
-        -h|--help) sed -n 2,29p "$0"; exit 0 ;;
+        -h|--help) sed -n 2,28p "$0"; exit 0 ;;
         *) echo "naovm: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -79,9 +79,11 @@ echo "$(basename "$0") $*" >>"$FAKE_LOG"
 "#;
 
 const GROUPS: &str = r#"#!/bin/sh
-# groupadd / usermod / gpasswd / groupdel stand-in on the fake /etc/group.
+# groupadd / usermod / gpasswd / groupdel stand-in on the fake /etc/group;
+# like shadow-utils, each change first copies the file to /etc/group-.
 echo "$(basename "$0") $*" >>"$FAKE_LOG"
 g="$NAO_RS_DEPLOY_ROOT/etc/group"
+cp -p "$g" "$g-"
 case $(basename "$0") in
   groupadd) echo "hal:x:990:" >>"$g" ;;
   usermod) sed -i -e '/^hal:/s/:$/:nao/' -e '/^hal:.*[^:]$/{/:nao$/!{/[:,]nao,/!s/$/,nao/}}' "$g" ;;

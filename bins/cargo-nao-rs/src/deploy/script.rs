@@ -52,6 +52,25 @@ as_nao() {
   su -s /bin/sh nao -c "XDG_RUNTIME_DIR=/run/user/$u systemctl --user $*" ||
     echo "   note: systemctl --user $* as nao failed (no session of nao?): reboot the robot so that it takes effect"
 }
+# groupadd, usermod, gpasswd and groupdel rewrite the account files' own
+# backups (/etc/group- ...) with the state before each change: the first
+# group change keeps them as they were, the uninstall's last puts them back,
+# so nothing of nao-rs is left in them either.
+ACCOUNTS="group- gshadow- passwd- shadow-"
+keep_accounts() {
+  mkdir -p "$B/accounts" || return 1
+  for f in $ACCOUNTS; do
+    if [ -e "$B/accounts/$f" ] || [ -e "$B/accounts/$f.absent" ]; then continue; fi
+    if [ -e "$R/etc/$f" ]; then cp -p "$R/etc/$f" "$B/accounts/$f" || return 1
+    else : >"$B/accounts/$f.absent" || return 1; fi
+  done
+}
+restore_accounts() {
+  for f in $ACCOUNTS; do
+    if [ -e "$B/accounts/$f" ]; then cp -p "$B/accounts/$f" "$R/etc/$f" || return 1
+    elif [ -e "$B/accounts/$f.absent" ]; then rm -f "$R/etc/$f"; fi
+  done
+}
 "#;
 
 /// The script that carries out `plan` (install or uninstall). `root`
@@ -99,10 +118,12 @@ fn p(path: &str) -> String {
 fn commands(c: &Change) -> String {
     match c {
         Change::MkDir(d) => format!("mkdir {} || [ -d {} ]", p(d), p(d)),
-        Change::AddGroup => "if command -v groupadd >/dev/null 2>&1; then groupadd --system hal; \
+        Change::AddGroup => "keep_accounts || exit 1\n\
+             if command -v groupadd >/dev/null 2>&1; then groupadd --system hal; \
              else addgroup -S hal; fi"
             .into(),
-        Change::AddMember => "if command -v usermod >/dev/null 2>&1; then usermod -a -G hal nao; \
+        Change::AddMember => "keep_accounts || exit 1\n\
+             if command -v usermod >/dev/null 2>&1; then usermod -a -G hal nao; \
              else addgroup nao hal; fi"
             .into(),
         Change::StopUserUnits(us) => format!("as_nao stop {}", us.join(" ")),
@@ -190,10 +211,10 @@ fn commands(c: &Change) -> String {
         Change::EnableAgain(u) => format!("systemctl enable --now {u}"),
         Change::StartUserUnits(us) => format!("as_nao start {}", us.join(" ")),
         Change::DelMember => "if command -v gpasswd >/dev/null 2>&1; then gpasswd -d nao hal; \
-             else delgroup nao hal; fi"
+             else delgroup nao hal; fi && restore_accounts"
             .into(),
         Change::DelGroup => "if command -v groupdel >/dev/null 2>&1; then groupdel hal; \
-             else delgroup hal; fi"
+             else delgroup hal; fi && restore_accounts"
             .into(),
         Change::DropState => "rm -rf \"$S\"".into(),
         Change::RmDir(d) => format!(

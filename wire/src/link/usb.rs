@@ -137,7 +137,11 @@ impl UsbLink {
                         LinkError::NoDevice,
                         format!(
                             "no chest board (USB {id}) found: libusb could not start ({e}); \
-                             is /dev/bus/usb there (in a container: pass the USB bus in)?"
+                             is /dev/bus/usb there (in a container: pass the USB bus in)? \
+                             A process that locked its memory (mlockall) with a small \
+                             RLIMIT_MEMLOCK cannot map libusb's buffers either: run with \
+                             `LimitMEMLOCK=infinity` (the units of config/ have it) or \
+                             `ulimit -l unlimited`"
                         ),
                     ))
                 }

@@ -41,6 +41,7 @@ pub mod alloc;
 pub mod clock;
 pub mod elf;
 pub mod facts;
+pub mod hex;
 pub mod log;
 #[cfg(feature = "mutations")]
 pub mod mutation;

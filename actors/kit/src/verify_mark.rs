@@ -50,7 +50,7 @@ impl VerifyMark {
     /// [`VerifyMark::Skipped`]).
     pub fn sha256_hex(&self) -> Option<String> {
         match self {
-            VerifyMark::Verified { sha256, .. } => Some(hex(sha256)),
+            VerifyMark::Verified { sha256, .. } => Some(crate::hex::hex(sha256)),
             VerifyMark::Skipped { .. } => None,
         }
     }
@@ -61,7 +61,7 @@ impl fmt::Display for VerifyMark {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             VerifyMark::Verified { sha256, at } => {
-                writeln!(f, "verified sha256={} at={at}", hex(sha256))
+                writeln!(f, "verified sha256={} at={at}", crate::hex::hex(sha256))
             }
             VerifyMark::Skipped { at } => writeln!(f, "skipped at={at}"),
         }
@@ -132,7 +132,7 @@ pub fn parse(text: &str) -> Result<VerifyMark, MarkError> {
             if sha256.is_some() {
                 return Err(MarkError::ExtraField);
             }
-            sha256 = Some(unhex(v).ok_or(MarkError::BadSha256)?);
+            sha256 = Some(crate::hex::unhex32(v).ok_or(MarkError::BadSha256)?);
         } else if let Some(v) = w.strip_prefix("at=") {
             if at.is_some() {
                 return Err(MarkError::ExtraField);
@@ -152,31 +152,6 @@ pub fn parse(text: &str) -> Result<VerifyMark, MarkError> {
     } else {
         Ok(VerifyMark::Skipped { at })
     }
-}
-
-fn hex(bytes: &[u8; 32]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(64);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
-    s
-}
-
-/// 64 hex digits (either case) to 32 bytes.
-fn unhex(s: &str) -> Option<[u8; 32]> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in b.chunks_exact(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16)?;
-        let lo = (pair[1] as char).to_digit(16)?;
-        out[i] = (hi * 16 + lo) as u8;
-    }
-    Some(out)
 }
 
 #[cfg(test)]

@@ -153,7 +153,7 @@ impl TeamKey {
 /// The key id of key bytes `key`: 8 lower-case hex digits.
 pub fn key_id(key: &[u8]) -> String {
     let d = Sha256::digest(key);
-    d[..4].iter().map(|b| format!("{b:02x}")).collect()
+    hex(&d[..4])
 }
 
 /// The key file rules as a pure function: `path` is only for the message.
@@ -294,23 +294,7 @@ impl crate::RefusalKind for WakeRefusalKind {
 /// `wake refused (<kind>): <sentence>`.
 pub type WakeRefusal = crate::Refusal<WakeRefusalKind>;
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex32(s: &str) -> Option<[u8; 32]> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in b.chunks_exact(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16)?;
-        let lo = (pair[1] as char).to_digit(16)?;
-        out[i] = (hi * 16 + lo) as u8;
-    }
-    Some(out)
-}
+use nao_kit::hex::{hex, unhex32};
 
 fn is_key_id(s: &str) -> bool {
     s.len() == 8 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))

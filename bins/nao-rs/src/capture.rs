@@ -609,7 +609,7 @@ fn sha256_of(path: &Path) -> Result<String, String> {
         }
         h.update(&buf[..n]);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(nao_kit::hex::hex(&h.finalize()))
 }
 
 /// Runs `nao-rs capture`.

@@ -391,7 +391,7 @@ fn capture_and_verify(
         "   capture: {} ({} bytes, sha256 {})\n",
         file.display(),
         r.stdout.len(),
-        plan::hex(&sha)
+        nao_kit::hex::hex(&sha)
     ));
     let usbmon = usbmon_program();
     let out = Command::new(&usbmon)

@@ -28,7 +28,7 @@ pub struct Content {
 impl Content {
     /// Wraps `bytes`, computing their sha256.
     pub fn new(bytes: Vec<u8>) -> Content {
-        let sha256 = hex(&Sha256::digest(&bytes));
+        let sha256 = nao_kit::hex::hex(&Sha256::digest(&bytes));
         Content {
             bytes: bytes.into(),
             sha256,
@@ -45,11 +45,6 @@ impl fmt::Debug for Content {
             &self.sha256[..12]
         )
     }
-}
-
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One file deploy puts on the robot.

@@ -250,10 +250,19 @@ fn socket_activated(cmd: &Command, sock: &UdpSocket, log: &Path) -> Command {
         }
     }
     let fd = sock.as_raw_fd();
-    // SAFETY: dup2 only, between fork and exec; the new fd 3 has no CLOEXEC.
+    // SAFETY: dup2 and fcntl only, between fork and exec. dup2 gives the new
+    // fd 3 no CLOEXEC; when the socket already is fd 3, dup2 does nothing
+    // and the socket's own CLOEXEC must be cleared instead, or exec closes
+    // it (the guard then saw "LISTEN_FDS (fd not open)": a flake whenever
+    // the test's socket was given fd 3).
     unsafe {
         c.pre_exec(move || {
-            if libc::dup2(fd, 3) < 0 {
+            let r = if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            };
+            if r < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

@@ -115,6 +115,12 @@ fn p(path: &str) -> String {
     format!("\"$R\"{}", sq(path))
 }
 
+/// The shell command that copies `path` (quoted: `q`) into the backup
+/// directory, links as links, mode and times kept.
+fn backup(q: &str) -> String {
+    format!("mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q}")
+}
+
 fn commands(c: &Change) -> String {
     match c {
         Change::MkDir(d) => format!("mkdir {} || [ -d {} ]", p(d), p(d)),
@@ -127,10 +133,10 @@ fn commands(c: &Change) -> String {
              else addgroup nao hal; fi"
             .into(),
         Change::StopUserUnits(us) => format!("as_nao stop {}", us.join(" ")),
-        Change::RemoveLink { path, .. } => format!(
-            "mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q} && rm -f \"$R\"{q}",
-            q = sq(path)
-        ),
+        Change::RemoveLink { path, .. } => {
+            let q = sq(path);
+            format!("{} && rm -f \"$R\"{q}", backup(&q))
+        }
         Change::Disable(u) => format!("systemctl disable --now {u}"),
         Change::Mask(u) => format!("systemctl mask --now {u}"),
         Change::Write {
@@ -143,10 +149,7 @@ fn commands(c: &Change) -> String {
             let q = sq(path);
             let mut s = String::new();
             if *record == Record::Replaced {
-                let _ = writeln!(
-                    s,
-                    "mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q} || exit 1"
-                );
+                let _ = writeln!(s, "{} || exit 1", backup(&q));
             }
             // A step that fails leaves no half-written file behind.
             let tmp = format!("\"$R\"{q}.nao-rs-new");
@@ -178,10 +181,7 @@ fn commands(c: &Change) -> String {
             let q = sq(path);
             let mut s = String::new();
             if *record == Record::Replaced {
-                let _ = writeln!(
-                    s,
-                    "mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q} || exit 1"
-                );
+                let _ = writeln!(s, "{} || exit 1", backup(&q));
             }
             let _ = write!(s, "rm -f \"$R\"{q} && ln -s {} \"$R\"{q}", sq(target));
             s

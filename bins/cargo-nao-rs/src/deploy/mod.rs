@@ -257,6 +257,16 @@ fn run_remote(a: &DeployArgs, robot: &str, script: Vec<u8>) -> Result<Remote, St
         .args([
             "-o",
             "BatchMode=yes",
+            // Every wait has a deadline: a robot that does not answer in
+            // 15 s, or stops answering for 30 s mid-deploy (powered off,
+            // out of the network), ends its ssh with exit 255 instead of
+            // holding deploy for ever.
+            "-o",
+            "ConnectTimeout=15",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=6",
             "-T",
             "--",
             robot,

@@ -90,7 +90,7 @@ pub const START_UP_BOUND_NS: u64 = 6_000_000_000;
 /// the busy board every 50 ms ([`RUNTIME_OPEN_RETRY_NS`]), so it has the
 /// free board within 50 ms of the hand-over, plus its link start and
 /// handshake.
-pub(crate) const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
+pub const HAND_OVER_BOUND_NS: u64 = 1_000_000_000;
 
 // The runtime's contract with the guard: the runtime keeps these (it uses
 // the constants), and the guard's bounds above are made to cover them.

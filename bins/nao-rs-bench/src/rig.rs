@@ -75,6 +75,8 @@ impl Rig {
             sim_args: Vec::new(),
             sim_priority: Some(SIM_PRIORITY),
             page: None,
+            // The bench measures the robot's own bounds.
+            guard_bounds: testkit::GuardBounds::Robot,
         }
         .try_start()?;
         let page = Page::open(rig.page_path())

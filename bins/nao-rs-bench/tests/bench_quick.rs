@@ -67,7 +67,18 @@ fn run_quick(out: &Path, tmp: &Path) -> (i32, String, String) {
     // Killed on drop; its programs die with it (PR_SET_PDEATHSIG).
     let mut child = testkit::Proc::from(
         Command::new(env!("CARGO_BIN_EXE_nao-rs-bench"))
-            .args(["--quick", "--out"])
+            // The shortest run that still measures every figure: the
+            // values are not asserted here.
+            .args(["--quick", "--beacon-seconds", "1", "--hold-trials", "1"])
+            .args([
+                "--stop-all-trials",
+                "1",
+                "--cycles",
+                "100",
+                "--trials",
+                "2",
+                "--out",
+            ])
             .arg(out)
             .arg("--recordings")
             .arg(testkit::workspace_root().join("recordings"))

@@ -3,7 +3,7 @@
 //! without pidfds (the robot's Linux 4.4 has none: the guard then runs
 //! under testkit's kernel 4.4 floor, every newer system call ENOSYS).
 //! Judged by the page's reason (`guard-runtime-exited`: seen at once;
-//! `guard-heartbeat-lost` would be the 60 ms fallback) and the virtual
+//! `guard-heartbeat-lost` would be the beat timeout's fallback) and the virtual
 //! robot's trace (who sent each frame).
 
 mod common;
@@ -12,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{guard_with_nofile, runs, stiff_nao_rs_run, GuardRig};
+use common::{guard_with_nofile, lowest_nofile_guard, runs, stiff_nao_rs_run, GuardRig};
 use deathswitch::{Page, Reason};
 use nix::sys::signal::Signal;
 use testkit::{poll_for, Proc, Rig};
@@ -239,20 +239,10 @@ fn exit_watch_at_the_lowest_fd_limit_the_exit_is_seen_at_once() {
         let rig = Rig::start();
         let page = Page::open(rig.page_path()).unwrap();
         let log = rig.log_path("guard");
-        let mut started = None;
-        for n in 7..64 {
+        let (_, guard) = lowest_nofile_guard(&page, |n| {
             let mut cmd = guard_with_nofile(&rig, n, &log);
-            let mut g = Proc::spawn("nao-rs-guard", floor(&mut cmd, f));
-            let up = poll_for(Duration::from_secs(2), || {
-                (page.snapshot().guard_pid == Some(g.pid())).then_some(())
-            });
-            if up.is_some() {
-                started = Some(g);
-                break;
-            }
-            g.wait_exit(Duration::from_secs(2)).expect("refused");
-        }
-        let guard = started.expect("the guard starts below 64 descriptors");
+            Proc::spawn("nao-rs-guard", floor(&mut cmd, f))
+        });
         page.rearm();
         let path = deathswitch::exit_watch::path(rig.page_path());
         let strangers: Vec<UnixStream> = (0..32)

@@ -1,22 +1,21 @@
-//! Restarts and the robot's own processes: the guard against a runtime
-//! that hangs before its first beat, against pids stored in the page by
-//! others or reused by unrelated processes, against stray signals, a low
-//! file descriptor limit and a second guard. Each test starts the virtual
-//! robot, the guard and the runtime (`nao-rs run`, with `--fault KIND`
-//! where it must hang) as separate processes and is judged by the
-//! simulator's trace (`peer_pid`, `t_ns`: CLOCK_MONOTONIC).
+//! Restarts and the robot's own processes: the guard against pids stored
+//! in the page by others or reused by unrelated processes, against stray
+//! signals, a low file descriptor limit and a second guard. Each test
+//! starts the virtual robot, the guard and the runtime (`nao-rs run`, with
+//! `--fault KIND` where it must hang) as separate processes and is judged
+//! by the simulator's trace (`peer_pid`, `t_ns`: CLOCK_MONOTONIC). A hang
+//! before the first beat and a hand-over to a runtime that freezes are
+//! orderings in time: world cases (`bins/nao-rs-world/tests/cases.rs`).
 
 mod common;
 
-use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::time::Duration;
 
 use common::{
-    guarded, hang_taken_over, poll_for, sent_by, stiff_nao_rs_run, wait_for, GuardRig, Proc, Rig,
-    Runtime, HAND_OVER_BOUND,
+    guarded, hang_taken_over, lowest_nofile_guard, poll_for, stiff_nao_rs_run, wait_for, GuardRig,
+    Proc, Rig, Runtime,
 };
-use deathswitch::rules::START_UP_BOUND_NS;
 use deathswitch::{Page, Reason, Switch};
 use nao_rs_guard::signals::ends_the_guard;
 use nao_rs_sim::TraceLine;
@@ -43,108 +42,6 @@ fn max_gap_ms(frames: &[TraceLine], from_ns: u64) -> f64 {
         .filter(|&t| t >= from_ns)
         .collect();
     t.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as f64 / 1e6
-}
-
-fn killed_by_sigkill(p: &mut Proc, what: &str) {
-    let st = p
-        .wait_exit(Duration::from_secs(3))
-        .unwrap_or_else(|| panic!("{what}: the guard did not kill it"));
-    assert_eq!(st.signal(), Some(libc::SIGKILL), "{what}: {st:?}");
-}
-
-/// A registered runtime that freezes before its first beat: no frame from
-/// anyone until the start-up bound (6 s) has passed since it registered,
-/// then the guard trips `guard-start-up-timeout`, kills it through its
-/// pidfd and sends all-off frames. The same after `naoctl stop` (the first
-/// reason stays; the guard's own is in its log).
-#[test]
-fn a_hang_before_the_first_beat_is_taken_over_after_the_start_up_bound() {
-    for naoctl_stop in [false, true] {
-        // Built before the clock starts.
-        testkit::bin("naoctl");
-        testkit::bin("nao-rs");
-        let (rig, page, guard) = guarded();
-        page.rearm();
-        let t0 = deathswitch::monotonic_ns();
-        let mut rt = rig.start_runtime(&Runtime::new("rt").fault("freeze-registered"));
-        wait_for("the registration", Duration::from_secs(5), || {
-            (page.snapshot().driver_pid == Some(rt.pid())).then_some(())
-        });
-        if naoctl_stop {
-            testkit::ok(rig.naoctl(&["stop"]), "naoctl stop");
-        }
-        let frames = sent_by(
-            &rig.wait_frames_from(guard.pid(), 5, Duration::from_secs(12)),
-            guard.pid(),
-        );
-        let all = rig.frames();
-        assert_eq!(
-            all[0].peer_pid as u32,
-            guard.pid(),
-            "the board was silent before"
-        );
-        let first_ms = (frames[0].t_ns - t0) as f64 / 1e6;
-        let bound_ms = (START_UP_BOUND_NS / MS) as f64;
-        assert!(
-            first_ms > bound_ms && first_ms < bound_ms + 1000.0,
-            "first all-off frame {first_ms:.0} ms after the start (bound {bound_ms} ms)"
-        );
-        assert!(frames.iter().all(|l| l.all_off && l.max_stiffness == 0));
-        killed_by_sigkill(&mut rt, "the frozen runtime");
-        let want = if naoctl_stop {
-            Reason::Naoctl
-        } else {
-            Reason::GuardStartUpTimeout
-        };
-        let snap = page.snapshot();
-        assert_eq!(snap.reason, Some(want));
-        assert!(snap.guard_holding);
-        wait_for(
-            "the exited runtime's pid cleared",
-            Duration::from_secs(2),
-            || (page.snapshot().driver_pid.is_none()).then_some(()),
-        );
-        rig.wait_guard_log("guard-start-up-timeout");
-    }
-}
-
-/// A restarted runtime that the guard handed the board freezes holding it
-/// before its first beat: the board goes without frames for at most the
-/// hand-over bound (1 s), then the guard kills it and sends all-off frames
-/// again.
-#[test]
-fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bound() {
-    let (rig, page, guard) = guarded();
-    guard_holding(&rig, &page, &guard);
-    let mut rt2 = rig.start_runtime(&Runtime::new("rt2").fault("freeze-linked"));
-    rig.wait_guard_log("handed over");
-    let before = rig.frames_from(guard.pid()).last().unwrap().t_ns;
-    let after = wait_for("all-off frames again", Duration::from_secs(5), || {
-        let f: Vec<TraceLine> = rig
-            .frames_from(guard.pid())
-            .into_iter()
-            .filter(|l| l.t_ns > before)
-            .collect();
-        (f.len() >= 3).then_some(f)
-    });
-    let silent_ms = (after[0].t_ns - before) as f64 / 1e6;
-    let bound_ms = HAND_OVER_BOUND.as_millis() as f64;
-    assert!(
-        silent_ms > bound_ms - 50.0 && silent_ms < bound_ms + 500.0,
-        "the board went {silent_ms:.0} ms without a guard frame (bound {bound_ms} ms)"
-    );
-    // Nobody else sent a frame in between; the guard's are all-off.
-    assert!(
-        rig.frames()
-            .iter()
-            .filter(|l| l.t_ns > before && l.t_ns < after[0].t_ns)
-            .all(|l| l.peer_pid as u32 == rt2.pid() && l.all_off),
-        "only the frozen runtime's start-up, all-off, in the gap"
-    );
-    assert!(after.iter().all(|l| l.all_off && l.max_stiffness == 0));
-    killed_by_sigkill(&mut rt2, "the frozen runtime");
-    assert!(page.snapshot().guard_holding);
-    rig.wait_guard_log("guard-start-up-timeout");
 }
 
 /// While the guard holds the board, a live pid stored in `driver_pid` by
@@ -388,19 +285,7 @@ fn at_a_low_fd_limit_the_guard_refuses_to_start_or_can_take_over() {
     assert_eq!(page.snapshot().guard_pid, None, "the page untouched");
 
     // The lowest limit the guard starts at.
-    let mut started = None;
-    for n in 7..64 {
-        let mut g = guard_with_nofile(&rig, n, &log);
-        let up = poll_for(Duration::from_secs(2), || {
-            (page.snapshot().guard_pid == Some(g.pid())).then_some(())
-        });
-        if up.is_some() {
-            started = Some((n, g));
-            break;
-        }
-        g.wait_exit(Duration::from_secs(2)).expect("refused");
-    }
-    let (n, guard) = started.expect("the guard starts below 64 descriptors");
+    let (n, guard) = lowest_nofile_guard(&page, |n| guard_with_nofile(&rig, n, &log));
     println!("the guard starts at RLIMIT_NOFILE {n}");
     page.rearm();
     let (_rt, frames) = hang_taken_over(&rig, guard.pid(), 5);

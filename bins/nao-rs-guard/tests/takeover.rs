@@ -89,18 +89,19 @@ fn runtime_that_never_confirms_is_taken_over_with_guard_no_confirmation() {
     // The first reason stays; the guard's own reason is in its log.
     assert_eq!(page.snapshot().reason, Some(Reason::Naoctl));
     rig.wait_guard_log("guard-no-confirmation");
-    // Within the 40 ms window, one 2 ms poll, and the kernel's release of
-    // the board (generous bound: the machine is shared).
+    // Not before the window ended (the rig's guard runs with the tests'
+    // window, `TEST_CONFIRM_WINDOW_MS`); how soon after it is the world's
+    // I3 (the robot's 40 ms, in virtual time) and the bench's.
     let first = frames
         .iter()
         .find(|l| l.peer_pid as u32 == guard.pid())
         .unwrap();
     let ms = (first.t_ns - tripped_at) as f64 / 1e6;
     assert!(
-        ms >= 40.0,
-        "taken over {ms:.1} ms after the trip: before the window ended"
+        ms >= testkit::TEST_CONFIRM_WINDOW_MS as f64,
+        "taken over {ms:.1} ms after the trip: before the {} ms window ended",
+        testkit::TEST_CONFIRM_WINDOW_MS
     );
-    assert!(ms < 250.0, "taken over {ms:.1} ms after the trip");
 }
 
 #[test]

@@ -281,6 +281,22 @@ pub struct Outcome {
     pub stiff_frames: u64,
     /// Frames the guard sent (it took over).
     pub guard_frames: u64,
+    /// Every frame the chest board received, in order (with
+    /// [`World::with_story`] only: the explorer keeps none).
+    pub frames: Vec<FrameNote>,
+    /// The page at the end.
+    pub page: Snapshot,
+}
+
+/// One frame the chest board received (a world case judges them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameNote {
+    /// When (virtual ns).
+    pub at_ns: u64,
+    /// Who sent it: a runtime's pid, or [`GUARD_PID`].
+    pub pid: u32,
+    /// Some joint had stiffness on the wire.
+    pub stiff: bool,
 }
 
 /// The whole robot in virtual time.
@@ -316,6 +332,7 @@ pub struct World {
     events: u64,
     stiff_frames: u64,
     guard_frames: u64,
+    frames: Vec<FrameNote>,
     story: Option<Vec<String>>,
     violation: Option<Violation>,
 }
@@ -382,6 +399,7 @@ impl World {
             events: 0,
             stiff_frames: 0,
             guard_frames: 0,
+            frames: Vec::new(),
             story: None,
             violation: None,
             schedule,
@@ -423,6 +441,16 @@ impl World {
         }
     }
 
+    fn keep_frame(&mut self, pid: u32, stiff: bool) {
+        if self.story.is_some() {
+            self.frames.push(FrameNote {
+                at_ns: self.now,
+                pid,
+                stiff,
+            });
+        }
+    }
+
     fn fail(&mut self, inv: Inv, r: Result<(), String>) {
         if let (Err(what), None) = (r, &self.violation) {
             let at_ns = self.now;
@@ -457,6 +485,8 @@ impl World {
             story: self.story.unwrap_or_default(),
             stiff_frames: self.stiff_frames,
             guard_frames: self.guard_frames,
+            frames: self.frames,
+            page: self.page.snapshot(),
         }
     }
 
@@ -926,6 +956,9 @@ impl World {
         };
         let all_off = out.cycle.all_off && device_all_off;
         self.stiff_frames += u64::from(!all_off);
+        if frame.is_some() {
+            self.keep_frame(pid, !all_off);
+        }
         let wakes = &self.runtimes[r].wakes_taken;
         let r2 = inv::i2_stiff_frame_needs_a_wake_read_after_the_rearm(
             all_off,
@@ -1112,6 +1145,7 @@ impl World {
                 let sent = self.guard.board.send_all_off(now).is_ok();
                 if sent {
                     self.guard_frames += 1;
+                    self.keep_frame(GUARD_PID, false);
                     self.guard.guard_cycle += 1;
                     let c = self.guard.guard_cycle;
                     self.page.write_heartbeat(c, now, true);

@@ -62,66 +62,6 @@ fn stop_rearm_wake(s: &common::RunningRuntime, limp_ms: u64) -> (u64, u64, u64) 
     wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
     (stop, rearmed, woke)
 }
-
-#[test]
-fn trip_re_armed_within_one_cycle() {
-    let s = setup();
-    testkit::bin("naoctl");
-    // (stop, re-arm done, wake) times of each round.
-    // Limp for as long as we look (100 ms), though re-armed.
-    let rounds: Vec<_> = (0..20).map(|_| stop_rearm_wake(&s, 100)).collect();
-    let frames = cycle_frames(&s.rig);
-    for (i, &(stop, rearmed, woke)) in rounds.iter().enumerate() {
-        let w = window(&frames, stop, woke);
-        assert!(
-            w.iter().any(|l| l.all_off),
-            "round {i}: no all-off frame between the stop and the wake \
-             (stop->rearm {} us): {w:?}",
-            (rearmed - stop) / 1000
-        );
-        let stiff = stiff_after(&w, stop);
-        assert!(
-            stiff.is_empty(),
-            "round {i}: stiff frames after the trip before the wake: {}",
-            show(&w, stop)
-        );
-    }
-    let stops = rounds
-        .iter()
-        .map(|r| (r.1 - r.0) / 1000)
-        .collect::<Vec<_>>();
-    eprintln!("trip -> re-arm done, us: {stops:?}");
-}
-
-#[test]
-fn a_wake_while_tripped_is_used_up() {
-    let s = setup();
-    testkit::bin("naoctl");
-    let before = s.page.snapshot().wake_generation().unwrap();
-    let trip = naoctl_stop(&s);
-    settle(&s.rig, trip, 50);
-    // `nao-rs wake` while tripped: refused, nothing sent.
-    let out = s.rig.wake_command(RT).output().unwrap();
-    assert!(!out.status.success(), "nao-rs wake while tripped");
-    // A wake that reaches the runtime while tripped (read before the
-    // trip): used up, it does nothing.
-    nao_runtime::wake::send(&s.rig.wake_socket(RT), before).unwrap();
-    settle(&s.rig, deathswitch::monotonic_ns(), 50);
-    naoctl(&s.rig, &["rearm", "--yes"]);
-    let rearmed = deathswitch::monotonic_ns();
-    settle(&s.rig, rearmed, 300);
-    let woke = deathswitch::monotonic_ns();
-    let w = window(&cycle_frames(&s.rig), trip, woke);
-    assert!(
-        stiff_after(&w, trip).is_empty(),
-        "stiff before a wake after the re-arm: {}",
-        show(&w, trip)
-    );
-    // The wake after the re-arm counts.
-    wake(&s.rig, RT);
-    wait_stiff_after(&s.rig, woke, Duration::from_secs(5));
-}
-
 #[test]
 fn damaged_page_re_armed_within_one_cycle() {
     let s = setup();

@@ -51,7 +51,7 @@ fn limp_runtime(rig: &Rig) -> Proc {
 /// `nao-rs run --controller stand` as `name` with a guard watching it: at
 /// the runtime's real-time priority where permitted (root), as on the
 /// robot, so a loaded machine cannot starve its cycle past the guard's
-/// 60 ms beat timeout (at the normal policy it can: the guard then rightly
+/// beat timeout (at the normal policy it can: the guard then rightly
 /// takes over).
 fn start_guarded_runtime(rig: &Rig, port: u16, name: &str) -> Proc {
     let mut rt = Runtime::new(name).udp_port(port);

@@ -34,7 +34,10 @@ pub use floor::{
     LAST_CALL_OF_4_4,
 };
 pub use proc::Proc;
-pub use rig::{in_shell, ok, output, Programs, Rig, RigSpec, Runtime};
+pub use rig::{
+    in_shell, ok, output, GuardBounds, Programs, Rig, RigSpec, Runtime, TEST_BEAT_TIMEOUT_MS,
+    TEST_CONFIRM_WINDOW_MS,
+};
 pub use serve::UnixServer;
 pub use wait::{poll_every, poll_for, wait_every, wait_for, POLL};
 

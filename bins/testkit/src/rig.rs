@@ -17,6 +17,21 @@ use std::time::Duration;
 
 use crate::{poll_for, wait_for, Proc};
 
+/// The guard's rule 2 (beat timeout) in the process-level tests, ms: the
+/// robot's is 60 ms, and a shared 2-core host stalls a process for 60 ms
+/// and more now and then, which the guard rightly takes for a hang. These
+/// tests judge what only real processes show (signals, pidfds, sockets,
+/// files), not the bounds: the 60 ms and 40 ms rules are judged in
+/// virtual time by the world on every schedule (I3, `docs/world.md`),
+/// by the guard's core tables, and measured by `nao-rs-bench` and the
+/// virtual head with the robot's values (`docs/safety-rules.md`, "Tests
+/// and time").
+pub const TEST_BEAT_TIMEOUT_MS: u64 = 500;
+
+/// The guard's rule 3 (confirmation window) in the process-level tests,
+/// ms (the robot's: 40 ms); see [`TEST_BEAT_TIMEOUT_MS`].
+pub const TEST_CONFIRM_WINDOW_MS: u64 = 300;
+
 /// Where the programs come from.
 #[derive(Debug, Clone)]
 pub enum Programs {
@@ -75,6 +90,20 @@ pub struct RigSpec {
     /// The page's path (default `deathswitch`); a relative path is in the
     /// rig's folder. Its folder is created if missing, the page is not.
     pub page: Option<PathBuf>,
+    /// The guard's rule 2 and rule 3 bounds (default [`GuardBounds::Test`]).
+    pub guard_bounds: GuardBounds,
+}
+
+/// The guard's rule 2 (beat timeout) and rule 3 (confirmation window)
+/// bounds a [`Rig`] starts it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardBounds {
+    /// The robot's own, the guard's defaults (60 ms, 40 ms): the bench
+    /// measures them.
+    Robot,
+    /// [`TEST_BEAT_TIMEOUT_MS`] and [`TEST_CONFIRM_WINDOW_MS`]: the
+    /// process-level tests, on a host that stalls.
+    Test,
 }
 
 impl Default for RigSpec {
@@ -84,6 +113,7 @@ impl Default for RigSpec {
             sim_args: vec!["--versions".into(), "10".into()],
             sim_priority: None,
             page: None,
+            guard_bounds: GuardBounds::Test,
         }
     }
 }
@@ -161,6 +191,7 @@ impl RigSpec {
             programs: self.programs,
             page,
             dir,
+            guard_bounds: self.guard_bounds,
         })
     }
 }
@@ -173,6 +204,7 @@ pub struct Rig {
     programs: Programs,
     page: PathBuf,
     dir: tempfile::TempDir,
+    guard_bounds: GuardBounds,
 }
 
 /// How a runtime (`nao-rs run`) is started on a [`Rig`]: its name (its log
@@ -334,8 +366,8 @@ impl Rig {
         c
     }
 
-    /// `nao-rs-guard --page PAGE --link sim:... --udp-port PORT` (0: off),
-    /// not started.
+    /// `nao-rs-guard --page PAGE --link sim:... --udp-port PORT` (0: off)
+    /// with the rig's [`GuardBounds`], not started.
     pub fn guard_command(&self, udp_port: u16) -> Command {
         let mut c = self.command("nao-rs-guard");
         c.arg("--page").arg(&self.page).args([
@@ -344,6 +376,14 @@ impl Rig {
             "--udp-port",
             &udp_port.to_string(),
         ]);
+        if self.guard_bounds == GuardBounds::Test {
+            c.args([
+                "--beat-timeout-ms",
+                &TEST_BEAT_TIMEOUT_MS.to_string(),
+                "--confirm-window-ms",
+                &TEST_CONFIRM_WINDOW_MS.to_string(),
+            ]);
+        }
         c
     }
 

@@ -24,7 +24,7 @@ pub use testkit::{poll_for, wait_for, Proc, Rig, Runtime};
 /// Guard rule 6, the hand-over bound the guard is held to (docs/guard.md,
 /// "Fixed points": 1 s): a runtime handed the board beats within it or is
 /// taken back. The page's own rules test pins its constant to the same.
-pub const HAND_OVER_BOUND: Duration = Duration::from_secs(1);
+pub const HAND_OVER_BOUND: Duration = Duration::from_nanos(deathswitch::rules::HAND_OVER_BOUND_NS);
 
 /// The virtual robot, its armed-or-not page and the guard on it (UDP stop
 /// off), published in the page. Dropped in reverse: guard, page, rig.
@@ -273,4 +273,28 @@ pub fn guard_with_nofile(rig: &Rig, n: u64, log: &std::path::Path) -> Command {
         })
     };
     cmd
+}
+
+/// The guard at the lowest `RLIMIT_NOFILE` from 7 up that it starts at
+/// (registers in the page), with that limit; `spawn(n)` starts one. A
+/// refused start is judged when it exits, not after the whole wait.
+pub fn lowest_nofile_guard(page: &Page, mut spawn: impl FnMut(u64) -> Proc) -> (u64, Proc) {
+    for n in 7..64 {
+        let mut g = spawn(n);
+        let up = poll_for(Duration::from_secs(5), || {
+            if page.snapshot().guard_pid == Some(g.pid()) {
+                Some(true)
+            } else if !g.running() {
+                Some(false)
+            } else {
+                None
+            }
+        });
+        match up {
+            Some(true) => return (n, g),
+            Some(false) => continue,
+            None => panic!("the guard at RLIMIT_NOFILE {n} neither registered nor exited in 5 s"),
+        }
+    }
+    panic!("the guard starts at no RLIMIT_NOFILE below 64");
 }

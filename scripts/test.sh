@@ -39,7 +39,9 @@ report() {
     printf '   %5d s  the test command (%dm%02ds)\n' $((SECONDS - started)) \
         $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60))
 }
-trap 'status=$?; if [ -n "${current_phase:-}" ]; then report; fi; [ $status = 0 ] || echo "FAILED in: $current_phase"' EXIT
+# A failure ends the command: the work beside the tests (below) ends with it.
+trap 'status=$?; if [ -n "${beside:-}" ]; then pkill -P "$beside" 2>/dev/null; kill "$beside" 2>/dev/null; fi
+if [ -n "${current_phase:-}" ]; then report; fi; [ $status = 0 ] || echo "FAILED in: $current_phase"' EXIT
 
 phase "cargo fmt --check"
 cargo fmt --all -- --check
@@ -61,16 +63,40 @@ cargo machete
 
 phase "cargo test (workspace, release)"
 # PROPTEST_CASES: the fuzz-style property tests run at least 100,000 cases.
-# The world explores 100,000 schedules of the whole robot in virtual time
-# (bins/nao-rs-world/tests/explore.rs) and finds each deliberate mutation
-# (tests/mutations.rs). The process-level tests judge what only real
-# processes show (signals, pidfds, sockets, modes, mmap, systemd) with
-# bounds a stalling host keeps; the rules judged through time are world
-# cases (bins/nao-rs-world/tests/cases.rs) or pure steps with simulated
-# cycles. No second run.
-PROPTEST_CASES="${PROPTEST_CASES:-100000}" \
-    cargo test --workspace --release --features "$FEATURES" --no-fail-fast \
-    -- --test-threads=2
+# The process-level tests judge what only real processes show (signals,
+# pidfds, sockets, modes, mmap, systemd) with bounds a stalling host
+# keeps; the rules judged through time are world cases
+# (bins/nao-rs-world/tests/cases.rs) or pure steps with simulated cycles.
+# The world's mutations (tests/mutations.rs) run here too. No second run.
+export PROPTEST_CASES="${PROPTEST_CASES:-100000}"
+build_log=target/test-build.log
+mkdir -p target
+cargo test --workspace --release --features "$FEATURES" --no-run 2>&1 | tee "$build_log"
+
+# Beside the process-level tests, which mostly wait on processes and
+# leave the CPUs idle: the explorer's 100,000 schedules of the whole robot
+# in virtual time (2 threads, about a minute alone), then the loom models
+# of the page's orderings (their own build: --cfg loom, target/loom; every
+# interleaving with at most 5 preemptions: loom's own advice is 2 or 3,
+# both deliberate wrong orders in the models are caught at 2, and one
+# model unbounded ran for more than 3 minutes). The explorer's test binary
+# is run directly (cargo holds target/ while it runs tests); its output is
+# printed when it is judged, after the floor below.
+explore_bin=$(sed -n 's/^ *Executable tests\/explore.rs (\(.*\))$/\1/p' "$build_log" | head -n 1)
+[ -x "$explore_bin" ] || { echo "FAILED: no explore test binary in $build_log"; exit 1; }
+beside_log=target/test-beside.log
+(
+    set -e
+    echo "== the explorer: 100,000 schedules (bins/nao-rs-world/tests/explore.rs)"
+    (cd bins/nao-rs-world && exec "$OLDPWD/$explore_bin" --exact explorer_budget_breaks_no_invariant --nocapture)
+    echo "== loom models (page orderings)"
+    LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+        cargo test -p deathswitch --release --lib cells::loom_tests -- --test-threads=2
+) >"$beside_log" 2>&1 &
+beside=$!
+
+cargo test --workspace --release --features "$FEATURES" --no-fail-fast \
+    -- --test-threads=2 --skip explorer_budget_breaks_no_invariant
 
 phase "the Linux 4.4 floor (docs/robot-system.md)"
 # The process-level tests that make the calls newer than Linux 4.4 the
@@ -82,7 +108,6 @@ phase "the Linux 4.4 floor (docs/robot-system.md)"
 # take-over at an exit: without pidfds the exit watch gives it (issue 28
 # point 3; tests/exit_watch.rs runs both ways itself). The same build as
 # above (--workspace, the same features): nothing is compiled again.
-cargo build --release --quiet --workspace --features "$FEATURES" --bin kernel-floor
 CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/release/kernel-floor" \
     cargo test --release --workspace --features "$FEATURES" \
     --test run_sim --test restarts --test demo_cli --test cli --test runtime_compound \
@@ -90,10 +115,12 @@ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/release/kernel-floor" 
     --test fd_limit --test page_integrity --test takeover --test page_damage \
     -- --test-threads=2
 
-phase "loom models (page orderings)"
-# Every interleaving with at most 5 preemptions (loom's own advice is 2 or
-# 3; both deliberate wrong orders in the models are caught at 2). Without
-# a bound, the model of two full snapshots against a trip and a re-arm
-# ran for more than 3 minutes; at 5 all ten models take about 13 s.
-LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test -p deathswitch --release --lib cells::loom_tests -- --test-threads=2
+phase "beside the tests: the explorer and the loom models (their output)"
+beside_status=0
+wait "$beside" || beside_status=$?
+beside=
+cat "$beside_log"
+if [ "$beside_status" != 0 ]; then
+    echo "FAILED: the explorer or the loom models (exit $beside_status; $beside_log)"
+    exit 1
+fi

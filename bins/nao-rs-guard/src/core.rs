@@ -159,6 +159,9 @@ pub struct Observation {
     pub runtime: ExitState,
     /// The page's driver as verified, when it is not the held runtime.
     pub candidate: Candidate,
+    /// While the guard is to hold the chest board: its last attempt to
+    /// open it found it held by another process (and it is not open).
+    pub board_busy: bool,
     /// This poll's time, monotonic ns.
     pub now_ns: u64,
 }
@@ -218,6 +221,14 @@ pub enum Transition {
     TakeOver(Reason, Option<u32>),
     /// A restarted runtime registered: the board is handed over to it.
     HandOver(u32),
+    /// The guard took over from the runtime it held (the first pid, gone
+    /// now) but cannot open the board: another process holds it, and the
+    /// page names a verified runtime (the second) that started before the
+    /// take-over, so it is no restart. It registered before the guard saw
+    /// the exit (a guard stalled across systemd's restart) and took the
+    /// free board: the board is handed over to it, the switch stays
+    /// tripped.
+    Succeeded(Option<u32>, u32),
     /// A re-arm with no runtime running: the board is released.
     Release,
     /// The heartbeat disappeared while watching, and no runtime is held
@@ -357,6 +368,27 @@ impl GuardCore {
         (actions, Transition::TakeOver(reason, from))
     }
 
+    /// The board goes to the verified runtime `pid`: the heartbeat is
+    /// cleared (its first beat is its own), it is held by its pidfd (the
+    /// old one closed when `forget`), and it must beat within the
+    /// hand-over bound from `now_ns`. The switch stays as it is.
+    fn hand_over(&mut self, pid: u32, now_ns: u64, forget: bool) -> (Actions, Transition) {
+        self.state = GuardState::Idle;
+        self.judge.forget_beat();
+        self.awaiting = Some(Awaiting {
+            pid,
+            since_ns: now_ns,
+            kind: FirstBeat::HandOver,
+        });
+        let actions = Actions {
+            clear_heartbeat: true,
+            forget,
+            adopt: Some(pid),
+            ..Actions::default()
+        };
+        (actions, Transition::HandOver(pid))
+    }
+
     fn step_watching(&mut self, obs: &Observation) -> (Actions, Transition) {
         let was = self.state;
         // A page that names a process that is not the runtime (while no
@@ -456,20 +488,7 @@ impl GuardCore {
             Candidate::Verified { pid, restart: true }
                 if Some(pid) != killed && pid != self.own_pid =>
             {
-                self.state = GuardState::Idle;
-                self.judge.forget_beat();
-                self.awaiting = Some(Awaiting {
-                    pid,
-                    since_ns: obs.now_ns,
-                    kind: FirstBeat::HandOver,
-                });
-                let actions = Actions {
-                    clear_heartbeat: true,
-                    forget: obs.runtime != ExitState::Unknown,
-                    adopt: Some(pid),
-                    ..Actions::default()
-                };
-                return (actions, Transition::HandOver(pid));
+                return self.hand_over(pid, obs.now_ns, obs.runtime != ExitState::Unknown);
             }
             Candidate::Refused(pid) if Some(pid) != killed => {
                 return (
@@ -484,13 +503,36 @@ impl GuardCore {
             }
             _ => {}
         }
-        // Release: re-armed, and no new runtime registered.
+        // Succession: the runtime taken over from is gone, the board is
+        // busy, and the page names a verified runtime that is no restart:
+        // it registered and took the free board before the guard saw the
+        // exit (a guard stalled across a restart). Holding nothing, the
+        // guard would never hand over; it hands the board to it now, and
+        // it must beat within the hand-over bound.
+        if let Candidate::Verified {
+            pid,
+            restart: false,
+        } = obs.candidate
+        {
+            let gone = !matches!(obs.runtime, ExitState::Alive(_));
+            if obs.board_busy && gone && Some(pid) != killed && pid != self.own_pid {
+                let (actions, _) =
+                    self.hand_over(pid, obs.now_ns, obs.runtime != ExitState::Unknown);
+                return (actions, Transition::Succeeded(killed, pid));
+            }
+        }
+        // Release: re-armed, and no new runtime registered. A verified
+        // runtime the page names keeps its registration (the next poll
+        // holds it by its pidfd and awaits its beat); anything else the
+        // page names is cleared.
         if obs.armed {
             self.state = GuardState::Idle;
             self.judge.forget_beat();
             self.awaiting = None;
+            let live =
+                matches!(obs.candidate, Candidate::Verified { pid, .. } if Some(pid) != killed);
             let actions = Actions {
-                clear_driver: Some(obs.driver_pid.unwrap_or(0)),
+                clear_driver: (!live).then_some(obs.driver_pid.unwrap_or(0)),
                 forget: obs.runtime != ExitState::Unknown,
                 ..Actions::default()
             };
@@ -534,6 +576,7 @@ mod tests {
                 _ => Candidate::None,
             },
             now_ns: 0,
+            board_busy: false,
         }
     }
     fn with_pidfd(o: Observation, runtime: ExitState) -> Observation {
@@ -902,6 +945,7 @@ mod tests {
             runtime,
             candidate,
             now_ns,
+            board_busy: false,
         })
     }
 
@@ -932,6 +976,105 @@ mod tests {
             );
             assert_eq!(g.state(), GuardState::Holding { killed: Some(RT) });
         }
+    }
+
+    /// The guard stalled across a restart: its runtime exited and the
+    /// restarted one registered before the guard saw the exit. The guard
+    /// takes over as at any exit; while the board is free it holds it (the
+    /// successor, no restart, waits); when the successor has taken the
+    /// board (busy), the guard hands it over (held by its pidfd, its first
+    /// beat due within the hand-over bound), instead of holding nothing and
+    /// never handing over (`docs/world.md`, finding 1, seed 59704).
+    #[test]
+    fn an_exit_seen_after_the_successor_took_the_board_hands_it_over() {
+        let mut g = GuardCore::new(GUARD);
+        let mut o = alive(fine(Some(RT), true), RT);
+        g.step(&o);
+        assert_eq!(g.state(), GuardState::Watching);
+        // The page names the successor, verified (it started before the
+        // take-over: no `restart`).
+        o.runtime = ExitState::Exited(RT);
+        o.driver_pid = Some(NEW_RT);
+        o.beaten = false;
+        o.candidate = Candidate::Verified {
+            pid: NEW_RT,
+            restart: false,
+        };
+        let (a, t) = g.step(&o);
+        assert_eq!(
+            t,
+            Transition::TakeOver(Reason::GuardRuntimeExited, Some(RT))
+        );
+        assert!(a.hold_board && a.forget && a.adopt.is_none());
+        // The board free: the guard holds it, the successor waits.
+        o.runtime = ExitState::Unknown;
+        o.armed = false;
+        assert_eq!(g.step(&o), (HOLD, Transition::None));
+        // The board busy (the successor has it): handed over.
+        o.board_busy = true;
+        o.now_ns = 5_000;
+        let (a, t) = g.step(&o);
+        assert_eq!(
+            a,
+            Actions {
+                clear_heartbeat: true,
+                adopt: Some(NEW_RT),
+                ..Actions::default()
+            },
+            "the switch stays tripped, the board left to the successor"
+        );
+        assert_eq!(t, Transition::Succeeded(Some(RT), NEW_RT));
+        assert_eq!(
+            g.awaiting(),
+            Some((NEW_RT, FirstBeat::HandOver, 5_000)),
+            "its first beat within the hand-over bound"
+        );
+        // It beats: watched; it hangs: taken over and killed by its pidfd.
+        let mut w = alive(
+            obs(false, Some(NEW_RT), true, GuardVerdict::Fine, false),
+            NEW_RT,
+        );
+        assert_eq!(g.step(&w).1, Transition::Watch);
+        w.verdict = GuardVerdict::TakeOver(Reason::GuardHeartbeatLost);
+        let (a, _) = g.step(&w);
+        assert_eq!(a.kill, Some(NEW_RT));
+        // A busy board while the runtime taken over from still lives (its
+        // kill not done yet) hands nothing over.
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        let mut o = alive(
+            obs(false, Some(NEW_RT), false, GuardVerdict::Fine, false),
+            RT,
+        );
+        o.candidate = Candidate::Verified {
+            pid: NEW_RT,
+            restart: false,
+        };
+        o.board_busy = true;
+        assert_eq!(g.step(&o), (HOLD, Transition::None));
+    }
+
+    /// A re-arm while holding never clears the registration of a verified
+    /// runtime the page names (one that registered while the guard held
+    /// the board without being a restart): it keeps it, and the next poll
+    /// holds it by its pidfd; anything else the page names is cleared.
+    #[test]
+    fn a_release_keeps_a_verified_runtimes_registration() {
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        let mut o = obs(true, Some(NEW_RT), true, GuardVerdict::Fine, false);
+        o.candidate = Candidate::Verified {
+            pid: NEW_RT,
+            restart: false,
+        };
+        let (a, t) = g.step(&o);
+        assert_eq!(t, Transition::Release);
+        assert_eq!(a.clear_driver, None, "the live runtime's registration kept");
+        // Next poll: registered, held by its pidfd.
+        let (a, _) = g.step(&o);
+        assert_eq!(a.adopt, Some(NEW_RT));
+        // Unverified: cleared, as before.
+        let mut g = holding_after(Reason::GuardHeartbeatLost);
+        let (a, _) = g.step(&obs(true, Some(NEW_RT), true, GuardVerdict::Fine, false));
+        assert_eq!(a.clear_driver, Some(NEW_RT));
     }
 
     /// The exit watch's pure rules: either source saying "exited" is an

@@ -326,6 +326,7 @@ impl<B: Board> Poller<B> {
             runtime,
             candidate,
             now_ns,
+            board_busy: !self.board.is_open() && self.open_failing == Some(LinkFault::Busy),
         };
         let (actions, transition) = self.core.step(&obs);
         if let (Candidate::Refused(pid), Transition::TakeOver(..)) = (candidate, transition) {
@@ -349,6 +350,9 @@ impl<B: Board> Poller<B> {
             // Only a runtime started from now on is handed the board.
             self.took_over_ticks = Some(process::boot_ticks_now());
             self.checked = None;
+            // The board is judged busy or not from this take-over's own
+            // attempts (and its failure logged once more).
+            self.open_failing = None;
         }
         // 2. kill: through the pidfd of the runtime verified at its
         //    registration (never a reused pid); without pidfds by pid,
@@ -467,7 +471,9 @@ impl<B: Board> Poller<B> {
             ),
             Transition::Unwatch => emit(&mut self.log, GuardEvent::Unwatched),
             Transition::TakeOver(..) => {} // logged at the kill
-            Transition::HandOver(pid) => emit(&mut self.log, GuardEvent::HandedOver { pid }),
+            Transition::HandOver(pid) | Transition::Succeeded(_, pid) => {
+                emit(&mut self.log, GuardEvent::HandedOver { pid })
+            }
             Transition::Release => emit(&mut self.log, GuardEvent::Released),
             Transition::Refused(pid) => emit(&mut self.log, GuardEvent::Refused { pid }),
         }

@@ -680,7 +680,7 @@ fn stop_socket_is_never_handed_to_a_member_of_the_group() {
 }
 
 /// A second process of the group that connect()s the socket elsewhere is
-/// found within 1 s (the holders' watch, every 200 ms), 5 times over:
+/// found within 1 s (the holders' watch, every 200 ms), 3 times over:
 /// `stop-port-unread` trips and the socket is disconnected again, so a
 /// stop after a re-arm trips `udp`, all-off in the trace.
 #[test]
@@ -696,7 +696,7 @@ fn stop_port_connect_is_found_within_1_s_and_undone() {
     let (_g, _rt) = pair_on(&rig, &page, &held, port, &runtime("rt", port));
     rearm_and_hold(&page, 1000);
     let mut found = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..3 {
         rearm_and_hold(&page, 300);
         let t0 = Instant::now();
         let code = exit_code(as_nobody(move || {
@@ -835,8 +835,8 @@ fn stop_port_drop_all_filter_cannot_be_attached_and_is_refused() {
 
 /// A second process of the group that shuts the socket down for reading
 /// (shutdown SHUT_RD) is found at once (POLLRDHUP): `stop-port-unread`
-/// trips, again after a re-arm, and neither listener spins (under 10 % of
-/// a CPU each over 2 s); all-off in the trace.
+/// trips, again after a re-arm, and neither listener spins (under 20 % of
+/// a CPU together over 1 s); all-off in the trace. Two rounds.
 #[test]
 fn stop_port_shutdown_is_found_at_once_and_nothing_spins() {
     if !is_root() {
@@ -845,7 +845,7 @@ fn stop_port_shutdown_is_found_at_once_and_nothing_spins() {
     }
     let (rig, page) = rig();
     let mut found = Vec::new();
-    for i in 0..3 {
+    for i in 0..2 {
         let port = free_udp_port();
         let held = UdpSocket::bind(("0.0.0.0", port)).unwrap();
         let fd = held.as_raw_fd();
@@ -868,11 +868,11 @@ fn stop_port_shutdown_is_found_at_once_and_nothing_spins() {
         until_unread(&page, Instant::now());
         let cpu = || thread_cpu(g.pid(), "guard-udp") + thread_cpu(rt.pid(), "nao-rs-udp");
         let before = cpu();
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(Duration::from_secs(1));
         // SAFETY: sysconf only returns a value.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         let used = (cpu() - before) as f64 / hz;
-        assert!(used < 0.4, "spinning: {used:.3} s CPU in 2 s");
+        assert!(used < 0.2, "spinning: {used:.3} s CPU in 1 s");
         assert!(
             rig.log(&name).contains("shut down for reading"),
             "{}",

@@ -51,9 +51,9 @@ struct Args {
     /// Print the speed table (5 s of exploring).
     #[arg(long)]
     bench: bool,
-    /// The longest guard stall a schedule holds, ms (default 990: under
-    /// the runtime's restart delay; longer ones find a known hole).
-    #[arg(long, default_value_t = 990)]
+    /// The longest guard stall a schedule holds, ms (default 1500: past
+    /// the runtime's 1 s restart delay).
+    #[arg(long, default_value_t = nao_rs_world::schedule::GUARD_STALL_MAX_NS / nao_rs_world::schedule::MS)]
     guard_stall_max_ms: u64,
 }
 

@@ -181,6 +181,8 @@ struct Guard {
     took_over_ticks: Option<u64>,
     guard_cycle: u64,
     published_holding: Option<bool>,
+    /// Its last attempt to open the board found another holder.
+    board_busy: bool,
     stalled_until: u64,
     /// Its last poll (virtual ns).
     last_poll_ns: u64,
@@ -361,6 +363,7 @@ impl World {
             took_over_ticks: None,
             guard_cycle: 0,
             published_holding: None,
+            board_busy: false,
             stalled_until: 0,
             last_poll_ns: 0,
         };
@@ -1067,6 +1070,7 @@ impl World {
             runtime,
             candidate,
             now_ns: now,
+            board_busy: !self.guard.board.is_open() && self.guard.board_busy,
         };
         let (actions, transition) = self.guard.core.step(&obs);
         if let Some(reason) = actions.trip {
@@ -1083,6 +1087,7 @@ impl World {
             }
         }
         if let Transition::TakeOver(..) = transition {
+            self.guard.board_busy = false;
             self.guard.guard_cycle = judged.last_cycle.unwrap_or(0);
             self.guard.took_over_ticks = Some(self.ticks());
         }
@@ -1109,6 +1114,17 @@ impl World {
             Transition::TakeOver(reason, pid) => {
                 self.note(10, name_hash(reason.name()));
                 self.tell(|| format!("the guard takes over ({}) from {pid:?}", reason.name()));
+            }
+            Transition::Succeeded(_, pid) => {
+                self.note(15, u64::from(pid));
+                self.tell(|| {
+                    format!(
+                        "the board is busy: the guard hands it over to the runtime {pid}, which registered before the guard saw the exit"
+                    )
+                });
+                let target = self.proc_at(pid).map(|p| (p.pid, p.start));
+                let r = inv::i5_signal_only_verified(target, Some((pid, snap.driver_start)));
+                self.fail(Inv::I5, r);
             }
             Transition::HandOver(pid) => {
                 self.note(11, u64::from(pid));
@@ -1138,8 +1154,14 @@ impl World {
             self.page.clear_driver_if(pid);
         }
         if actions.hold_board {
-            if !self.guard.board.is_open() && self.guard.board.open().is_ok() {
-                self.guard.frames = None;
+            if !self.guard.board.is_open() {
+                match self.guard.board.open() {
+                    Ok(()) => {
+                        self.guard.frames = None;
+                        self.guard.board_busy = false;
+                    }
+                    Err(e) => self.guard.board_busy = matches!(e, LinkError::Busy),
+                }
             }
             if self.guard.board.is_open() && self.frame_due(now) {
                 let sent = self.guard.board.send_all_off(now).is_ok();

@@ -226,3 +226,46 @@ fn a_runtime_handed_the_board_that_freezes_is_taken_back_within_the_hand_over_bo
         out.story.join("\n")
     );
 }
+
+/// A guard stalled across a restart (the explorer's finding 1, seed
+/// 59704 with `--guard-stall-max-ms 1500`): the runtime crashes while the
+/// guard is stalled, systemd's restart registers and takes the free board
+/// before the guard looks. The guard takes over (the switch trips), finds
+/// the board busy and hands it to the successor; after a re-arm and a
+/// wake, the successor's hang is taken over (SIGKILL through its pidfd,
+/// the guard's all-off frames).
+/// Before, the guard held nothing, a re-arm cleared the running runtime's
+/// registration, and its hang went without a take-over (I3).
+#[test]
+fn a_guard_stalled_across_a_restart_hands_the_board_to_the_successor() {
+    let out = run(schedule(
+        5200,
+        &[
+            (200, wake()),
+            (974, Action::GuardStall { len_ns: 1070 * MS }),
+            (1002, Action::Crash),
+            (2774, Action::Rearm),
+            (2900, wake()),
+            (4532, Action::Hang),
+        ],
+    ));
+    let story = out.story.join("\n");
+    assert!(
+        story.contains("the board is busy: the guard hands it over to the runtime 1001"),
+        "{story}"
+    );
+    assert!(
+        between(&out, 2900 * MS, 4532 * MS).iter().any(|f| f.stiff),
+        "the successor moves after the re-arm and the wake:\n{story}"
+    );
+    assert!(
+        story.contains("the guard sends SIGKILL to pid 1001"),
+        "{story}"
+    );
+    let after = between(&out, 4532 * MS, u64::MAX);
+    assert!(
+        after.iter().any(|f| f.pid == GUARD_PID),
+        "the hang taken over:\n{story}"
+    );
+    assert_eq!(out.page.reason, Some(Reason::GuardHeartbeatLost));
+}

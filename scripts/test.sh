@@ -79,20 +79,22 @@ cargo test --workspace --release --features "$FEATURES" --no-run 2>&1 | tee "$bu
 # of the page's orderings (their own build: --cfg loom, target/loom; every
 # interleaving with at most 5 preemptions: loom's own advice is 2 or 3,
 # both deliberate wrong orders in the models are caught at 2, and one
-# model unbounded ran for more than 3 minutes). The explorer's test binary
-# is run directly (cargo holds target/ while it runs tests); its output is
-# printed when it is judged, after the floor below.
+# model unbounded ran for more than 3 minutes). At nice 19: the tests'
+# own processes come first, this takes the CPU time they leave. The
+# explorer's test binary is run directly (cargo holds target/ while it
+# runs tests); its output is printed when it is judged, after the floor
+# below.
 explore_bin=$(sed -n 's/^ *Executable tests\/explore.rs (\(.*\))$/\1/p' "$build_log" | head -n 1)
 [ -x "$explore_bin" ] || { echo "FAILED: no explore test binary in $build_log"; exit 1; }
 beside_log=target/test-beside.log
-(
+nice -n 19 bash -c '
     set -e
     echo "== the explorer: 100,000 schedules (bins/nao-rs-world/tests/explore.rs)"
-    (cd bins/nao-rs-world && exec "$OLDPWD/$explore_bin" --exact explorer_budget_breaks_no_invariant --nocapture)
+    (cd bins/nao-rs-world && exec "$1" --exact explorer_budget_breaks_no_invariant --nocapture)
     echo "== loom models (page orderings)"
     LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}" RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
         cargo test -p deathswitch --release --lib cells::loom_tests -- --test-threads=2
-) >"$beside_log" 2>&1 &
+' beside "$PWD/$explore_bin" >"$beside_log" 2>&1 &
 beside=$!
 
 cargo test --workspace --release --features "$FEATURES" --no-fail-fast \

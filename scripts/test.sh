@@ -97,8 +97,11 @@ nice -n 19 bash -c '
 ' beside "$PWD/$explore_bin" >"$beside_log" 2>&1 &
 beside=$!
 
+# Three test threads on two cores: the process-level tests mostly wait on
+# their processes (a bring-up session, a take-over), and their bounds are
+# a stalling host's.
 cargo test --workspace --release --features "$FEATURES" --no-fail-fast \
-    -- --test-threads=2 --skip explorer_budget_breaks_no_invariant
+    -- --test-threads=3 --skip explorer_budget_breaks_no_invariant
 
 phase "the Linux 4.4 floor (docs/robot-system.md)"
 # The process-level tests that make the calls newer than Linux 4.4 the
@@ -115,7 +118,7 @@ CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="$PWD/target/release/kernel-floor" 
     --test run_sim --test restarts --test demo_cli --test cli --test runtime_compound \
     --test full_fs --test real_runtime --test stop_port --test release_race \
     --test fd_limit --test page_integrity --test takeover --test page_damage \
-    -- --test-threads=2
+    -- --test-threads=3
 
 phase "beside the tests: the explorer and the loom models (their output)"
 beside_status=0

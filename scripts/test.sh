@@ -15,6 +15,12 @@ cd "$(dirname "$0")/.."
 # for its own thread). No robot build enables either
 # (scripts/robot-build.sh builds four named programs without them).
 FEATURES=nao-rs/fault-injection,nao-rs-world/mutations
+# The programs the tests start are built with the same (testkit::FEATURES):
+# any other set is a second build of the tree in the middle of the tests.
+if ! grep -q "pub const FEATURES: &str = \"$FEATURES\";" bins/testkit/src/lib.rs; then
+    echo "FAILED: FEATURES here ($FEATURES) and testkit::FEATURES (bins/testkit/src/lib.rs) differ; make them the same"
+    exit 1
+fi
 
 started=$SECONDS
 phase_names=()

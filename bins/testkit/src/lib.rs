@@ -61,13 +61,12 @@ fn profile_dir() -> PathBuf {
 }
 
 /// The path of the workspace binary `name` (for example `"nao-rs-sim"`),
-/// built with `cargo build --bin NAME --features nao-rs/fault-injection` in
-/// the test's own profile the first time a test process asks for it, so
-/// the test never runs a stale binary. The feature is the one
-/// `scripts/test.sh` builds the workspace's tests with (`nao-rs run
-/// --fault KIND` for the guard's tests; no robot build enables it), so a
-/// program built here and one built by `cargo test` are the same build and
-/// neither replaces the other with a different one. Panics with the
+/// built with `cargo build --bin NAME --features FEATURES` ([`FEATURES`])
+/// in the test's own profile the first time a test process asks for it, so
+/// the test never runs a stale binary. The features are the ones
+/// `scripts/test.sh` builds the workspace's tests with (no robot build
+/// enables them), so a program built here and one built by `cargo test`
+/// are the same build and neither replaces the other with a different one. Panics with the
 /// build's message if it does not build (tests only).
 pub fn bin(name: &str) -> PathBuf {
     static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -104,8 +103,11 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// The features every program of the workspace is built with for the
-/// tests ([`bin`], `scripts/test.sh`): `nao-rs run --fault KIND`.
-pub const FEATURES: &str = "nao-rs/fault-injection";
+/// tests ([`bin`]): `nao-rs run --fault KIND`, and the world's mutations
+/// (each off until a world selects it). The same as `FEATURES` in
+/// `scripts/test.sh`, which checks that they agree: a program built here
+/// with other features would be built again, in the middle of the tests.
+pub const FEATURES: &str = "nao-rs/fault-injection,nao-rs-world/mutations";
 
 /// The worked examples, `recordings/*.rec` of the workspace, sorted.
 /// Panics when the folder cannot be read or holds none, so a test over

@@ -210,6 +210,23 @@ pub struct Schedule {
 pub const GUARD_STALL_MAX_NS: u64 = 1_500 * MS;
 
 impl Schedule {
+    /// A schedule made by hand (a test's, a world case's): `run_ms` of
+    /// robot, each action at its millisecond, no bring-up, seed 0.
+    pub fn by_hand(run_ms: u64, actions: &[(u64, Action)]) -> Schedule {
+        Schedule {
+            seed: 0,
+            run_ns: run_ms * MS,
+            bringup: None,
+            actions: actions
+                .iter()
+                .map(|&(ms, action)| Timed {
+                    at_ns: ms * MS,
+                    action,
+                })
+                .collect(),
+        }
+    }
+
     /// The schedule seed `seed` picks, guard stalls under
     /// [`GUARD_STALL_MAX_NS`].
     pub fn from_seed(seed: u64) -> Schedule {

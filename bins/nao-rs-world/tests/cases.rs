@@ -8,24 +8,13 @@
 
 use deathswitch::rules::{HAND_OVER_BOUND_NS, START_UP_BOUND_NS};
 use deathswitch::Reason;
-use nao_rs_world::schedule::{Action, Schedule, Timed, WakeVia, MS};
+use nao_rs_world::schedule::{Action, Schedule, WakeVia, MS};
 use nao_rs_world::world::{
     run_schedule, FrameNote, Outcome, FRAME_NS, GUARD_PID, POLL_NS, REGISTER_NS,
 };
 
 fn schedule(run_ms: u64, actions: &[(u64, Action)]) -> Schedule {
-    Schedule {
-        seed: 0,
-        run_ns: run_ms * MS,
-        bringup: None,
-        actions: actions
-            .iter()
-            .map(|&(ms, action)| Timed {
-                at_ns: ms * MS,
-                action,
-            })
-            .collect(),
-    }
+    Schedule::by_hand(run_ms, actions)
 }
 
 /// `nao-rs wake`: reads the generation now, arrives within 1 ms.

@@ -3,22 +3,11 @@
 //! and shows the same schedule holding it without one.
 
 use nao_rs_world::invariants::{self as inv, Inv};
-use nao_rs_world::schedule::{Action, Schedule, Timed, WakeVia, MS};
+use nao_rs_world::schedule::{Action, Schedule, WakeVia, MS};
 use nao_rs_world::world::{run_schedule, Mutation, Outcome};
 
 fn schedule(run_ms: u64, actions: &[(u64, Action)]) -> Schedule {
-    Schedule {
-        seed: 0,
-        run_ns: run_ms * MS,
-        bringup: None,
-        actions: actions
-            .iter()
-            .map(|&(ms, action)| Timed {
-                at_ns: ms * MS,
-                action,
-            })
-            .collect(),
-    }
+    Schedule::by_hand(run_ms, actions)
 }
 
 fn wake(delay_ms: u64) -> Action {

@@ -101,6 +101,17 @@ pub enum Record {
     Updated,
 }
 
+impl Record {
+    /// What the plan does to the path, as `--dry-run` says it.
+    fn verb(self) -> &'static str {
+        match self {
+            Record::Created => "create",
+            Record::Replaced => "replace (backed up first)",
+            Record::Updated => "update",
+        }
+    }
+}
+
 /// One change on the robot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -233,14 +244,10 @@ impl fmt::Display for Change {
                 content,
                 record,
             } => {
-                let how = match record {
-                    Record::Created => "create",
-                    Record::Replaced => "replace (backed up first)",
-                    Record::Updated => "update",
-                };
                 write!(
                     f,
-                    "{how} {path} ({} bytes, mode {mode:o}{}, sha256 {})",
+                    "{} {path} ({} bytes, mode {mode:o}{}, sha256 {})",
+                    record.verb(),
                     content.bytes.len(),
                     owner
                         .as_ref()
@@ -253,14 +260,7 @@ impl fmt::Display for Change {
                 path,
                 target,
                 record,
-            } => {
-                let how = match record {
-                    Record::Created => "create",
-                    Record::Replaced => "replace (backed up first)",
-                    Record::Updated => "update",
-                };
-                write!(f, "{how} {path} as a link to {target}")
-            }
+            } => write!(f, "{} {path} as a link to {target}", record.verb()),
             Change::DaemonReload => write!(f, "systemctl daemon-reload"),
             Change::UserDaemonReload => write!(f, "systemctl --user daemon-reload (as nao)"),
             Change::UdevReload => write!(f, "reload the udev rules and trigger the chest board"),

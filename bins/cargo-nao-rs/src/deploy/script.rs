@@ -121,6 +121,16 @@ fn backup(q: &str) -> String {
     format!("mkdir -p \"$B\"$(dirname {q}) && cp -P -p \"$R\"{q} \"$B\"{q}")
 }
 
+/// The first lines of a write or a link to the quoted path `q`: its
+/// backup when it replaces something (none otherwise).
+fn backup_if_replaced(record: Record, q: &str) -> String {
+    let mut s = String::new();
+    if record == Record::Replaced {
+        let _ = writeln!(s, "{} || exit 1", backup(q));
+    }
+    s
+}
+
 fn commands(c: &Change) -> String {
     match c {
         Change::MkDir(d) => format!("mkdir {} || [ -d {} ]", p(d), p(d)),
@@ -147,10 +157,7 @@ fn commands(c: &Change) -> String {
             record,
         } => {
             let q = sq(path);
-            let mut s = String::new();
-            if *record == Record::Replaced {
-                let _ = writeln!(s, "{} || exit 1", backup(&q));
-            }
+            let mut s = backup_if_replaced(*record, &q);
             // A step that fails leaves no half-written file behind.
             let tmp = format!("\"$R\"{q}.nao-rs-new");
             let undo = format!("{{ rm -f {tmp}; exit 1; }}");
@@ -179,10 +186,7 @@ fn commands(c: &Change) -> String {
             record,
         } => {
             let q = sq(path);
-            let mut s = String::new();
-            if *record == Record::Replaced {
-                let _ = writeln!(s, "{} || exit 1", backup(&q));
-            }
+            let mut s = backup_if_replaced(*record, &q);
             let _ = write!(s, "rm -f \"$R\"{q} && ln -s {} \"$R\"{q}", sq(target));
             s
         }
